@@ -1,0 +1,55 @@
+#include "common/error.h"
+
+#include <array>
+
+namespace medq {
+namespace {
+
+struct CodeInfo {
+  ErrorCode code;
+  std::string_view name;
+  int exit_status;
+};
+
+// The closed set; docs/protocol.md mirrors this table.
+constexpr std::array kCodes = {
+    CodeInfo{ErrorCode::kInvalidRequest, "INVALID_REQUEST", kExitDataErr},
+    CodeInfo{ErrorCode::kUnknownOp, "UNKNOWN_OP", kExitUsage},
+    CodeInfo{ErrorCode::kUnsupportedVersion, "UNSUPPORTED_VERSION", kExitUsage},
+    CodeInfo{ErrorCode::kTooLarge, "TOO_LARGE", kExitDataErr},
+    CodeInfo{ErrorCode::kPermissionDenied, "PERMISSION_DENIED", kExitNoPerm},
+    CodeInfo{ErrorCode::kNotReady, "NOT_READY", kExitTempFail},
+    CodeInfo{ErrorCode::kQueueFull, "QUEUE_FULL", kExitTempFail},
+    CodeInfo{ErrorCode::kQueueTimeout, "QUEUE_TIMEOUT", kExitTempFail},
+    CodeInfo{ErrorCode::kModelNotFound, "MODEL_NOT_FOUND", kExitDataErr},
+    CodeInfo{ErrorCode::kGpuOom, "GPU_OOM", kExitTempFail},
+    CodeInfo{ErrorCode::kInsufficientMemory, "INSUFFICIENT_MEMORY", kExitTempFail},
+    CodeInfo{ErrorCode::kCancelled, "CANCELLED", kExitTempFail},
+    CodeInfo{ErrorCode::kInternal, "INTERNAL", kExitSoftware},
+};
+
+const CodeInfo& Info(ErrorCode code) {
+  for (const CodeInfo& info : kCodes) {
+    if (info.code == code) return info;
+  }
+  return kCodes.back();  // unreachable for a valid enum value
+}
+
+}  // namespace
+
+std::string_view ErrorCodeName(ErrorCode code) {
+  return Info(code).name;
+}
+
+std::optional<ErrorCode> ErrorCodeFromName(std::string_view name) {
+  for (const CodeInfo& info : kCodes) {
+    if (info.name == name) return info.code;
+  }
+  return std::nullopt;
+}
+
+int ExitStatusFor(ErrorCode code) {
+  return Info(code).exit_status;
+}
+
+}  // namespace medq

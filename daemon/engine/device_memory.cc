@@ -1,0 +1,50 @@
+#include "daemon/engine/device_memory.h"
+
+#include <torch/torch.h>
+
+#if MEDQ_WITH_CUDA
+#include <c10/cuda/CUDACachingAllocator.h>
+#include <c10/cuda/CUDAFunctions.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <cuda_runtime_api.h>
+#endif
+
+namespace medq::engine {
+
+bool CudaAvailable() {
+  return torch::cuda::is_available();
+}
+
+std::vector<DeviceMemory> QueryDeviceMemory() {
+  std::vector<DeviceMemory> out;
+#if MEDQ_WITH_CUDA
+  if (!torch::cuda::is_available()) return out;
+  const int count = static_cast<int>(torch::cuda::device_count());
+  for (int i = 0; i < count; ++i) {
+    c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(i));
+    DeviceMemory m;
+    m.index = i;
+    cudaDeviceProp prop{};
+    if (cudaGetDeviceProperties(&prop, i) == cudaSuccess) m.name = prop.name;
+    size_t free_b = 0, total_b = 0;
+    if (cudaMemGetInfo(&free_b, &total_b) == cudaSuccess) {
+      m.free_bytes = static_cast<int64_t>(free_b);
+      m.total_bytes = static_cast<int64_t>(total_b);
+    }
+    const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(i);
+    const auto agg = static_cast<size_t>(c10::cuda::CUDACachingAllocator::StatType::AGGREGATE);
+    m.allocated_bytes = stats.allocated_bytes[agg].current;
+    m.reserved_bytes = stats.reserved_bytes[agg].current;
+    out.push_back(std::move(m));
+  }
+#endif
+  return out;
+}
+
+void EmptyDeviceCaches() {
+#if MEDQ_WITH_CUDA
+  if (torch::cuda::is_available()) c10::cuda::CUDACachingAllocator::emptyCache();
+#endif
+}
+
+}  // namespace medq::engine

@@ -1,0 +1,30 @@
+// What the engine knows about device memory, for `health` and
+// `cleanup-memory`. Call only from the worker thread, which owns LibTorch.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace medq::engine {
+
+struct DeviceMemory {
+  int index = 0;
+  std::string name;
+  int64_t total_bytes = 0;
+  int64_t free_bytes = 0;
+  int64_t allocated_bytes = 0;  // held by live tensors (caching allocator)
+  int64_t reserved_bytes = 0;   // held by the caching allocator, used or not
+};
+
+// True when this build of LibTorch has CUDA and at least one device is visible.
+bool CudaAvailable();
+
+// One entry per visible CUDA device; empty on a CPU-only build or machine.
+std::vector<DeviceMemory> QueryDeviceMemory();
+
+// Returns cached, unused blocks of the CUDA caching allocator to the driver on
+// every device. A no-op without CUDA. Live tensors (loaded weights) stay.
+void EmptyDeviceCaches();
+
+}  // namespace medq::engine

@@ -1,0 +1,46 @@
+#include "common/error.h"
+
+#include <catch2/catch.hpp>
+
+#include "common/result.h"
+
+namespace medq {
+
+TEST_CASE("every error code round-trips through its wire name", "[error]") {
+  const ErrorCode all[] = {
+      ErrorCode::kInvalidRequest, ErrorCode::kUnknownOp,          ErrorCode::kUnsupportedVersion,
+      ErrorCode::kTooLarge,       ErrorCode::kPermissionDenied,   ErrorCode::kNotReady,
+      ErrorCode::kQueueFull,      ErrorCode::kQueueTimeout,       ErrorCode::kModelNotFound,
+      ErrorCode::kGpuOom,         ErrorCode::kInsufficientMemory, ErrorCode::kCancelled,
+      ErrorCode::kInternal};
+  for (ErrorCode code : all) {
+    auto name = ErrorCodeName(code);
+    CAPTURE(name);
+    REQUIRE(ErrorCodeFromName(name) == code);
+  }
+  REQUIRE_FALSE(ErrorCodeFromName("NO_SUCH_CODE").has_value());
+}
+
+TEST_CASE("error codes map to sysexits statuses", "[error]") {
+  CHECK(ExitStatusFor(ErrorCode::kInvalidRequest) == 65);
+  CHECK(ExitStatusFor(ErrorCode::kUnknownOp) == 64);
+  CHECK(ExitStatusFor(ErrorCode::kQueueFull) == 75);
+  CHECK(ExitStatusFor(ErrorCode::kGpuOom) == 75);
+  CHECK(ExitStatusFor(ErrorCode::kPermissionDenied) == 77);
+  CHECK(ExitStatusFor(ErrorCode::kNotReady) == 75);
+  CHECK(ExitStatusFor(ErrorCode::kInternal) == 70);
+}
+
+TEST_CASE("Result holds a value or an error", "[error]") {
+  Result<int> good = 3;
+  REQUIRE(good.ok());
+  CHECK(*good == 3);
+  Result<int> bad = Error(ErrorCode::kTooLarge, "too big");
+  REQUIRE_FALSE(bad.ok());
+  CHECK(bad.error().code == ErrorCode::kTooLarge);
+  Status s = Error(ErrorCode::kCancelled, "stop");
+  CHECK_FALSE(s.ok());
+  CHECK(Status::Ok().ok());
+}
+
+}  // namespace medq
