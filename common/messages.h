@@ -1,0 +1,109 @@
+// Typed results of the daemon's ops, with their JSON conversions. The daemon
+// builds them, the CLI reads them; docs/protocol.md documents every field.
+// Unknown fields are ignored when reading, and missing ones take the defaults
+// below, so that a newer daemon and an older CLI still understand each other.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace medq {
+
+struct DeviceMemoryInfo {
+  int index = 0;
+  std::string name;
+  int64_t total_bytes = 0;
+  int64_t free_bytes = 0;
+  int64_t allocated_bytes = 0;  // held by live tensors
+  int64_t reserved_bytes = 0;   // held by the CUDA caching allocator
+};
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(DeviceMemoryInfo, index, name, total_bytes,
+                                                free_bytes, allocated_bytes, reserved_bytes)
+
+// Host and device memory at one moment.
+struct MemorySnapshot {
+  int64_t rss_bytes = 0;
+  std::vector<DeviceMemoryInfo> devices;
+};
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(MemorySnapshot, rss_bytes, devices)
+
+// The limits in force, after configuration and device detection.
+struct EffectiveLimits {
+  int max_queue = 0;
+  int max_connections = 0;
+  int64_t max_message_bytes = 0;
+  double idle_timeout_s = 0;
+  double queue_timeout_s = 0;
+  double drain_timeout_s = 0;
+};
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(EffectiveLimits, max_queue, max_connections,
+                                                max_message_bytes, idle_timeout_s, queue_timeout_s,
+                                                drain_timeout_s)
+
+struct HealthInfo {
+  std::string status;  // "ok", "starting", "draining" or "degraded"
+  bool ready = false;  // true when the daemon can serve work now
+  std::string version;
+  double uptime_s = 0;
+  int64_t pid = 0;
+  bool cuda_available = false;
+  MemorySnapshot memory;
+  int active_jobs = 0;
+  int queue_length = 0;
+  int connections = 0;
+  std::vector<std::string> loaded_models;
+  std::vector<std::string> warnings;  // e.g. a device fallback; empty when all is well
+  EffectiveLimits limits;
+};
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(HealthInfo, status, ready, version, uptime_s, pid,
+                                                cuda_available, memory, active_jobs, queue_length,
+                                                connections, loaded_models, warnings, limits)
+
+// One job as `queue` lists it. Never carries prompt or generated text.
+struct JobInfo {
+  std::string job;       // daemon-assigned job id, e.g. "j42"
+  std::string op;        // the op that created it, e.g. "cleanup-memory"
+  std::string priority;  // "high", "normal" or "low"
+  std::string state;     // "running" or "waiting"
+  int position = 0;      // 0 while running; 1 = next to run
+  double waited_s = 0;   // time spent waiting in the queue so far
+};
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(JobInfo, job, op, priority, state, position,
+                                                waited_s)
+
+struct QueueTotals {
+  int64_t processed = 0;  // finished, successfully or with an error of their own
+  int64_t rejected = 0;   // refused at submission (QUEUE_FULL, NOT_READY)
+  int64_t timed_out = 0;  // left the queue with QUEUE_TIMEOUT
+  int64_t cancelled = 0;
+};
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(QueueTotals, processed, rejected, timed_out,
+                                                cancelled)
+
+struct QueueInfo {
+  std::vector<JobInfo> running;
+  std::vector<JobInfo> waiting;  // in the order they will run
+  int max_queue = 0;
+  QueueTotals totals;
+};
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(QueueInfo, running, waiting, max_queue, totals)
+
+struct CleanupInfo {
+  MemorySnapshot before;
+  MemorySnapshot after;
+  double duration_ms = 0;
+};
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(CleanupInfo, before, after, duration_ms)
+
+struct VersionInfo {
+  std::string version;
+  int protocol = 0;
+  std::string torch_version;
+  bool cuda = false;
+};
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(VersionInfo, version, protocol, torch_version, cuda)
+
+}  // namespace medq

@@ -1,0 +1,113 @@
+#include "common/protocol.h"
+
+namespace medq {
+namespace {
+
+using nlohmann::json;
+
+std::string Dump(const json& j) {
+  // `replace` keeps a reply valid even when a message carries bytes that are
+  // not UTF-8 (e.g. a path); they become U+FFFD.
+  return j.dump(-1, ' ', false, json::error_handler_t::replace) + "\n";
+}
+
+bool IsValidId(const json& id) {
+  return id.is_string() || id.is_number_integer();
+}
+
+}  // namespace
+
+Result<Request> ParseRequest(std::string_view line, json* id_out) {
+  *id_out = nullptr;
+  json doc = json::parse(line, nullptr, /*allow_exceptions=*/false);
+  if (doc.is_discarded()) {
+    return Error(ErrorCode::kInvalidRequest,
+                 "request is not valid JSON (or not UTF-8): send one JSON object per line");
+  }
+  if (!doc.is_object()) {
+    return Error(ErrorCode::kInvalidRequest, "request must be a JSON object");
+  }
+  auto id = doc.find("id");
+  if (id == doc.end()) return Error(ErrorCode::kInvalidRequest, "missing field \"id\"");
+  if (!IsValidId(*id)) {
+    return Error(ErrorCode::kInvalidRequest, "field \"id\" must be a string or an integer");
+  }
+  *id_out = *id;
+  auto v = doc.find("v");
+  if (v == doc.end()) {
+    return Error(ErrorCode::kInvalidRequest, "missing field \"v\" (protocol version, use 1)");
+  }
+  if (!v->is_number_integer()) {
+    return Error(ErrorCode::kInvalidRequest, "field \"v\" must be an integer");
+  }
+  if (v->get<int64_t>() != kProtocolVersion) {
+    return Error(ErrorCode::kUnsupportedVersion, "protocol version " + v->dump() +
+                                                     " is not supported; this daemon speaks v" +
+                                                     std::to_string(kProtocolVersion));
+  }
+  auto op = doc.find("op");
+  if (op == doc.end()) return Error(ErrorCode::kInvalidRequest, "missing field \"op\"");
+  if (!op->is_string()) return Error(ErrorCode::kInvalidRequest, "field \"op\" must be a string");
+
+  Request req;
+  req.id = *id;
+  req.op = op->get<std::string>();
+  if (auto params = doc.find("params"); params != doc.end() && !params->is_null()) {
+    if (!params->is_object()) {
+      return Error(ErrorCode::kInvalidRequest, "field \"params\" must be an object");
+    }
+    req.params = std::move(*params);
+  }
+  return req;
+}
+
+std::string EncodeRequest(const json& id, std::string_view op, const json& params) {
+  json j = {{"v", kProtocolVersion}, {"id", id}, {"op", op}};
+  if (!params.empty()) j["params"] = params;
+  return Dump(j);
+}
+
+std::string EncodeResult(const json& id, const json& result) {
+  return Dump(json{{"id", id}, {"event", "result"}, {"result", result}});
+}
+
+std::string EncodeEvent(const json& id, std::string_view event, json fields) {
+  json j = {{"id", id}, {"event", event}};
+  for (auto& [key, value] : fields.items())
+    j[key] = std::move(value);
+  return Dump(j);
+}
+
+std::string EncodeError(const json& id, const Error& error) {
+  json j = {{"id", id},
+            {"event", "error"},
+            {"code", ErrorCodeName(error.code)},
+            {"message", error.message}};
+  if (error.retry_after_s) j["retry_after_s"] = *error.retry_after_s;
+  return Dump(j);
+}
+
+Error DecodeError(const json& reply) {
+  const std::string code_name = reply.value("code", "");
+  std::string message = reply.value("message", "");
+  std::optional<double> retry;
+  if (auto it = reply.find("retry_after_s"); it != reply.end() && it->is_number()) {
+    retry = it->get<double>();
+  }
+  if (auto code = ErrorCodeFromName(code_name)) return Error(*code, std::move(message), retry);
+  return Error(ErrorCode::kInternal, "unknown error code \"" + code_name + "\": " + message);
+}
+
+Status RejectUnknownFields(const json& params, std::initializer_list<std::string_view> known) {
+  for (const auto& [key, value] : params.items()) {
+    bool found = false;
+    for (std::string_view k : known)
+      found = found || k == key;
+    if (!found) {
+      return Error(ErrorCode::kInvalidRequest, "unknown field \"params." + key + "\"");
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace medq

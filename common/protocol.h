@@ -1,0 +1,60 @@
+// The wire envelope of the medq protocol (docs/protocol.md): one compact UTF-8
+// JSON object per line, in both directions.
+//
+//   request: {"v":1,"id":<string|integer>,"op":"<name>","params":{...}}
+//   reply:   {"id":<same>,"event":"result","result":{...}}
+//            {"id":<same>,"event":"error","code":"...","message":"...","retry_after_s":N}
+//
+// Streaming ops send further events (queued, started, token, done) with the
+// same id before their one final reply (`done`, `result` or `error`).
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <string_view>
+
+#include <nlohmann/json.hpp>
+
+#include "common/error.h"
+#include "common/result.h"
+
+namespace medq {
+
+inline constexpr int kProtocolVersion = 1;
+inline constexpr size_t kDefaultMaxMessageBytes = 16u << 20;  // 16 MiB per line
+
+// A parsed request. `id` is a string or an integer; `params` is always an
+// object (empty when the request has none).
+struct Request {
+  nlohmann::json id;
+  std::string op;
+  nlohmann::json params = nlohmann::json::object();
+};
+
+// Parses and validates one request line (without its newline).
+// On failure the Error says which field is wrong; `id_out` receives the
+// request's id whenever it could be read, so that the error reply can echo it
+// (null otherwise). Unknown top-level fields are ignored; `params` is checked
+// by each op's own parser.
+Result<Request> ParseRequest(std::string_view line, nlohmann::json* id_out);
+
+// Serializes a request line, newline included.
+std::string EncodeRequest(const nlohmann::json& id, std::string_view op,
+                          const nlohmann::json& params = nlohmann::json::object());
+
+// Reply lines, newline included. Strings are emitted as valid UTF-8 (invalid
+// bytes in a message are replaced), so a reply line always parses.
+std::string EncodeResult(const nlohmann::json& id, const nlohmann::json& result);
+std::string EncodeEvent(const nlohmann::json& id, std::string_view event, nlohmann::json fields);
+std::string EncodeError(const nlohmann::json& id, const Error& error);
+
+// Parses an `error` event back into an Error (for clients). A code outside
+// the closed set becomes INTERNAL with the unknown code named in the message.
+Error DecodeError(const nlohmann::json& reply);
+
+// For op parsers: INVALID_REQUEST naming the first key of `params` that is
+// not in `known`. Ops reject unknown params so that a typo never passes.
+Status RejectUnknownFields(const nlohmann::json& params,
+                           std::initializer_list<std::string_view> known);
+
+}  // namespace medq

@@ -1,0 +1,146 @@
+#include "daemon/config.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <iostream>
+#include <sstream>
+
+#include <CLI/CLI.hpp>
+
+#include "common/version.h"
+#include "ipc/socket_path.h"
+
+namespace medq::daemon {
+namespace {
+
+constexpr const char* kDefaultConfigFile = "/etc/medq/medqd.conf";
+
+// "max_queue" -> "--max-queue,--max_queue": dashes for people, underscores
+// for the config file (CLI11 matches file keys against long option names).
+std::string OptionNames(const std::string& key) {
+  std::string dashed = key;
+  std::replace(dashed.begin(), dashed.end(), '_', '-');
+  return dashed == key ? "--" + key : "--" + dashed + ",--" + key;
+}
+
+std::string EnvName(const std::string& key) {
+  std::string env = "MEDQ_" + key;
+  std::transform(env.begin(), env.end(), env.begin(),
+                 [](unsigned char c) { return std::toupper(c); });
+  return env;
+}
+
+// Adds one configuration key: a flag, its MEDQ_* variable and its file key.
+template <typename T>
+CLI::Option* AddKey(CLI::App& app, const std::string& key, T& field, const std::string& help) {
+  return app.add_option(OptionNames(key), field, help + " [env " + EnvName(key) + "]")
+      ->capture_default_str();
+}
+
+bool GivenOnCommandLine(const std::vector<std::string>& args, const CLI::Option& opt) {
+  for (const std::string& name : opt.get_lnames()) {
+    const std::string flag = "--" + name;
+    for (const std::string& a : args) {
+      if (a == flag || a.rfind(flag + "=", 0) == 0) return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
+ConfigOutcome LoadConfig(int argc, const char* const* argv) {
+  Config c;
+  c.socket = ipc::DefaultDaemonSocketPath();
+  bool print_config = false;
+
+  CLI::App app{
+      "medqd: the medq inference daemon. It owns the GPU, the model cache and the "
+      "generation queue, and serves `medq` over a Unix socket.",
+      "medqd"};
+  app.set_version_flag("--version", std::string("medqd ") + kVersion);
+  app.set_config("--config", kDefaultConfigFile,
+                 "Configuration file (key = value lines) [env MEDQ_CONFIG]");
+  app.add_flag("--print-config", print_config, "Print the effective configuration and exit");
+
+  // The configuration keys; keep docs (man/medqd.conf.5) in step.
+  AddKey(app, "socket", c.socket, "Unix socket to listen on");
+  AddKey(app, "socket_group", c.socket_group,
+         "Group whose members may use the daemon (besides its own user and root)");
+  AddKey(app, "log_level", c.log_level, "trace, debug, info, warn, error or off")
+      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}));
+  AddKey(app, "max_connections", c.max_connections, "Most client connections at once")
+      ->check(CLI::Range(1, 100000));
+  AddKey(app, "max_message_bytes", c.max_message_bytes, "Largest request line, in bytes")
+      ->check(CLI::Range(int64_t{1024}, int64_t{1} << 32));
+  AddKey(app, "idle_timeout_s", c.idle_timeout_s,
+         "Close a connection that sends nothing for this long while it has no request in "
+         "flight, or stalls in the middle of a line")
+      ->check(CLI::Range(0.1, 86400.0));
+  AddKey(app, "drain_timeout_s", c.drain_timeout_s,
+         "On SIGTERM, how long in-flight work may take to finish")
+      ->check(CLI::Range(0.0, 3600.0));
+  AddKey(app, "max_queue", c.max_queue,
+         "Most jobs waiting for the worker; 0 picks 5 for GPUs up to 8 GB, else 20")
+      ->check(CLI::Range(0, 100000));
+  AddKey(app, "queue_timeout_s", c.queue_timeout_s, "Longest a job may wait in the queue")
+      ->check(CLI::Range(0.1, 86400.0));
+  AddKey(app, "threads", c.threads, "LibTorch CPU threads; 0 uses every core")
+      ->check(CLI::Range(0, 1024));
+
+  // Precedence flags > environment > file: a MEDQ_* variable becomes a flag
+  // unless the same flag is on the command line; flags always beat the file.
+  std::vector<std::string> args(argv + 1, argv + argc);
+  std::vector<std::string> with_env = args;
+  for (const CLI::Option* opt : app.get_options()) {
+    if (opt->get_lnames().empty() || opt->get_lnames()[0] == "help") continue;
+    std::string key = opt->get_lnames().back();
+    if (key == "version" || key == "print-config") continue;
+    const char* value = std::getenv(EnvName(key).c_str());
+    if (value == nullptr || *value == '\0' || GivenOnCommandLine(args, *opt)) continue;
+    with_env.push_back("--" + key + "=" + value);
+  }
+  std::reverse(with_env.begin(), with_env.end());  // CLI11 wants them reversed
+  try {
+    app.parse(with_env);
+  } catch (const CLI::ParseError& e) {
+    int status = app.exit(e);
+    return ExitNow{status == 0 ? 0 : 64};
+  }
+  if (const CLI::Option* cfg = app.get_config_ptr(); cfg != nullptr && cfg->count() > 0) {
+    c.config_file = cfg->as<std::string>();
+  } else if (access(kDefaultConfigFile, R_OK) == 0) {
+    c.config_file = kDefaultConfigFile;
+  }
+  if (c.socket.empty()) {
+    std::cerr << "medqd: socket: must not be empty\n";
+    return ExitNow{64};
+  }
+  if (print_config) {
+    std::cout << FormatConfig(c);
+    return ExitNow{0};
+  }
+  return c;
+}
+
+std::string FormatConfig(const Config& c) {
+  std::ostringstream out;
+  out << "# medqd effective configuration";
+  if (!c.config_file.empty()) out << " (file: " << c.config_file << ")";
+  out << "\n";
+  out << "socket = \"" << c.socket << "\"\n";
+  out << "socket_group = \"" << c.socket_group << "\"\n";
+  out << "log_level = \"" << c.log_level << "\"\n";
+  out << "max_connections = " << c.max_connections << "\n";
+  out << "max_message_bytes = " << c.max_message_bytes << "\n";
+  out << "idle_timeout_s = " << c.idle_timeout_s << "\n";
+  out << "drain_timeout_s = " << c.drain_timeout_s << "\n";
+  out << "max_queue = " << c.max_queue << "\n";
+  out << "queue_timeout_s = " << c.queue_timeout_s << "\n";
+  out << "threads = " << c.threads << "\n";
+  return out.str();
+}
+
+}  // namespace medq::daemon

@@ -1,0 +1,42 @@
+// The daemon's configuration: flags > MEDQ_* environment > config file >
+// defaults. Every key is listed once, in config.cc's table, which also feeds
+// --help, --print-config and the man page.
+#pragma once
+
+#include <string>
+#include <variant>
+
+#include "common/result.h"
+
+namespace medq::daemon {
+
+struct Config {
+  std::string config_file;  // the file read, empty when none
+  std::string socket;
+  std::string socket_group = "medq";  // members may use the daemon
+  std::string log_level = "info";
+  int max_connections = 256;
+  int64_t max_message_bytes = 16 << 20;
+  double idle_timeout_s = 60;
+  double drain_timeout_s = 30;
+  int max_queue = 0;  // 0: chosen from the device's memory at start
+  double queue_timeout_s = 300;
+  int threads = 0;  // LibTorch intra-op threads; 0: one per core
+};
+
+// What LoadConfig decided: run with a Config, or exit now with a status
+// (after --help, --version or --print-config, or on a configuration error,
+// whose message has been printed to stderr).
+struct ExitNow {
+  int status = 0;
+};
+using ConfigOutcome = std::variant<Config, ExitNow>;
+
+// Parses argv, the MEDQ_* environment and the config file. A value that is
+// invalid is refused with a message naming its key and where it came from.
+ConfigOutcome LoadConfig(int argc, const char* const* argv);
+
+// The effective configuration in the config-file format.
+std::string FormatConfig(const Config& config);
+
+}  // namespace medq::daemon

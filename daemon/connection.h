@@ -1,0 +1,81 @@
+// One client connection: reads bytes, frames them into lines, writes reply
+// lines. Loop thread only.
+//
+// Lifetime: the Server holds the only owning reference; replies to requests
+// still in flight hold weak references, so a reply to a connection that has
+// gone is dropped. After Close() the connection calls on_closed once both of
+// its libuv handles are closed; the Server then drops it.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include <uv.h>
+
+#include "ipc/line_buffer.h"
+
+namespace medq::daemon {
+
+class Connection : public std::enable_shared_from_this<Connection> {
+ public:
+  struct Limits {
+    size_t max_line_bytes;
+    uint64_t idle_timeout_ms;
+    size_t max_pending_write_bytes;  // a client that reads nothing is cut off past this
+  };
+  struct Callbacks {
+    std::function<void(Connection&, std::string line)> on_line;
+    std::function<void(Connection&)> on_too_large;
+    std::function<void(Connection&)> on_closed;
+  };
+
+  Connection(uv_loop_t* loop, uint64_t id, Limits limits, Callbacks callbacks);
+  Connection(const Connection&) = delete;
+  Connection& operator=(const Connection&) = delete;
+
+  // Accepts the pending connection of `server`. Returns a libuv error code.
+  int Accept(uv_stream_t* server);
+  int fd() const;
+  void StartReading();
+
+  // Queues one line (newline included) for writing. Dropped once closing.
+  void Write(std::string line);
+  // Stops reading, flushes queued writes, then closes.
+  void CloseAfterWrites();
+  // Closes now; queued writes are abandoned.
+  void Close();
+
+  bool closing() const { return closing_; }
+  uint64_t id() const { return id_; }
+
+  // Requests whose final reply has not been sent yet; the idle timeout never
+  // closes a connection that waits for one (unless it stalls mid-line).
+  void BeginRequest() { ++in_flight_; }
+  void EndRequest() { --in_flight_; }
+  int in_flight() const { return in_flight_; }
+
+ private:
+  static void OnAlloc(uv_handle_t* handle, size_t suggested, uv_buf_t* buf);
+  static void OnRead(uv_stream_t* stream, ssize_t nread, const uv_buf_t* buf);
+  static void OnIdle(uv_timer_t* timer);
+  static void OnHandleClosed(uv_handle_t* handle);
+  void ArmIdleTimer();
+
+  uint64_t id_;
+  Limits limits_;
+  Callbacks callbacks_;
+  uv_pipe_t pipe_;
+  uv_timer_t idle_timer_;
+  ipc::LineBuffer lines_;
+  char read_buffer_[64 * 1024];
+  int in_flight_ = 0;
+  int open_handles_ = 2;
+  bool reading_ = false;
+  bool closing_ = false;
+  bool shutting_down_ = false;
+  std::shared_ptr<Connection> self_while_closing_;  // keeps *this alive until closed
+};
+
+}  // namespace medq::daemon

@@ -1,0 +1,62 @@
+#include "daemon/handoff.h"
+
+namespace medq::daemon {
+
+Handoff::Handoff(uv_loop_t* loop) {
+  uv_async_init(loop, &async_, &Handoff::OnAsync);
+  async_.data = this;
+}
+
+void Handoff::PostToWorker(Closure task) {
+  {
+    std::lock_guard lock(mu_);
+    tasks_.push_back(std::move(task));
+  }
+  task_ready_.notify_one();
+}
+
+void Handoff::StopWorker() {
+  {
+    std::lock_guard lock(mu_);
+    stopping_ = true;
+  }
+  task_ready_.notify_all();
+}
+
+std::optional<Handoff::Closure> Handoff::WaitForTask() {
+  std::unique_lock lock(mu_);
+  task_ready_.wait(lock, [this] { return stopping_ || !tasks_.empty(); });
+  if (tasks_.empty()) return std::nullopt;
+  Closure task = std::move(tasks_.front());
+  tasks_.pop_front();
+  return task;
+}
+
+void Handoff::PostToLoop(Closure completion) {
+  {
+    std::lock_guard lock(mu_);
+    completions_.push_back(std::move(completion));
+  }
+  uv_async_send(&async_);
+}
+
+void Handoff::OnAsync(uv_async_t* handle) {
+  static_cast<Handoff*>(handle->data)->DrainCompletions();
+}
+
+void Handoff::DrainCompletions() {
+  std::deque<Closure> batch;
+  {
+    std::lock_guard lock(mu_);
+    batch.swap(completions_);
+  }
+  for (Closure& c : batch)
+    c();
+}
+
+void Handoff::Close() {
+  DrainCompletions();
+  uv_close(reinterpret_cast<uv_handle_t*>(&async_), nullptr);
+}
+
+}  // namespace medq::daemon

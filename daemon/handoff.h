@@ -1,0 +1,60 @@
+// The one place where the loop thread and the worker thread meet.
+//
+// The loop thread (libuv) owns sockets, connections and the job queue. The
+// worker thread owns LibTorch, the models and the GPU. They exchange closures
+// only through this object:
+//   - loop -> worker: PostToWorker() queues a task; the worker runs tasks one
+//     at a time, in order, from WaitForTask().
+//   - worker -> loop: PostToLoop() queues a completion and wakes the loop with
+//     uv_async_send(); the loop runs every queued completion in one callback
+//     (libuv coalesces sends, so the callback always drains the whole queue).
+// Closures must not throw. Whatever a closure captures is handed over: the
+// sending thread must not touch it afterwards.
+#pragma once
+
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <optional>
+
+#include <uv.h>
+
+namespace medq::daemon {
+
+class Handoff {
+ public:
+  using Closure = std::function<void()>;
+
+  // Loop thread. Registers the wake-up handle on `loop`.
+  explicit Handoff(uv_loop_t* loop);
+  Handoff(const Handoff&) = delete;
+  Handoff& operator=(const Handoff&) = delete;
+
+  // Loop thread.
+  void PostToWorker(Closure task);
+  // Loop thread: the worker's WaitForTask() returns nullopt once the tasks
+  // already queued have been taken.
+  void StopWorker();
+  // Loop thread: closes the wake-up handle; call after the worker has exited
+  // and before the loop's last run. Completions still queued are run first.
+  void Close();
+
+  // Worker thread: blocks for the next task; nullopt when stopped.
+  std::optional<Closure> WaitForTask();
+  // Worker thread (or any thread but the loop).
+  void PostToLoop(Closure completion);
+
+ private:
+  static void OnAsync(uv_async_t* handle);
+  void DrainCompletions();
+
+  uv_async_t async_;
+  std::mutex mu_;
+  std::condition_variable task_ready_;
+  std::deque<Closure> tasks_;        // guarded by mu_
+  std::deque<Closure> completions_;  // guarded by mu_
+  bool stopping_ = false;            // guarded by mu_
+};
+
+}  // namespace medq::daemon

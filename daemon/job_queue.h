@@ -1,0 +1,83 @@
+// The job queue: which job runs next on the worker. Loop thread only.
+//
+// Jobs wait in three priority classes (high, normal, low), FIFO within a
+// class, at most `max_queue` waiting in all. At most `concurrency` jobs run at
+// once (1: the generation lock). A job that cannot be queued is refused at
+// once with QUEUE_FULL and a retry hint estimated from recent service times.
+#pragma once
+
+#include <chrono>
+#include <deque>
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/messages.h"
+#include "common/result.h"
+
+namespace medq::daemon {
+
+enum class Priority { kHigh = 0, kNormal = 1, kLow = 2 };
+std::string_view PriorityName(Priority p);
+std::optional<Priority> PriorityFromName(std::string_view name);
+
+class JobQueue {
+ public:
+  using Clock = std::chrono::steady_clock;
+  // Called when the job may start. The job must end with Finish(id).
+  using StartFn = std::function<void(const std::string& job_id)>;
+  // Called when the job leaves the queue without running (cancelled, timed
+  // out, or the daemon is draining), with the error its client should get.
+  using DropFn = std::function<void(const Error& why)>;
+
+  enum class Outcome { kCompleted, kFailed, kCancelled };
+
+  JobQueue(int max_queue, int concurrency) : max_queue_(max_queue), concurrency_(concurrency) {}
+
+  // Queues a job, or starts it at once when a slot is free and nobody waits.
+  // Returns the new job's id, or QUEUE_FULL.
+  Result<std::string> Submit(std::string op, Priority priority, StartFn start, DropFn drop);
+
+  // A running job ended; starts the next ones.
+  void Finish(const std::string& job_id, Outcome outcome);
+
+  // Removes a waiting job (its DropFn gets CANCELLED). Returns false when no
+  // such job waits (it may be running: the caller stops it instead).
+  bool CancelWaiting(const std::string& job_id);
+
+  // Drops every waiting job with `why` (on shutdown).
+  void DropAllWaiting(const Error& why);
+
+  QueueInfo Describe() const;
+  int waiting() const { return static_cast<int>(waiting_.size()); }
+  int running() const { return static_cast<int>(running_.size()); }
+  int max_queue() const { return max_queue_; }
+  void set_max_queue(int max_queue) { max_queue_ = max_queue; }
+  const QueueTotals& totals() const { return totals_; }
+
+ private:
+  struct Job {
+    std::string id;
+    std::string op;
+    Priority priority;
+    Clock::time_point enqueued;
+    Clock::time_point started;
+    StartFn start;
+    DropFn drop;
+  };
+
+  void StartReady();
+  double EstimatedWaitS(size_t jobs_ahead) const;
+
+  int max_queue_;
+  int concurrency_;
+  uint64_t next_id_ = 1;
+  std::deque<Job> waiting_;  // kept in run order: by priority, FIFO within
+  std::vector<Job> running_;
+  QueueTotals totals_;
+  double mean_service_s_ = 0;  // moving average of recent run times
+};
+
+}  // namespace medq::daemon

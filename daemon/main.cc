@@ -1,0 +1,25 @@
+// medqd: the medq inference daemon. See docs/architecture.md.
+#include <csignal>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include <spdlog/spdlog.h>
+
+#include "common/version.h"
+#include "daemon/config.h"
+#include "daemon/logging.h"
+#include "daemon/server.h"
+
+int main(int argc, char** argv) {
+  std::signal(SIGPIPE, SIG_IGN);  // a client that vanished is an error value, not a signal
+  medq::daemon::ConfigOutcome outcome = medq::daemon::LoadConfig(argc, argv);
+  if (auto* exit_now = std::get_if<medq::daemon::ExitNow>(&outcome)) return exit_now->status;
+  auto& config = std::get<medq::daemon::Config>(outcome);
+
+  medq::daemon::SetUpLogging(config.log_level);
+  spdlog::info("medqd {} starting{}", medq::kVersion,
+               config.config_file.empty() ? "" : " with " + config.config_file);
+  medq::daemon::Server server(config, std::vector<std::string>(argv + 1, argv + argc));
+  return server.Run();
+}

@@ -1,0 +1,111 @@
+#include "daemon/ops.h"
+
+#include <unistd.h>
+
+#include <spdlog/spdlog.h>
+
+#include "common/messages.h"
+#include "common/version.h"
+#include "daemon/engine/runtime.h"
+#include "daemon/memory.h"
+
+namespace medq::daemon {
+namespace {
+
+using nlohmann::json;
+
+HealthInfo DescribeHealth(const DaemonState& s) {
+  HealthInfo h;
+  h.ready = s.ready && !s.draining;
+  h.status = s.draining           ? "draining"
+             : !s.ready           ? "starting"
+             : s.warnings.empty() ? "ok"
+                                  : "degraded";
+  h.version = kVersion;
+  h.uptime_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - s.started).count();
+  h.pid = getpid();
+  h.cuda_available = !s.last_memory.devices.empty();
+  h.memory = s.last_memory;
+  h.memory.rss_bytes = ResidentSetBytes();  // fresh: cheap to read on this thread
+  h.active_jobs = s.jobs.running();
+  h.queue_length = s.jobs.waiting();
+  h.connections = s.connections;
+  h.warnings = s.warnings;
+  h.limits = s.limits;
+  return h;
+}
+
+void Health(DaemonState& state, const Request& req, Responder reply) {
+  if (Status st = RejectUnknownFields(req.params, {}); !st.ok()) return reply.Fail(st.error());
+  reply.Result(DescribeHealth(state));
+}
+
+void Queue(DaemonState& state, const Request& req, Responder reply) {
+  if (Status st = RejectUnknownFields(req.params, {}); !st.ok()) return reply.Fail(st.error());
+  reply.Result(state.jobs.Describe());
+}
+
+void Version(DaemonState&, const Request& req, Responder reply) {
+  if (Status st = RejectUnknownFields(req.params, {}); !st.ok()) return reply.Fail(st.error());
+  reply.Result(
+      VersionInfo{kVersion, kProtocolVersion, engine::TorchVersion(), engine::BuiltWithCuda()});
+}
+
+// Queued like any worker job (high priority): it waits for a running
+// generation to end rather than racing it for the allocator.
+void CleanupMemory(DaemonState& state, const Request& req, Responder reply) {
+  if (Status st = RejectUnknownFields(req.params, {}); !st.ok()) return reply.Fail(st.error());
+  auto shared_reply = std::make_shared<Responder>(std::move(reply));
+  auto start = [&state, shared_reply](const std::string& job_id) {
+    state.worker.Submit(
+        []() -> Result<json> {
+          const auto t0 = std::chrono::steady_clock::now();
+          CleanupInfo info;
+          info.before = TakeMemorySnapshot();
+          ReleaseCachedMemory();
+          info.after = TakeMemorySnapshot();
+          info.duration_ms =
+              std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
+                  .count();
+          return json(info);
+        },
+        [&state, shared_reply, job_id](Result<json> result) {
+          if (result.ok()) {
+            state.last_memory = result->at("after").get<MemorySnapshot>();
+            spdlog::info("cleanup-memory: RSS {} -> {} bytes",
+                         result->at("before").value("rss_bytes", 0), state.last_memory.rss_bytes);
+            shared_reply->Result(*result);
+          } else {
+            shared_reply->Fail(result.error());
+          }
+          state.jobs.Finish(
+              job_id, result.ok() ? JobQueue::Outcome::kCompleted : JobQueue::Outcome::kFailed);
+        });
+  };
+  auto drop = [shared_reply](const Error& why) { shared_reply->Fail(why); };
+  auto job = state.jobs.Submit("cleanup-memory", Priority::kHigh, start, drop);
+  if (!job.ok()) shared_reply->Fail(job.error());
+}
+
+constexpr OpSpec kOps[] = {
+    {"health", &Health, "Daemon status, readiness, memory, jobs and limits", false},
+    {"queue", &Queue, "Running and waiting jobs with positions, and totals", false},
+    {"cleanup-memory", &CleanupMemory,
+     "Empty the CUDA caching allocator and trim host memory; memory before and after", true},
+    {"version", &Version, "Daemon, protocol and LibTorch versions", false},
+};
+
+}  // namespace
+
+std::span<const OpSpec> Ops() {
+  return kOps;
+}
+
+const OpSpec* FindOp(std::string_view name) {
+  for (const OpSpec& op : kOps) {
+    if (op.name == name) return &op;
+  }
+  return nullptr;
+}
+
+}  // namespace medq::daemon

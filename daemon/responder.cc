@@ -1,0 +1,53 @@
+#include "daemon/responder.h"
+
+#include <spdlog/spdlog.h>
+
+#include "common/protocol.h"
+
+namespace medq::daemon {
+
+Responder::Responder(std::weak_ptr<Connection> connection, nlohmann::json id, std::string op)
+    : connection_(std::move(connection)), id_(std::move(id)), op_(std::move(op)) {
+  if (auto c = connection_.lock()) c->BeginRequest();
+}
+
+Responder::Responder(Responder&& other) noexcept
+    : connection_(std::move(other.connection_)),
+      id_(std::move(other.id_)),
+      op_(std::move(other.op_)),
+      answered_(std::exchange(other.answered_, true)) {}
+
+Responder::~Responder() {
+  if (answered_) return;
+  spdlog::error("op {}: request {} ended without a reply; answering INTERNAL", op_, id_.dump());
+  Fail(Error(ErrorCode::kInternal, "the daemon dropped this request; see its log"));
+}
+
+void Responder::Event(std::string_view event, nlohmann::json fields) const {
+  if (answered_) return;
+  if (auto c = connection_.lock()) c->Write(EncodeEvent(id_, event, std::move(fields)));
+}
+
+void Responder::Result(const nlohmann::json& result) {
+  if (answered_) return;
+  if (auto c = connection_.lock()) c->Write(EncodeResult(id_, result));
+  Finish();
+}
+
+void Responder::Fail(const Error& error) {
+  if (answered_) return;
+  if (auto c = connection_.lock()) c->Write(EncodeError(id_, error));
+  Finish();
+}
+
+void Responder::Finish() {
+  answered_ = true;
+  if (auto c = connection_.lock()) c->EndRequest();
+}
+
+bool Responder::client_gone() const {
+  auto c = connection_.lock();
+  return c == nullptr || c->closing();
+}
+
+}  // namespace medq::daemon

@@ -1,0 +1,312 @@
+#include "daemon/server.h"
+
+#include <spdlog/spdlog.h>
+
+#include <cstring>
+
+#include "common/protocol.h"
+#include "daemon/logging.h"
+#include "daemon/memory.h"
+#include "daemon/ops.h"
+
+namespace medq::daemon {
+namespace {
+
+using nlohmann::json;
+
+constexpr uint64_t kMemoryRefreshMs = 5000;
+constexpr uint64_t kDrainPollMs = 50;
+constexpr uint64_t kForceCloseMs = 2000;  // after shutdown, for clients that never read
+constexpr size_t kMaxPendingWriteBytes = 64u << 20;
+
+uv_loop_t* InitLoop(uv_loop_t* loop) {
+  uv_loop_init(loop);
+  return loop;
+}
+
+// The queue bound when the configuration leaves it to us: small GPUs (and
+// CPU-only machines, which generate slowly) get short queues.
+int DefaultMaxQueue(const MemorySnapshot& memory) {
+  constexpr int64_t k8GB = int64_t{8} << 30;
+  if (memory.devices.empty()) return 5;
+  return memory.devices.front().total_bytes <= k8GB ? 5 : 20;
+}
+
+std::string KnownOps() {
+  std::string names;
+  for (const OpSpec& op : Ops())
+    names += (names.empty() ? "" : ", ") + std::string(op.name);
+  return names;
+}
+
+}  // namespace
+
+Server::Server(Config config, std::vector<std::string> args)
+    : config_(std::move(config)),
+      args_(std::move(args)),
+      handoff_(InitLoop(&loop_)),
+      worker_(handoff_, config_.threads),
+      jobs_(config_.max_queue > 0 ? config_.max_queue : 5, /*concurrency=*/1),
+      state_(config_, jobs_, worker_),
+      peers_(config_.socket_group) {
+  state_.limits.max_queue = jobs_.max_queue();
+  state_.limits.max_connections = config_.max_connections;
+  state_.limits.max_message_bytes = config_.max_message_bytes;
+  state_.limits.idle_timeout_s = config_.idle_timeout_s;
+  state_.limits.queue_timeout_s = config_.queue_timeout_s;
+  state_.limits.drain_timeout_s = config_.drain_timeout_s;
+}
+
+Server::~Server() {
+  if (!stopped_) CloseEverything();
+  uv_run(&loop_, UV_RUN_DEFAULT);  // let close callbacks run
+  uv_loop_close(&loop_);
+}
+
+int Server::Run() {
+  auto sock = OpenListeningSocket(config_.socket, config_.socket_group);
+  if (!sock.ok()) {
+    spdlog::critical("cannot serve {}: {}", config_.socket, sock.error().message);
+    CloseEverything();
+    return 69;
+  }
+  socket_ = *sock;
+  uv_pipe_init(&loop_, &listener_, 0);
+  listener_.data = this;
+  uv_pipe_open(&listener_, socket_.fd);
+  if (int rc =
+          uv_listen(reinterpret_cast<uv_stream_t*>(&listener_), SOMAXCONN, &Server::OnConnection);
+      rc != 0) {
+    spdlog::critical("cannot listen on {}: {}", config_.socket, uv_strerror(rc));
+    CloseEverything();
+    return 69;
+  }
+  listening_ = true;
+
+  for (auto [handle, signum] :
+       {std::pair{&sigterm_, SIGTERM}, {&sigint_, SIGINT}, {&sighup_, SIGHUP}}) {
+    uv_signal_init(&loop_, handle);
+    handle->data = this;
+    uv_signal_start(handle, &Server::OnSignal, signum);
+  }
+  uv_timer_init(&loop_, &drain_timer_);
+  drain_timer_.data = this;
+  uv_timer_init(&loop_, &memory_timer_);
+  memory_timer_.data = this;
+
+  worker_.Start();
+  worker_.Submit([]() -> Result<json> { return json(TakeMemorySnapshot()); },
+                 [this](Result<json> snap) {
+                   if (snap.ok()) state_.last_memory = snap->get<MemorySnapshot>();
+                   if (config_.max_queue == 0) {
+                     jobs_.set_max_queue(DefaultMaxQueue(state_.last_memory));
+                     state_.limits.max_queue = jobs_.max_queue();
+                   }
+                   state_.ready = !state_.draining;
+                   spdlog::info("ready: {} CUDA device(s), max_queue {}",
+                                state_.last_memory.devices.size(), jobs_.max_queue());
+                 });
+  uv_timer_start(
+      &memory_timer_, [](uv_timer_t* t) { static_cast<Server*>(t->data)->RefreshMemory(); },
+      kMemoryRefreshMs, kMemoryRefreshMs);
+
+  spdlog::info("medqd listening on {} (pid {})", config_.socket, getpid());
+  uv_run(&loop_, UV_RUN_DEFAULT);
+  spdlog::info("medqd stopped");
+  return 0;
+}
+
+void Server::OnConnection(uv_stream_t* listener, int status) {
+  auto* self = static_cast<Server*>(listener->data);
+  if (status < 0) {
+    spdlog::warn("accept failed: {}", uv_strerror(status));
+    return;
+  }
+  self->Accept();
+}
+
+void Server::Accept() {
+  const uint64_t id = next_connection_id_++;
+  Connection::Limits limits{static_cast<size_t>(config_.max_message_bytes),
+                            static_cast<uint64_t>(config_.idle_timeout_s * 1000),
+                            kMaxPendingWriteBytes};
+  Connection::Callbacks callbacks{
+      [this](Connection& c, std::string line) { OnLine(c, std::move(line)); },
+      [this](Connection& c) { OnTooLarge(c); },
+      [this](Connection& c) {
+        connections_.erase(c.id());
+        state_.connections = static_cast<int>(connections_.size());
+      }};
+  auto conn = std::make_shared<Connection>(&loop_, id, limits, std::move(callbacks));
+  connections_[id] = conn;
+  state_.connections = static_cast<int>(connections_.size());
+  if (conn->Accept(reinterpret_cast<uv_stream_t*>(&listener_)) != 0) {
+    conn->Close();
+    return;
+  }
+  if (static_cast<int>(connections_.size()) > config_.max_connections) {
+    spdlog::warn("refusing connection: {} connections open, max_connections is {}",
+                 connections_.size() - 1, config_.max_connections);
+    conn->Write(EncodeError(
+        nullptr, Error(ErrorCode::kNotReady,
+                       "Too many connections (" + std::to_string(config_.max_connections) +
+                           " open). Try again later.",
+                       1.0)));
+    conn->CloseAfterWrites();
+    return;
+  }
+  auto peer = PeerOf(conn->fd());
+  if (!peer || !peers_.Allows(*peer)) {
+    spdlog::warn(
+        "refused connection from uid {} pid {}: not root, not this daemon's user, not in "
+        "group '{}'; add the user to that group to allow it",
+        peer ? std::to_string(peer->uid) : "?", peer ? std::to_string(peer->pid) : "?",
+        config_.socket_group);
+    conn->Write(EncodeError(nullptr, Error(ErrorCode::kPermissionDenied,
+                                           "permission denied: ask an administrator to add you "
+                                           "to the group '" +
+                                               config_.socket_group + "'")));
+    conn->CloseAfterWrites();
+    return;
+  }
+  spdlog::debug("connection {} from uid {} pid {}", id, peer->uid, peer->pid);
+  conn->StartReading();
+}
+
+void Server::OnLine(Connection& conn, std::string line) {
+  json id;
+  auto request = ParseRequest(line, &id);
+  if (!request.ok()) {
+    conn.Write(EncodeError(id, request.error()));
+    return;
+  }
+  const OpSpec* op = FindOp(request->op);
+  if (op == nullptr) {
+    conn.Write(EncodeError(id, Error(ErrorCode::kUnknownOp, "unknown op \"" + request->op +
+                                                                "\"; known ops: " + KnownOps())));
+    return;
+  }
+  if (state_.draining && op->starts_work) {
+    conn.Write(EncodeError(
+        id, Error(ErrorCode::kNotReady, "medqd is shutting down; retry once it is back")));
+    return;
+  }
+  Responder reply(conn.weak_from_this(), request->id, request->op);
+  try {
+    op->handler(state_, *request, std::move(reply));
+  } catch (const std::exception& e) {
+    // The moved Responder has answered INTERNAL while unwinding.
+    spdlog::error("op {} failed with an unexpected exception: {}", request->op, e.what());
+  }
+}
+
+void Server::OnTooLarge(Connection& conn) {
+  spdlog::warn("connection {}: request line over {} bytes; closing it", conn.id(),
+               config_.max_message_bytes);
+  conn.Write(EncodeError(
+      nullptr, Error(ErrorCode::kTooLarge, "request line exceeds the maximum message size (" +
+                                               std::to_string(config_.max_message_bytes) +
+                                               " bytes); closing the connection")));
+  conn.CloseAfterWrites();
+}
+
+void Server::OnSignal(uv_signal_t* handle, int signum) {
+  auto* self = static_cast<Server*>(handle->data);
+  if (signum == SIGHUP) {
+    self->Reload();
+  } else {
+    spdlog::info("received {}; draining", signum == SIGTERM ? "SIGTERM" : "SIGINT");
+    self->BeginDrain();
+  }
+}
+
+void Server::Reload() {
+  std::vector<const char*> argv{"medqd"};
+  for (const std::string& a : args_)
+    argv.push_back(a.c_str());
+  ConfigOutcome outcome = LoadConfig(static_cast<int>(argv.size()), argv.data());
+  auto* fresh = std::get_if<Config>(&outcome);
+  if (fresh == nullptr) {
+    spdlog::warn("SIGHUP: configuration is invalid; keeping the running one");
+    return;
+  }
+  SetLogLevel(fresh->log_level);
+  config_.log_level = fresh->log_level;
+  spdlog::info("SIGHUP: reloaded log_level = {}; other keys take effect on restart",
+               fresh->log_level);
+}
+
+void Server::BeginDrain() {
+  if (state_.draining) return;
+  state_.draining = true;
+  state_.ready = false;
+  if (listening_) {
+    listening_ = false;
+    RemoveListeningSocket(socket_);
+    uv_close(reinterpret_cast<uv_handle_t*>(&listener_), nullptr);
+  }
+  jobs_.DropAllWaiting(
+      Error(ErrorCode::kNotReady, "medqd is shutting down; retry once it is back"));
+  drain_deadline_ = std::chrono::steady_clock::now() +
+                    std::chrono::milliseconds(static_cast<int64_t>(config_.drain_timeout_s * 1000));
+  uv_timer_start(
+      &drain_timer_, [](uv_timer_t* t) { static_cast<Server*>(t->data)->FinishIfDrained(); }, 0,
+      kDrainPollMs);
+}
+
+void Server::FinishIfDrained() {
+  const bool idle = jobs_.running() == 0;
+  if (!idle && std::chrono::steady_clock::now() < drain_deadline_) return;
+  if (!idle) {
+    spdlog::warn("drain timeout ({} s) passed with {} job(s) running; stopping anyway",
+                 config_.drain_timeout_s, jobs_.running());
+  }
+  CloseEverything();
+}
+
+void Server::RefreshMemory() {
+  if (jobs_.running() > 0 || jobs_.waiting() > 0) return;  // the job will report it
+  worker_.Submit([]() -> Result<json> { return json(TakeMemorySnapshot()); },
+                 [this](Result<json> snap) {
+                   if (snap.ok()) state_.last_memory = snap->get<MemorySnapshot>();
+                 });
+}
+
+void Server::CloseEverything() {
+  if (stopped_) return;
+  stopped_ = true;
+  worker_.StopAndJoin();  // lets a running task end; its completion is delivered below
+  handoff_.Close();
+  for (auto& [id, conn] : std::map(connections_))
+    conn->CloseAfterWrites();
+  if (!connections_.empty()) {
+    uv_timer_init(&loop_, &force_close_timer_);
+    force_close_timer_.data = this;
+    uv_timer_start(
+        &force_close_timer_,
+        [](uv_timer_t* t) {
+          auto* self = static_cast<Server*>(t->data);
+          for (auto& [id, conn] : std::map(self->connections_))
+            conn->Close();
+          uv_close(reinterpret_cast<uv_handle_t*>(t), nullptr);
+        },
+        kForceCloseMs, 0);
+    uv_unref(reinterpret_cast<uv_handle_t*>(&force_close_timer_));
+  }
+  auto close_if_open = [](uv_handle_t* h) {
+    if (h->loop != nullptr && !uv_is_closing(h)) uv_close(h, nullptr);
+  };
+  if (listening_) {
+    listening_ = false;
+    RemoveListeningSocket(socket_);
+    close_if_open(reinterpret_cast<uv_handle_t*>(&listener_));
+  }
+  for (uv_handle_t* h :
+       {reinterpret_cast<uv_handle_t*>(&sigterm_), reinterpret_cast<uv_handle_t*>(&sigint_),
+        reinterpret_cast<uv_handle_t*>(&sighup_), reinterpret_cast<uv_handle_t*>(&drain_timer_),
+        reinterpret_cast<uv_handle_t*>(&memory_timer_)}) {
+    close_if_open(h);
+  }
+}
+
+}  // namespace medq::daemon

@@ -1,0 +1,72 @@
+// The daemon: the libuv loop that owns every socket, connection and the job
+// queue, plus the worker thread that owns LibTorch. Follow one request:
+//   Listener accept -> Connection (framing) -> Server::OnLine (parse, op table)
+//   -> op handler -> JobQueue -> Worker (via Handoff) -> Responder -> socket.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <uv.h>
+
+#include "daemon/config.h"
+#include "daemon/connection.h"
+#include "daemon/handoff.h"
+#include "daemon/job_queue.h"
+#include "daemon/listen_socket.h"
+#include "daemon/peer_auth.h"
+#include "daemon/state.h"
+#include "daemon/worker.h"
+
+namespace medq::daemon {
+
+class Server {
+ public:
+  // `args` are the command-line arguments, kept for SIGHUP reloads.
+  Server(Config config, std::vector<std::string> args);
+  Server(const Server&) = delete;
+  Server& operator=(const Server&) = delete;
+  ~Server();
+
+  // Runs until SIGTERM/SIGINT and the drain that follows. Returns the exit
+  // status: 0 after a clean shutdown, 69 when the socket cannot be served.
+  int Run();
+
+ private:
+  static void OnConnection(uv_stream_t* server, int status);
+  static void OnSignal(uv_signal_t* handle, int signum);
+  void Accept();
+  void OnLine(Connection& conn, std::string line);
+  void OnTooLarge(Connection& conn);
+  void BeginDrain();
+  void FinishIfDrained();
+  void Reload();
+  void RefreshMemory();
+  void CloseEverything();
+
+  Config config_;
+  std::vector<std::string> args_;
+  uv_loop_t loop_;
+  Handoff handoff_;
+  Worker worker_;
+  JobQueue jobs_;
+  DaemonState state_;
+  PeerPolicy peers_;
+  ListeningSocket socket_;
+  // Zero-initialized: a handle whose `loop` is null was never initialized.
+  uv_pipe_t listener_{};
+  uv_signal_t sigterm_{}, sigint_{}, sighup_{};
+  uv_timer_t drain_timer_{};
+  uv_timer_t force_close_timer_{};
+  std::chrono::steady_clock::time_point drain_deadline_;
+  uv_timer_t memory_timer_{};
+  uint64_t next_connection_id_ = 1;
+  std::map<uint64_t, std::shared_ptr<Connection>> connections_;
+  bool listening_ = false;
+  bool stopped_ = false;
+};
+
+}  // namespace medq::daemon
