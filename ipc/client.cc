@@ -130,7 +130,11 @@ Result<json> Client::Call(std::string_view op, const json& params,
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
     auto reply = ReadReply(std::max(left, std::chrono::milliseconds(0)));
     if (!reply.ok()) return reply;
-    if (reply->value("id", json()) != json(*id) || !IsFinalEvent(*reply)) continue;
+    // An error with a null id concerns the whole connection (refused peer,
+    // too many connections, line too large): it answers this call too.
+    const json& reply_id = reply->value("id", json());
+    const bool connection_error = reply_id.is_null() && ErrorOf(*reply).has_value();
+    if (!connection_error && (reply_id != json(*id) || !IsFinalEvent(*reply))) continue;
     return reply;
   }
 }

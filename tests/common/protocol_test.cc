@@ -1,0 +1,99 @@
+#include "common/protocol.h"
+
+#include <catch2/catch.hpp>
+
+namespace medq {
+
+using nlohmann::json;
+
+namespace {
+Error ParseError(std::string_view line, json* id) {
+  auto r = ParseRequest(line, id);
+  REQUIRE_FALSE(r.ok());
+  return r.error();
+}
+}  // namespace
+
+TEST_CASE("a well-formed request parses", "[protocol]") {
+  json id;
+  auto r = ParseRequest(R"({"v":1,"id":"a1","op":"health","params":{"x":1},"extra":true})", &id);
+  REQUIRE(r.ok());
+  CHECK(r->id == "a1");
+  CHECK(r->op == "health");
+  CHECK(r->params == json{{"x", 1}});
+  CHECK(id == "a1");
+}
+
+TEST_CASE("params default to an empty object", "[protocol]") {
+  json id;
+  auto r = ParseRequest(R"({"v":1,"id":3,"op":"queue"})", &id);
+  REQUIRE(r.ok());
+  CHECK(r->params.is_object());
+  CHECK(r->params.empty());
+}
+
+TEST_CASE("malformed requests name what is wrong", "[protocol]") {
+  json id;
+  CHECK(ParseError("{nope", &id).code == ErrorCode::kInvalidRequest);
+  CHECK(id.is_null());
+  CHECK(ParseError("[1,2]", &id).code == ErrorCode::kInvalidRequest);
+  CHECK(ParseError("\"\xff\xfe\"", &id).code == ErrorCode::kInvalidRequest);  // not UTF-8
+  CHECK_THAT(ParseError(R"({"v":1,"op":"health"})", &id).message, Catch::Contains("\"id\""));
+  CHECK_THAT(ParseError(R"({"v":1,"id":{},"op":"health"})", &id).message,
+             Catch::Contains("\"id\""));
+  CHECK_THAT(ParseError(R"({"id":1,"op":"health"})", &id).message, Catch::Contains("\"v\""));
+  CHECK(id == 1);  // read before the failure, so the error reply can echo it
+  CHECK_THAT(ParseError(R"({"v":"1","id":1,"op":"health"})", &id).message,
+             Catch::Contains("\"v\""));
+  CHECK_THAT(ParseError(R"({"v":1,"id":1})", &id).message, Catch::Contains("\"op\""));
+  CHECK_THAT(ParseError(R"({"v":1,"id":1,"op":7})", &id).message, Catch::Contains("\"op\""));
+  CHECK_THAT(ParseError(R"({"v":1,"id":1,"op":"health","params":[]})", &id).message,
+             Catch::Contains("\"params\""));
+  CHECK(ParseError(R"({"v":2,"id":1,"op":"health"})", &id).code == ErrorCode::kUnsupportedVersion);
+}
+
+TEST_CASE("replies are single compact lines", "[protocol]") {
+  std::string line = EncodeResult(9, json{{"a", "x\ny"}});
+  CHECK(line.back() == '\n');
+  CHECK(line.find('\n') == line.size() - 1);
+  json back = json::parse(line);
+  CHECK(back["id"] == 9);
+  CHECK(back["event"] == "result");
+  CHECK(back["result"]["a"] == "x\ny");
+}
+
+TEST_CASE("error replies carry code, message and retry hint, and decode back", "[protocol]") {
+  Error e(ErrorCode::kQueueFull, "Queue full (5/5). Try again later.", 12);
+  json j = json::parse(EncodeError("r1", e));
+  CHECK(j["event"] == "error");
+  CHECK(j["code"] == "QUEUE_FULL");
+  CHECK(j["retry_after_s"] == 12);
+  Error back = DecodeError(j);
+  CHECK(back.code == ErrorCode::kQueueFull);
+  CHECK(back.message == e.message);
+  CHECK(back.retry_after_s == 12);
+  CHECK_FALSE(
+      json::parse(EncodeError(1, Error(ErrorCode::kInternal, "x"))).contains("retry_after_s"));
+}
+
+TEST_CASE("an error message with invalid UTF-8 still encodes to valid JSON", "[protocol]") {
+  std::string line = EncodeError(1, Error(ErrorCode::kModelNotFound, "no model at /m/\xff"));
+  json j = json::parse(line);  // throws if invalid
+  CHECK(j["code"] == "MODEL_NOT_FOUND");
+}
+
+TEST_CASE("an unknown error code from a newer daemon becomes INTERNAL", "[protocol]") {
+  Error e = DecodeError(json{{"event", "error"}, {"code", "BRAND_NEW"}, {"message", "m"}});
+  CHECK(e.code == ErrorCode::kInternal);
+  CHECK_THAT(e.message, Catch::Contains("BRAND_NEW"));
+}
+
+TEST_CASE("unknown params are rejected by name", "[protocol]") {
+  CHECK(RejectUnknownFields(json{{"a", 1}}, {"a", "b"}).ok());
+  Status s = RejectUnknownFields(json{{"a", 1}, {"typo", 2}}, {"a"});
+  REQUIRE_FALSE(s.ok());
+  CHECK(s.error().code == ErrorCode::kInvalidRequest);
+  CHECK_THAT(s.error().message, Catch::Contains("params.typo"));
+}
+
+}  // namespace medq

@@ -1,0 +1,127 @@
+#include "daemon/config.h"
+
+#include <stdlib.h>
+
+#include <catch2/catch.hpp>
+#include <fstream>
+
+#include "tests/support/daemon_process.h"
+
+namespace medq::daemon {
+namespace {
+
+// Sets an environment variable for the scope of one test.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) { setenv(name, value, 1); }
+  ~ScopedEnv() { unsetenv(name_); }
+
+ private:
+  const char* name_;
+};
+
+ConfigOutcome Load(std::vector<std::string> args) {
+  std::vector<const char*> argv = {"medqd"};
+  for (const std::string& a : args)
+    argv.push_back(a.c_str());
+  return LoadConfig(static_cast<int>(argv.size()), argv.data());
+}
+
+Config LoadOk(std::vector<std::string> args) {
+  ConfigOutcome out = Load(std::move(args));
+  REQUIRE(std::holds_alternative<Config>(out));
+  return std::get<Config>(out);
+}
+
+}  // namespace
+
+TEST_CASE("defaults apply when nothing is given", "[config]") {
+  test::TempDir dir;
+  std::ofstream(dir.path() / "empty.conf").flush();
+  Config c = LoadOk({"--config", (dir.path() / "empty.conf").string()});
+  CHECK(c.max_connections == 256);
+  CHECK(c.max_message_bytes == 16 << 20);
+  CHECK(c.queue_timeout_s == 300);
+  CHECK(c.log_level == "info");
+  CHECK_FALSE(c.socket.empty());
+}
+
+TEST_CASE("precedence is flags > environment > file > defaults", "[config]") {
+  test::TempDir dir;
+  const std::string file = (dir.path() / "medqd.conf").string();
+  std::ofstream(file) << "# comment\nmax_connections = 11\nmax_queue = 12\nlog_level = \"debug\"\n"
+                         "idle_timeout_s = 13\n";
+
+  SECTION("file beats defaults") {
+    Config c = LoadOk({"--config", file});
+    CHECK(c.max_connections == 11);
+    CHECK(c.max_queue == 12);
+    CHECK(c.log_level == "debug");
+    CHECK(c.idle_timeout_s == 13);
+    CHECK(c.config_file == file);
+  }
+  SECTION("environment beats file") {
+    ScopedEnv env("MEDQ_MAX_CONNECTIONS", "21");
+    Config c = LoadOk({"--config", file});
+    CHECK(c.max_connections == 21);
+    CHECK(c.max_queue == 12);
+  }
+  SECTION("flags beat environment and file, in either spelling") {
+    ScopedEnv env("MEDQ_MAX_CONNECTIONS", "21");
+    ScopedEnv env2("MEDQ_MAX_QUEUE", "22");
+    Config c = LoadOk({"--config", file, "--max-connections", "31", "--max_queue=32"});
+    CHECK(c.max_connections == 31);
+    CHECK(c.max_queue == 32);
+  }
+  SECTION("MEDQ_CONFIG names the file") {
+    ScopedEnv env("MEDQ_CONFIG", file.c_str());
+    Config c = LoadOk({});
+    CHECK(c.max_connections == 11);
+  }
+}
+
+TEST_CASE("invalid values are refused at start", "[config]") {
+  test::TempDir dir;
+  const std::string file = (dir.path() / "bad.conf").string();
+  SECTION("a flag out of range") {
+    auto out = Load({"--config", file, "--max-connections", "0"});
+    REQUIRE(std::holds_alternative<ExitNow>(out));
+    CHECK(std::get<ExitNow>(out).status == 64);
+  }
+  SECTION("a bad value in the file") {
+    std::ofstream(file) << "log_level = \"loud\"\n";
+    auto out = Load({"--config", file});
+    REQUIRE(std::holds_alternative<ExitNow>(out));
+    CHECK(std::get<ExitNow>(out).status == 64);
+  }
+  SECTION("a bad value in the environment") {
+    ScopedEnv env("MEDQ_IDLE_TIMEOUT_S", "soon");
+    std::ofstream(file).flush();
+    auto out = Load({"--config", file});
+    REQUIRE(std::holds_alternative<ExitNow>(out));
+    CHECK(std::get<ExitNow>(out).status == 64);
+  }
+  SECTION("a config file that does not exist, named explicitly") {
+    auto out = Load({"--config", (dir.path() / "missing.conf").string()});
+    REQUIRE(std::holds_alternative<ExitNow>(out));
+    CHECK(std::get<ExitNow>(out).status == 64);
+  }
+}
+
+TEST_CASE("the printed configuration reads back as the same configuration", "[config]") {
+  test::TempDir dir;
+  const std::string empty = (dir.path() / "empty.conf").string();
+  std::ofstream(empty).flush();
+  Config c = LoadOk({"--config", empty, "--max-queue", "7", "--socket", "/tmp/x/medq.sock",
+                     "--log-level", "warn"});
+  const std::string printed = (dir.path() / "printed.conf").string();
+  std::ofstream(printed) << FormatConfig(c);
+  Config back = LoadOk({"--config", printed});
+  CHECK(back.max_queue == 7);
+  CHECK(back.socket == "/tmp/x/medq.sock");
+  CHECK(back.log_level == "warn");
+  CHECK(FormatConfig(back).substr(FormatConfig(back).find('\n')) ==
+        FormatConfig(c).substr(FormatConfig(c).find('\n')));
+}
+
+}  // namespace medq::daemon

@@ -1,0 +1,102 @@
+#include "daemon/job_queue.h"
+
+#include <catch2/catch.hpp>
+
+namespace medq::daemon {
+namespace {
+
+// Records the order in which jobs start and why jobs were dropped.
+struct Recorder {
+  std::vector<std::string> started;
+  std::vector<ErrorCode> dropped;
+
+  JobQueue::StartFn Start() {
+    return [this](const std::string& id) { started.push_back(id); };
+  }
+  JobQueue::DropFn Drop() {
+    return [this](const Error& e) { dropped.push_back(e.code); };
+  }
+};
+
+}  // namespace
+
+TEST_CASE("one job runs at a time; the rest wait in priority order, FIFO within", "[queue]") {
+  JobQueue q(10, 1);
+  Recorder r;
+  auto first = q.Submit("gen", Priority::kNormal, r.Start(), r.Drop());
+  REQUIRE(first.ok());
+  CHECK(r.started == std::vector<std::string>{*first});
+  auto low = q.Submit("gen", Priority::kLow, r.Start(), r.Drop());
+  auto normal1 = q.Submit("gen", Priority::kNormal, r.Start(), r.Drop());
+  auto high = q.Submit("gen", Priority::kHigh, r.Start(), r.Drop());
+  auto normal2 = q.Submit("gen", Priority::kNormal, r.Start(), r.Drop());
+  CHECK(q.running() == 1);
+  CHECK(q.waiting() == 4);
+
+  QueueInfo info = q.Describe();
+  REQUIRE(info.waiting.size() == 4);
+  CHECK(info.waiting[0].job == *high);
+  CHECK(info.waiting[0].position == 1);
+  CHECK(info.waiting[1].job == *normal1);
+  CHECK(info.waiting[2].job == *normal2);
+  CHECK(info.waiting[3].job == *low);
+  CHECK(info.waiting[3].priority == "low");
+  CHECK(info.running.at(0).job == *first);
+
+  for (const auto& id : {*first, *high, *normal1, *normal2})
+    q.Finish(id, JobQueue::Outcome::kCompleted);
+  CHECK(r.started == std::vector<std::string>{*first, *high, *normal1, *normal2, *low});
+  q.Finish(*low, JobQueue::Outcome::kFailed);
+  CHECK(q.totals().processed == 5);
+  CHECK(q.running() == 0);
+}
+
+TEST_CASE("a full queue refuses at once with a retry hint", "[queue]") {
+  JobQueue q(2, 1);
+  Recorder r;
+  REQUIRE(q.Submit("gen", Priority::kNormal, r.Start(), r.Drop()).ok());  // runs
+  REQUIRE(q.Submit("gen", Priority::kNormal, r.Start(), r.Drop()).ok());  // waits 1
+  REQUIRE(q.Submit("gen", Priority::kNormal, r.Start(), r.Drop()).ok());  // waits 2
+  auto full = q.Submit("gen", Priority::kHigh, r.Start(), r.Drop());
+  REQUIRE_FALSE(full.ok());
+  CHECK(full.error().code == ErrorCode::kQueueFull);
+  CHECK(full.error().message == "Queue full (2/2). Try again later.");
+  REQUIRE(full.error().retry_after_s.has_value());
+  CHECK(*full.error().retry_after_s >= 1);
+  CHECK(q.totals().rejected == 1);
+}
+
+TEST_CASE("cancelling a waiting job drops it with CANCELLED", "[queue]") {
+  JobQueue q(5, 1);
+  Recorder r;
+  auto running = q.Submit("gen", Priority::kNormal, r.Start(), r.Drop());
+  auto waiting = q.Submit("gen", Priority::kNormal, r.Start(), r.Drop());
+  CHECK_FALSE(q.CancelWaiting(*running));  // running jobs are stopped by their owner
+  CHECK(q.CancelWaiting(*waiting));
+  CHECK(r.dropped == std::vector<ErrorCode>{ErrorCode::kCancelled});
+  CHECK(q.waiting() == 0);
+  CHECK(q.totals().cancelled == 1);
+  q.Finish(*running, JobQueue::Outcome::kCompleted);
+  CHECK(r.started.size() == 1);
+}
+
+TEST_CASE("draining drops every waiting job", "[queue]") {
+  JobQueue q(5, 1);
+  Recorder r;
+  REQUIRE(q.Submit("gen", Priority::kNormal, r.Start(), r.Drop()).ok());
+  REQUIRE(q.Submit("gen", Priority::kLow, r.Start(), r.Drop()).ok());
+  REQUIRE(q.Submit("gen", Priority::kHigh, r.Start(), r.Drop()).ok());
+  q.DropAllWaiting(Error(ErrorCode::kNotReady, "shutting down"));
+  CHECK(r.dropped == std::vector<ErrorCode>{ErrorCode::kNotReady, ErrorCode::kNotReady});
+  CHECK(q.waiting() == 0);
+  CHECK(q.running() == 1);
+}
+
+TEST_CASE("priority names round-trip", "[queue]") {
+  for (Priority p : {Priority::kHigh, Priority::kNormal, Priority::kLow}) {
+    CHECK(PriorityFromName(PriorityName(p)) == p);
+  }
+  CHECK_FALSE(PriorityFromName("urgent").has_value());
+}
+
+}  // namespace medq::daemon

@@ -1,0 +1,175 @@
+// Bad input never crashes or wedges the daemon, and never disturbs other
+// clients.
+#include <atomic>
+#include <catch2/catch.hpp>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "ipc/client.h"
+#include "tests/e2e/raw_client.h"
+#include "tests/support/daemon_process.h"
+
+namespace medq::test {
+
+using nlohmann::json;
+using namespace std::chrono_literals;
+
+namespace {
+
+// The daemon still serves a fresh client.
+void RequireHealthy(const DaemonProcess& d) {
+  RawClient probe(d.socket());
+  json reply = probe.Roundtrip(R"({"v":1,"id":"probe","op":"health"})"
+                               "\n");
+  REQUIRE(reply["event"] == "result");
+  REQUIRE(reply["result"]["ready"] == true);
+}
+
+}  // namespace
+
+TEST_CASE("malformed requests get INVALID_REQUEST and the connection stays usable", "[e2e]") {
+  DaemonProcess d;
+  RawClient c(d.socket());
+  struct Case {
+    std::string line;
+    std::string code;
+    json id;
+  };
+  const Case cases[] = {
+      {"{not json", "INVALID_REQUEST", nullptr},
+      {"\xff\xfe\xfd", "INVALID_REQUEST", nullptr},
+      {R"({"v":1,"id":1,"op":"health","s":")"
+       "\xc3\x28"
+       R"("})",
+       "INVALID_REQUEST", nullptr},
+      {"[]", "INVALID_REQUEST", nullptr},
+      {"42", "INVALID_REQUEST", nullptr},
+      {"", "INVALID_REQUEST", nullptr},
+      {R"({"v":1,"op":"health"})", "INVALID_REQUEST", nullptr},
+      {R"({"v":1,"id":[1],"op":"health"})", "INVALID_REQUEST", nullptr},
+      {R"({"id":2,"op":"health"})", "INVALID_REQUEST", 2},
+      {R"({"v":"one","id":3,"op":"health"})", "INVALID_REQUEST", 3},
+      {R"({"v":1,"id":4})", "INVALID_REQUEST", 4},
+      {R"({"v":1,"id":5,"op":["health"]})", "INVALID_REQUEST", 5},
+      {R"({"v":1,"id":6,"op":"health","params":"x"})", "INVALID_REQUEST", 6},
+      {R"({"v":1,"id":7,"op":"health","params":{"verbose":true}})", "INVALID_REQUEST", 7},
+      {R"({"v":9,"id":8,"op":"health"})", "UNSUPPORTED_VERSION", 8},
+      {R"({"v":1,"id":9,"op":"make-coffee"})", "UNKNOWN_OP", 9},
+  };
+  for (const Case& k : cases) {
+    CAPTURE(k.line);
+    json reply = c.Roundtrip(k.line + "\n");
+    CHECK(reply["event"] == "error");
+    CHECK(reply["code"] == k.code);
+    CHECK(reply["id"] == k.id);
+    CHECK_FALSE(reply["message"].get<std::string>().empty());
+  }
+  // Unknown top-level fields are ignored.
+  json ok = c.Roundtrip(R"({"v":1,"id":10,"op":"version","client":"test"})"
+                        "\n");
+  CHECK(ok["event"] == "result");
+  RequireHealthy(d);
+}
+
+TEST_CASE("a line over the maximum gets TOO_LARGE and its connection is closed", "[e2e]") {
+  DaemonProcess d({"--max-message-bytes", "4096"});
+  RawClient other(d.socket());
+  RawClient big(d.socket());
+  std::string line = R"({"v":1,"id":1,"op":"health","pad":")" + std::string(10000, 'x') + "\"}\n";
+  big.Send(line);
+  auto reply = big.Read();
+  REQUIRE(reply.has_value());
+  CHECK((*reply)["code"] == "TOO_LARGE");
+  CHECK(big.WaitClosed(5s));
+  // A line just under the limit is fine, and other clients never noticed.
+  std::string fits = R"({"v":1,"id":2,"op":"version","pad":")" + std::string(3900, 'y') + "\"}\n";
+  CHECK(other.Roundtrip(fits)["event"] == "result");
+  RequireHealthy(d);
+}
+
+TEST_CASE("a client that stalls in the middle of a line is timed out", "[e2e]") {
+  DaemonProcess d({"--idle-timeout-s", "0.5"});
+  RawClient stalled(d.socket());
+  REQUIRE(stalled.Send(R"({"v":1,"id":1,"op":"hea)"));
+  CHECK(stalled.WaitClosed(5s));
+  RequireHealthy(d);
+}
+
+TEST_CASE("clients that connect and vanish leave the daemon serving", "[e2e]") {
+  DaemonProcess d;
+  for (int i = 0; i < 200; ++i) {
+    RawClient c(d.socket());
+    if (i % 3 == 0)
+      c.Send(R"({"v":1,"id":1,"op":"cleanup-memory"})"
+             "\n");                                         // reply unread
+    if (i % 3 == 1) c.Send(R"({"v":1,"id":1,"op":"heal)");  // half a line
+  }
+  RequireHealthy(d);
+  auto client = ipc::Client::Connect(d.socket());
+  REQUIRE(client.ok());
+  auto h = client->Call("health", {}, 5s);
+  REQUIRE(h.ok());
+  CHECK((*h)["result"]["connections"].get<int>() <= 2);
+}
+
+TEST_CASE("connections past the limit are refused clearly", "[e2e]") {
+  DaemonProcess d({"--max-connections", "20"});
+  std::vector<std::unique_ptr<RawClient>> held;
+  for (int i = 0; i < 19; ++i) {  // the 20th slot is the probe below
+    held.push_back(std::make_unique<RawClient>(d.socket()));
+    REQUIRE(held.back()->Roundtrip(R"({"v":1,"id":1,"op":"version"})"
+                                   "\n")["event"] == "result");
+  }
+  RawClient last(d.socket());
+  REQUIRE(last.Roundtrip(R"({"v":1,"id":1,"op":"version"})"
+                         "\n")["event"] == "result");
+  RawClient refused(d.socket());
+  auto reply = refused.Read(5s);
+  REQUIRE(reply.has_value());
+  CHECK((*reply)["code"] == "NOT_READY");
+  CHECK_THAT((*reply)["message"].get<std::string>(), Catch::Contains("Too many connections"));
+  CHECK(reply->contains("retry_after_s"));
+  CHECK(refused.WaitClosed(5s));
+  held.clear();  // room again
+  std::this_thread::sleep_for(200ms);
+  RequireHealthy(d);
+}
+
+TEST_CASE("hundreds of concurrent clients are all served", "[e2e]") {
+  DaemonProcess d;
+  constexpr int kClients = 32;
+  constexpr int kCalls = 50;
+  std::atomic<int> ok{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kClients; ++t) {
+    threads.emplace_back([&] {
+      auto client = ipc::Client::Connect(d.socket());
+      if (!client.ok()) return;
+      for (int i = 0; i < kCalls; ++i) {
+        auto r = client->Call(i % 2 ? "health" : "queue", {}, 10s);
+        if (r.ok() && (*r)["event"] == "result") ++ok;
+      }
+    });
+  }
+  // Plus 300 short-lived connections at the same time.
+  std::vector<std::thread> bursts;
+  std::atomic<int> burst_ok{0};
+  for (int t = 0; t < 4; ++t) {
+    bursts.emplace_back([&] {
+      for (int i = 0; i < 75; ++i) {
+        auto client = ipc::Client::Connect(d.socket());
+        if (client.ok() && client->Call("version", {}, 10s).ok()) ++burst_ok;
+      }
+    });
+  }
+  for (auto& th : threads)
+    th.join();
+  for (auto& th : bursts)
+    th.join();
+  CHECK(ok == kClients * kCalls);
+  CHECK(burst_ok == 300);
+  RequireHealthy(d);
+}
+
+}  // namespace medq::test
