@@ -8,6 +8,7 @@
 #include "daemon/logging.h"
 #include "daemon/memory.h"
 #include "daemon/ops.h"
+#include "daemon/systemd.h"
 
 namespace medq::daemon {
 namespace {
@@ -64,13 +65,18 @@ Server::~Server() {
 }
 
 int Server::Run() {
-  auto sock = OpenListeningSocket(config_.socket, config_.socket_group);
-  if (!sock.ok()) {
-    spdlog::critical("cannot serve {}: {}", config_.socket, sock.error().message);
-    CloseEverything();
-    return 69;
+  if (std::optional<int> fd = SystemdListenFd()) {
+    socket_ = ListeningSocket{*fd, "", 0, 0};  // never unlinked by us
+    socket_activated_ = true;
+  } else {
+    auto sock = OpenListeningSocket(config_.socket, config_.socket_group);
+    if (!sock.ok()) {
+      spdlog::critical("cannot serve {}: {}", config_.socket, sock.error().message);
+      CloseEverything();
+      return 69;
+    }
+    socket_ = *sock;
   }
-  socket_ = *sock;
   uv_pipe_init(&loop_, &listener_, 0);
   listener_.data = this;
   uv_pipe_open(&listener_, socket_.fd);
@@ -103,14 +109,27 @@ int Server::Run() {
                      state_.limits.max_queue = jobs_.max_queue();
                    }
                    state_.ready = !state_.draining;
-                   spdlog::info("ready: {} CUDA device(s), max_queue {}",
-                                state_.last_memory.devices.size(), jobs_.max_queue());
+                   const std::string status =
+                       "ready: " + std::to_string(state_.last_memory.devices.size()) +
+                       " CUDA device(s), max_queue " + std::to_string(jobs_.max_queue());
+                   spdlog::info("{}", status);
+                   NotifyReady(status);
                  });
   uv_timer_start(
       &memory_timer_, [](uv_timer_t* t) { static_cast<Server*>(t->data)->RefreshMemory(); },
       kMemoryRefreshMs, kMemoryRefreshMs);
 
-  spdlog::info("medqd listening on {} (pid {})", config_.socket, getpid());
+  uv_timer_init(&loop_, &watchdog_timer_);
+  watchdog_timer_.data = this;
+  if (auto interval = WatchdogPingInterval()) {
+    watchdog_interval_ = *interval;
+    uv_timer_start(
+        &watchdog_timer_, [](uv_timer_t* t) { static_cast<Server*>(t->data)->PingWatchdog(); }, 0,
+        static_cast<uint64_t>(interval->count()));
+  }
+
+  spdlog::info("medqd listening on {}{} (pid {})", config_.socket,
+               socket_activated_ ? " (socket from systemd)" : "", getpid());
   uv_run(&loop_, UV_RUN_DEFAULT);
   spdlog::info("medqd stopped");
   return 0;
@@ -236,9 +255,22 @@ void Server::Reload() {
                fresh->log_level);
 }
 
+void Server::PingWatchdog() {
+  // The loop is alive (this timer fired); ping only if the worker is too.
+  if (worker_.Responsive(2 * watchdog_interval_)) {
+    NotifyWatchdog();
+  } else {
+    spdlog::error(
+        "worker thread has shown no progress for over {} ms; withholding the "
+        "watchdog ping so that systemd restarts the daemon",
+        2 * watchdog_interval_.count());
+  }
+}
+
 void Server::BeginDrain() {
   if (state_.draining) return;
   state_.draining = true;
+  NotifyStopping();
   state_.ready = false;
   if (listening_) {
     listening_ = false;
@@ -304,7 +336,8 @@ void Server::CloseEverything() {
   for (uv_handle_t* h :
        {reinterpret_cast<uv_handle_t*>(&sigterm_), reinterpret_cast<uv_handle_t*>(&sigint_),
         reinterpret_cast<uv_handle_t*>(&sighup_), reinterpret_cast<uv_handle_t*>(&drain_timer_),
-        reinterpret_cast<uv_handle_t*>(&memory_timer_)}) {
+        reinterpret_cast<uv_handle_t*>(&memory_timer_),
+        reinterpret_cast<uv_handle_t*>(&watchdog_timer_)}) {
     close_if_open(h);
   }
 }

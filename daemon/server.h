@@ -46,6 +46,7 @@ class Server {
   void Reload();
   void RefreshMemory();
   void CloseEverything();
+  void PingWatchdog();
 
   Config config_;
   std::vector<std::string> args_;
@@ -63,9 +64,12 @@ class Server {
   uv_timer_t force_close_timer_{};
   std::chrono::steady_clock::time_point drain_deadline_;
   uv_timer_t memory_timer_{};
+  uv_timer_t watchdog_timer_{};
+  std::chrono::milliseconds watchdog_interval_{0};
   uint64_t next_connection_id_ = 1;
   std::map<uint64_t, std::shared_ptr<Connection>> connections_;
   bool listening_ = false;
+  bool socket_activated_ = false;  // systemd owns the socket file
   bool stopped_ = false;
 };
 

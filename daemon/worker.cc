@@ -42,8 +42,26 @@ void Worker::Submit(Work work, Done done) {
 void Worker::Run() {
   pthread_setname_np(pthread_self(), "medq-worker");
   engine::InitWorkerThread(threads_);
-  while (auto task = handoff_.WaitForTask())
+  while (auto task = handoff_.WaitForTask()) {
+    Heartbeat();
+    busy_ = true;
     (*task)();
+    busy_ = false;
+  }
+}
+
+int64_t Worker::NowMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+void Worker::Heartbeat() {
+  last_beat_ms_ = NowMs();
+}
+
+bool Worker::Responsive(std::chrono::milliseconds max_silence) const {
+  return !busy_ || NowMs() - last_beat_ms_ <= max_silence.count();
 }
 
 }  // namespace medq::daemon

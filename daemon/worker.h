@@ -2,6 +2,8 @@
 // the Handoff one at a time; see handoff.h for the contract between threads.
 #pragma once
 
+#include <atomic>
+#include <chrono>
 #include <functional>
 #include <thread>
 
@@ -31,12 +33,22 @@ class Worker {
   // the loop thread. An exception escaping `work` becomes INTERNAL.
   void Submit(Work work, Done done);
 
+  // Worker thread: "still making progress" from inside a long task (each
+  // decode step calls it), for the watchdog.
+  void Heartbeat();
+  // Any thread: true when the worker is idle, or busy and has shown progress
+  // within `max_silence`.
+  bool Responsive(std::chrono::milliseconds max_silence) const;
+
  private:
   void Run();
+  static int64_t NowMs();
 
   Handoff& handoff_;
   int threads_;
   std::thread thread_;
+  std::atomic<bool> busy_{false};
+  std::atomic<int64_t> last_beat_ms_{0};
 };
 
 }  // namespace medq::daemon
