@@ -1,0 +1,113 @@
+#include "daemon/tokenizer/model.h"
+
+#include <nlohmann/json.hpp>
+
+#include "daemon/tokenizer/bpe_model.h"
+#include "daemon/tokenizer/wordpiece_model.h"
+
+namespace medq::tokenizer {
+
+Result<Vocab> ParseVocab(const nlohmann::json& j, const std::string& component) {
+  if (!j.is_object()) {
+    return Error(ErrorCode::kInvalidRequest, component + ": \"vocab\" must be an object");
+  }
+  Vocab vocab;
+  vocab.reserve(j.size());
+  for (const auto& [token, id] : j.items()) {
+    if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() > INT32_MAX) {
+      return Error(ErrorCode::kInvalidRequest,
+                   component + ": vocab entry \"" + token + "\" has no valid id");
+    }
+    vocab.emplace(token, static_cast<int32_t>(id.get<int64_t>()));
+  }
+  return vocab;
+}
+
+std::vector<std::string> ReverseVocab(const Vocab& vocab) {
+  int32_t max_id = -1;
+  for (const auto& [token, id] : vocab)
+    max_id = std::max(max_id, id);
+  std::vector<std::string> r(static_cast<size_t>(max_id + 1));
+  for (const auto& [token, id] : vocab)
+    r[static_cast<size_t>(id)] = token;
+  return r;
+}
+
+namespace {
+
+std::optional<std::string> OptionalString(const nlohmann::json& j, const char* key) {
+  if (!j.contains(key) || j[key].is_null()) return std::nullopt;
+  return j[key].get<std::string>();
+}
+
+Result<std::unique_ptr<Model>> ParseBpe(const nlohmann::json& j) {
+  if (j.contains("dropout") && !j["dropout"].is_null() && j["dropout"].get<double>() > 0.0) {
+    return Error(ErrorCode::kInvalidRequest,
+                 "model BPE: dropout is not supported (it makes encoding random)");
+  }
+  auto vocab = ParseVocab(j.at("vocab"), "model BPE");
+  if (!vocab.ok()) return std::move(vocab).error();
+  std::vector<std::pair<std::string, std::string>> merges;
+  const auto& jm = j.at("merges");
+  if (!jm.is_array()) {
+    return Error(ErrorCode::kInvalidRequest, "model BPE: \"merges\" must be an array");
+  }
+  merges.reserve(jm.size());
+  for (const auto& m : jm) {
+    if (m.is_string()) {
+      const auto& s = m.get_ref<const std::string&>();
+      const size_t sp = s.find(' ');
+      if (sp == std::string::npos || s.find(' ', sp + 1) != std::string::npos) {
+        return Error(ErrorCode::kInvalidRequest,
+                     "model BPE: merge \"" + s + "\" is not two tokens separated by one space");
+      }
+      merges.emplace_back(s.substr(0, sp), s.substr(sp + 1));
+    } else if (m.is_array() && m.size() == 2 && m[0].is_string() && m[1].is_string()) {
+      merges.emplace_back(m[0].get<std::string>(), m[1].get<std::string>());
+    } else {
+      return Error(ErrorCode::kInvalidRequest,
+                   "model BPE: each merge must be \"a b\" or [\"a\", \"b\"]");
+    }
+  }
+  BpeOptions o;
+  o.unk_token = OptionalString(j, "unk_token");
+  o.continuing_subword_prefix = OptionalString(j, "continuing_subword_prefix").value_or("");
+  o.end_of_word_suffix = OptionalString(j, "end_of_word_suffix").value_or("");
+  o.fuse_unk = j.value("fuse_unk", false);
+  o.byte_fallback = j.value("byte_fallback", false);
+  o.ignore_merges = j.value("ignore_merges", false);
+  auto model = BpeModel::Create(std::move(vocab).value(), merges, std::move(o));
+  if (!model.ok()) return std::move(model).error();
+  return std::unique_ptr<Model>(std::move(model).value());
+}
+
+Result<std::unique_ptr<Model>> ParseWordPiece(const nlohmann::json& j) {
+  auto vocab = ParseVocab(j.at("vocab"), "model WordPiece");
+  if (!vocab.ok()) return std::move(vocab).error();
+  auto model =
+      WordPieceModel::Create(std::move(vocab).value(), j.value("unk_token", std::string("[UNK]")),
+                             j.value("continuing_subword_prefix", std::string("##")),
+                             j.value("max_input_chars_per_word", static_cast<size_t>(100)));
+  if (!model.ok()) return std::move(model).error();
+  return std::unique_ptr<Model>(std::move(model).value());
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Model>> ParseModel(const nlohmann::json& j) {
+  if (!j.is_object()) return Error(ErrorCode::kInvalidRequest, "model: must be an object");
+  // Old files omit "type" for BPE; infer it from the merges.
+  std::string type;
+  if (j.contains("type") && j["type"].is_string()) {
+    type = j["type"].get<std::string>();
+  } else if (j.contains("merges")) {
+    type = "BPE";
+  } else if (j.contains("continuing_subword_prefix")) {
+    type = "WordPiece";
+  }
+  if (type == "BPE") return ParseBpe(j);
+  if (type == "WordPiece") return ParseWordPiece(j);
+  return Error(ErrorCode::kInvalidRequest, "unsupported model type \"" + type + "\"");
+}
+
+}  // namespace medq::tokenizer

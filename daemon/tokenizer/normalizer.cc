@@ -1,0 +1,170 @@
+#include "daemon/tokenizer/normalizer.h"
+
+#include <utf8proc.h>
+
+#include <cstdlib>
+#include <nlohmann/json.hpp>
+#include <vector>
+
+#include "daemon/tokenizer/pattern.h"
+#include "daemon/tokenizer/utf8.h"
+
+namespace medq::tokenizer {
+
+std::string UnicodeNormalize(const std::string& s, const std::string& form) {
+  if (s.empty()) return s;
+  int options = UTF8PROC_STABLE;
+  if (form == "NFC") options |= UTF8PROC_COMPOSE;
+  if (form == "NFD") options |= UTF8PROC_DECOMPOSE;
+  if (form == "NFKC") options |= UTF8PROC_COMPOSE | UTF8PROC_COMPAT;
+  if (form == "NFKD") options |= UTF8PROC_DECOMPOSE | UTF8PROC_COMPAT;
+  utf8proc_uint8_t* out = nullptr;
+  const utf8proc_ssize_t n = utf8proc_map(reinterpret_cast<const utf8proc_uint8_t*>(s.data()),
+                                          static_cast<utf8proc_ssize_t>(s.size()), &out,
+                                          static_cast<utf8proc_option_t>(options));
+  if (n < 0 || out == nullptr) return s;  // only on invalid input, which we never pass
+  std::string result(reinterpret_cast<const char*>(out), static_cast<size_t>(n));
+  std::free(out);
+  return result;
+}
+
+namespace {
+
+class UnicodeNormalizer : public Normalizer {
+ public:
+  explicit UnicodeNormalizer(std::string form) : form_(std::move(form)) {}
+  void Normalize(std::string& s) const override { s = UnicodeNormalize(s, form_); }
+
+ private:
+  std::string form_;
+};
+
+// Rust char::to_lowercase per character; utf8proc gives the simple mapping,
+// so the one multi-character mapping (U+0130) is handled here.
+class LowercaseNormalizer : public Normalizer {
+ public:
+  void Normalize(std::string& s) const override {
+    std::string out;
+    out.reserve(s.size());
+    size_t i = 0;
+    while (i < s.size()) {
+      size_t len = 1;
+      const char32_t c = DecodeAt(s, i, &len);
+      if (c < 0x80) {
+        out.push_back(static_cast<char>(c >= 'A' && c <= 'Z' ? c + 32 : c));
+      } else if (c == 0x130) {
+        out += "i\xCC\x87";
+      } else {
+        AppendUtf8(static_cast<char32_t>(utf8proc_tolower(static_cast<utf8proc_int32_t>(c))), out);
+      }
+      i += len;
+    }
+    s = std::move(out);
+  }
+};
+
+class StripNormalizer : public Normalizer {
+ public:
+  StripNormalizer(bool left, bool right) : left_(left), right_(right) {}
+  void Normalize(std::string& s) const override {
+    size_t b = 0;
+    size_t e = s.size();
+    if (left_) {
+      while (b < e) {
+        size_t len = 1;
+        if (!IsWhitespace(DecodeAt(s, b, &len))) break;
+        b += len;
+      }
+    }
+    if (right_) {
+      while (e > b) {
+        size_t start = e - 1;
+        while (start > b && (static_cast<unsigned char>(s[start]) & 0xC0) == 0x80)
+          --start;
+        size_t len = 1;
+        if (!IsWhitespace(DecodeAt(s, start, &len))) break;
+        e = start;
+      }
+    }
+    s = s.substr(b, e - b);
+  }
+
+ private:
+  bool left_, right_;
+};
+
+class PrependNormalizer : public Normalizer {
+ public:
+  explicit PrependNormalizer(std::string p) : prepend_(std::move(p)) {}
+  void Normalize(std::string& s) const override {
+    if (!s.empty()) s = prepend_ + s;
+  }
+
+ private:
+  std::string prepend_;
+};
+
+class ReplaceNormalizer : public Normalizer {
+ public:
+  ReplaceNormalizer(Pattern p, std::string content)
+      : pattern_(std::move(p)), content_(std::move(content)) {}
+  void Normalize(std::string& s) const override { s = pattern_.ReplaceAll(s, content_); }
+
+ private:
+  Pattern pattern_;
+  std::string content_;
+};
+
+class SequenceNormalizer : public Normalizer {
+ public:
+  explicit SequenceNormalizer(std::vector<std::unique_ptr<Normalizer>> n) : items_(std::move(n)) {}
+  void Normalize(std::string& s) const override {
+    for (const auto& n : items_)
+      n->Normalize(s);
+  }
+
+ private:
+  std::vector<std::unique_ptr<Normalizer>> items_;
+};
+
+Error Unsupported(const std::string& what) {
+  return Error(ErrorCode::kInvalidRequest, "unsupported normalizer " + what);
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Normalizer>> ParseNormalizer(const nlohmann::json& j) {
+  if (!j.is_object() || !j.contains("type") || !j["type"].is_string()) {
+    return Error(ErrorCode::kInvalidRequest, "normalizer: expected an object with a \"type\"");
+  }
+  const std::string type = j["type"].get<std::string>();
+  if (type == "NFC" || type == "NFD" || type == "NFKC" || type == "NFKD") {
+    return std::unique_ptr<Normalizer>(new UnicodeNormalizer(type));
+  }
+  if (type == "Lowercase") return std::unique_ptr<Normalizer>(new LowercaseNormalizer());
+  if (type == "Strip") {
+    return std::unique_ptr<Normalizer>(
+        new StripNormalizer(j.value("strip_left", true), j.value("strip_right", true)));
+  }
+  if (type == "Prepend") {
+    return std::unique_ptr<Normalizer>(new PrependNormalizer(j.at("prepend").get<std::string>()));
+  }
+  if (type == "Replace") {
+    auto p = ParsePattern(j.at("pattern"), "normalizer Replace");
+    if (!p.ok()) return std::move(p).error();
+    return std::unique_ptr<Normalizer>(
+        new ReplaceNormalizer(std::move(p).value(), j.at("content").get<std::string>()));
+  }
+  if (type == "Sequence") {
+    std::vector<std::unique_ptr<Normalizer>> items;
+    for (const auto& item : j.at("normalizers")) {
+      auto n = ParseNormalizer(item);
+      if (!n.ok()) return std::move(n).error();
+      items.push_back(std::move(n).value());
+    }
+    return std::unique_ptr<Normalizer>(new SequenceNormalizer(std::move(items)));
+  }
+  return Unsupported("type \"" + type + "\"");
+}
+
+}  // namespace medq::tokenizer

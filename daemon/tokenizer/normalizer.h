@@ -1,0 +1,30 @@
+// Normalizers: the first stage of the tokenizer.json pipeline, applied to
+// each text segment between added tokens.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "common/result.h"
+
+namespace medq::tokenizer {
+
+class Normalizer {
+ public:
+  virtual ~Normalizer() = default;
+  // Rewrites s in place. Precondition: s is valid UTF-8; it stays valid.
+  // Thread-safe (implementations are immutable).
+  virtual void Normalize(std::string& s) const = 0;
+};
+
+// Builds the normalizer described by j (a tokenizer.json "normalizer" value,
+// not null). Failure: kInvalidRequest naming the unsupported type or the bad
+// field.
+Result<std::unique_ptr<Normalizer>> ParseNormalizer(const nlohmann::json& j);
+
+// Applies a Unicode normalization form: "NFC", "NFD", "NFKC" or "NFKD".
+std::string UnicodeNormalize(const std::string& s, const std::string& form);
+
+}  // namespace medq::tokenizer
