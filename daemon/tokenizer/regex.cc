@@ -106,22 +106,17 @@ Result<std::unique_ptr<Regex>> Regex::Compile(std::string_view pattern) {
 
 namespace {
 
-// Per-call matching resources; the compiled code itself is shared.
+// Per-call matching resources; the compiled code itself is shared. The JIT
+// stack is only made when the default 32 KiB machine stack proves too small
+// (long runs of a repeated group), since creating one maps memory.
 class MatchState {
  public:
-  explicit MatchState(const pcre2_code* code, bool jit) {
+  explicit MatchState(const pcre2_code* code) {
     data_ = pcre2_match_data_create_from_pattern(code, nullptr);
-    context_ = pcre2_match_context_create(nullptr);
-    if (jit) {
-      // The default 32 KiB JIT stack is too small for long runs of a
-      // repeated group; grow up to 8 MiB on demand.
-      stack_ = pcre2_jit_stack_create(32 * 1024, 8 * 1024 * 1024, nullptr);
-      if (stack_ != nullptr) pcre2_jit_stack_assign(context_, nullptr, stack_);
-    }
   }
   ~MatchState() {
     if (stack_ != nullptr) pcre2_jit_stack_free(stack_);
-    pcre2_match_context_free(context_);
+    if (context_ != nullptr) pcre2_match_context_free(context_);
     pcre2_match_data_free(data_);
   }
   MatchState(const MatchState&) = delete;
@@ -129,6 +124,16 @@ class MatchState {
 
   pcre2_match_data* data() { return data_; }
   pcre2_match_context* context() { return context_; }
+
+  // Switches to an 8 MiB JIT stack; false when that is not possible.
+  bool GrowStack() {
+    if (stack_ != nullptr) return false;
+    context_ = pcre2_match_context_create(nullptr);
+    stack_ = pcre2_jit_stack_create(32 * 1024, 8 * 1024 * 1024, nullptr);
+    if (context_ == nullptr || stack_ == nullptr) return false;
+    pcre2_jit_stack_assign(context_, nullptr, stack_);
+    return true;
+  }
 
  private:
   pcre2_match_data* data_ = nullptr;
@@ -141,13 +146,17 @@ class MatchState {
 std::vector<std::pair<size_t, size_t>> Regex::FindAll(std::string_view text) const {
   std::vector<std::pair<size_t, size_t>> out;
   if (impl_ == nullptr || impl_->code == nullptr) return out;
-  MatchState st(impl_->code, impl_->jit);
+  MatchState st(impl_->code);
   const auto* subject = reinterpret_cast<PCRE2_SPTR>(text.data());
   size_t pos = 0;
   while (pos <= text.size()) {
     // Text is valid UTF-8 (the tokenizer sanitizes it), so skip PCRE2's check.
     int rc = pcre2_match(impl_->code, subject, text.size(), pos, PCRE2_NO_UTF_CHECK, st.data(),
                          st.context());
+    if (rc == PCRE2_ERROR_JIT_STACKLIMIT && st.GrowStack()) {
+      rc = pcre2_match(impl_->code, subject, text.size(), pos, PCRE2_NO_UTF_CHECK, st.data(),
+                       st.context());
+    }
     if (rc == PCRE2_ERROR_JIT_STACKLIMIT) {
       // Fall back to the interpreter, which keeps its backtracking on the heap.
       rc = pcre2_match(impl_->code, subject, text.size(), pos, PCRE2_NO_UTF_CHECK | PCRE2_NO_JIT,

@@ -1,1 +1,164 @@
+// Bad and extreme input: malformed or unsupported tokenizer.json, invalid
+// UTF-8, empty and very large texts, unknown ids. None may crash.
+#include <catch2/catch.hpp>
 
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "daemon/tokenizer/incremental_decoder.h"
+#include "daemon/tokenizer/tokenizer.h"
+#include "tests/support/fixtures.h"
+
+using json = nlohmann::json;
+using medq::ErrorCode;
+using medq::tokenizer::Tokenizer;
+
+namespace {
+
+std::string LoadError(const json& spec) {
+  auto t = Tokenizer::FromJson(spec.dump(), {}, "test.json");
+  REQUIRE(!t.ok());
+  CHECK(t.error().code == ErrorCode::kInvalidRequest);
+  CHECK(t.error().message.find("test.json") != std::string::npos);
+  return t.error().message;
+}
+
+json MinimalBpe() {
+  return {{"model", {{"type", "BPE"}, {"vocab", {{"a", 0}, {"b", 1}}}, {"merges", json::array()}}}};
+}
+
+const Tokenizer& Fixture(const char* name) {
+  static std::map<std::string, std::unique_ptr<Tokenizer>> cache;
+  auto& slot = cache[name];
+  if (slot == nullptr) {
+    auto t = Tokenizer::FromModelDir(medq::test::TokenizerFixture(name));
+    REQUIRE(t.ok());
+    slot = std::move(t).value();
+  }
+  return *slot;
+}
+
+}  // namespace
+
+TEST_CASE("malformed tokenizer.json is refused with a clear error", "[tokenizer][bad]") {
+  auto t = Tokenizer::FromJson("{\"model\": {", {}, "broken.json");
+  REQUIRE(!t.ok());
+  CHECK(t.error().code == ErrorCode::kInvalidRequest);
+  CHECK(t.error().message.find("broken.json") != std::string::npos);
+  CHECK(!Tokenizer::FromJson("[]").ok());
+  CHECK(!Tokenizer::FromJson("").ok());
+  CHECK(LoadError(json::object()).find("model") != std::string::npos);
+  // Wrong types inside a component.
+  json spec = MinimalBpe();
+  spec["model"]["vocab"] = json::array({1, 2});
+  CHECK(LoadError(spec).find("vocab") != std::string::npos);
+  spec = MinimalBpe();
+  spec["model"]["merges"] = {"a c"};
+  CHECK(LoadError(spec).find("merge") != std::string::npos);
+  spec = MinimalBpe();
+  spec["added_tokens"] = {{{"id", "x"}, {"content", "<s>"}}};
+  LoadError(spec);
+  spec = MinimalBpe();
+  spec["pre_tokenizer"] = {
+      {"type", "Split"}, {"pattern", {{"Regex", "(unclosed"}}}, {"behavior", "Isolated"}};
+  CHECK(LoadError(spec).find("(unclosed") != std::string::npos);
+}
+
+TEST_CASE("unsupported components are named in the error", "[tokenizer][bad]") {
+  json spec = MinimalBpe();
+  spec["pre_tokenizer"] = {{"type", "Foo"}};
+  CHECK(LoadError(spec).find("unsupported pre_tokenizer type \"Foo\"") != std::string::npos);
+  spec = MinimalBpe();
+  spec["normalizer"] = {{"type", "Sequence"}, {"normalizers", {{{"type", "Bar"}}}}};
+  CHECK(LoadError(spec).find("unsupported normalizer type \"Bar\"") != std::string::npos);
+  spec = MinimalBpe();
+  spec["decoder"] = {{"type", "CTC"}};
+  CHECK(LoadError(spec).find("unsupported decoder type \"CTC\"") != std::string::npos);
+  spec = MinimalBpe();
+  spec["post_processor"] = {{"type", "Baz"}};
+  CHECK(LoadError(spec).find("unsupported post_processor type \"Baz\"") != std::string::npos);
+  spec = MinimalBpe();
+  spec["model"]["type"] = "Unigram";
+  CHECK(LoadError(spec).find("unsupported model type \"Unigram\"") != std::string::npos);
+}
+
+TEST_CASE("missing files are refused", "[tokenizer][bad]") {
+  auto t = Tokenizer::FromFile("no/such/dir/tokenizer.json");
+  REQUIRE(!t.ok());
+  CHECK(t.error().code == ErrorCode::kInvalidRequest);
+  CHECK(t.error().message.find("no/such/dir/tokenizer.json") != std::string::npos);
+}
+
+TEST_CASE("invalid UTF-8 becomes U+FFFD per maximal invalid subsequence", "[tokenizer][bad]") {
+  for (const char* name : {"llama3", "mistral_v1", "qwen3"}) {
+    INFO(name);
+    const Tokenizer& tok = Fixture(name);
+    // A lone continuation byte, a truncated 3-byte sequence, an overlong
+    // encoding (C0 80: two maximal subparts), a surrogate (ED A0 80: three).
+    CHECK(tok.Encode("a\x80z") == tok.Encode("a\uFFFDz"));
+    CHECK(tok.Encode("a\xE4\xBD") == tok.Encode("a\uFFFD"));
+    CHECK(tok.Encode("x\xC0\x80y") == tok.Encode("x\uFFFD\uFFFDy"));
+    CHECK(tok.Encode("x\xED\xA0\x80y") == tok.Encode("x\uFFFD\uFFFD\uFFFDy"));
+    CHECK(tok.Encode(std::string("nul\0byte", 8)).size() > 2);
+    const auto ids = tok.Encode("caf\xC3");
+    CHECK(tok.Decode(ids, true) == "caf\uFFFD");
+  }
+}
+
+TEST_CASE("empty input and unknown ids", "[tokenizer][bad]") {
+  const Tokenizer& llama3 = Fixture("llama3");
+  CHECK(llama3.Encode("") == std::vector<int32_t>{128000});
+  CHECK(llama3.Encode("", false).empty());
+  CHECK(llama3.Decode(std::vector<int32_t>{}).empty());
+  // Out-of-range ids are skipped.
+  const std::vector<int32_t> ids{-1, 9906, 1 << 30, 128256};
+  CHECK(llama3.Decode(ids) == "Hello");
+  CHECK(llama3.IdToToken(-5).empty());
+  CHECK(!llama3.IsSpecial(-5));
+  medq::tokenizer::IncrementalDecoder dec(llama3);
+  std::string streamed;
+  for (int32_t id : ids)
+    streamed += dec.Push(id);
+  streamed += dec.Finish();
+  CHECK(streamed == "Hello");
+}
+
+TEST_CASE("streaming never emits a broken character", "[tokenizer][stream]") {
+  const Tokenizer& llama3 = Fixture("llama3");
+  // One emoji split over byte-level tokens: nothing until it is complete.
+  const auto ids = llama3.Encode("\U0001F600\U0001F600 ok", false);
+  medq::tokenizer::IncrementalDecoder dec(llama3);
+  std::string all;
+  for (int32_t id : ids) {
+    const std::string piece = dec.Push(id);
+    CHECK(piece.find("\uFFFD") == std::string::npos);
+    all += piece;
+  }
+  all += dec.Finish();
+  CHECK(all == "\U0001F600\U0001F600 ok");
+}
+
+TEST_CASE("very large inputs complete in linear time", "[tokenizer][large]") {
+  std::string paragraph =
+      "Pt c/o SOB x3d. Hx: HTN, DM2. Vancomycin 15 mg/kg IV q8h; K+ 3.2 mmol/L \u2193. "
+      "\u60a3\u8005\u4e3b\u8bc9\u5934\u75db\u4e09\u5929 \U0001F600 def f(x): return x * 2\n";
+  std::string big;
+  while (big.size() < 20u * 1024 * 1024)
+    big += paragraph;
+  const Tokenizer& llama3 = Fixture("llama3");
+  const auto ids = llama3.Encode(big, false);
+  const auto one = llama3.Encode(paragraph, false);
+  // Every paragraph ends in "\n" and the next starts with a letter, so the
+  // big text encodes as repeated paragraph encodings.
+  CHECK(ids.size() == one.size() * (big.size() / paragraph.size()));
+  CHECK(llama3.Decode(ids).size() == big.size());
+  // Degenerate single pre-tokens: long runs with no split point.
+  const std::string spaces(2u * 1024 * 1024, ' ');
+  CHECK(!llama3.Encode(spaces, false).empty());
+  const Tokenizer& mistral = Fixture("mistral_v1");  // no pre-tokenizer: one huge word
+  const std::string letters(1024u * 1024, 'a');
+  const auto mids = mistral.Encode(letters, false);
+  CHECK(!mids.empty());
+  CHECK(mistral.Decode(mids) == letters);
+}
