@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <ctime>
 #include <filesystem>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -22,6 +23,13 @@ namespace {
 
 double Seconds(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double>(b - a).count();
+}
+
+// CPU time of this thread: on a shared machine it is steadier than wall time.
+double ThreadCpuSeconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
 }
 
 double Median(std::vector<double> v) {
@@ -47,12 +55,14 @@ nlohmann::json BenchOne(const fs::path& dir, const std::vector<std::string>& cor
                         size_t corpus_bytes, int runs) {
   nlohmann::json r;
   r["tokenizer"] = dir.filename().string();
-  std::vector<double> load_s;
+  std::vector<double> load_s, load_cpu_s;
   std::unique_ptr<medq::tokenizer::Tokenizer> tok;
   for (int i = 0; i < runs; ++i) {
+    const double c0 = ThreadCpuSeconds();
     const auto t0 = Clock::now();
     auto loaded = medq::tokenizer::Tokenizer::FromModelDir(dir);
     const auto t1 = Clock::now();
+    load_cpu_s.push_back(ThreadCpuSeconds() - c0);
     if (!loaded.ok()) {
       r["error"] = loaded.error().message;
       return r;
@@ -60,13 +70,14 @@ nlohmann::json BenchOne(const fs::path& dir, const std::vector<std::string>& cor
     load_s.push_back(Seconds(t0, t1));
     tok = std::move(loaded).value();
   }
-  std::vector<double> enc_s, dec_s;
+  std::vector<double> enc_s, dec_s, enc_cpu_s, dec_cpu_s;
   std::vector<std::vector<int32_t>> ids(corpus.size());
   size_t n_tokens = 0;
   size_t decoded_bytes = 0;
   for (int i = 0; i < runs; ++i) {
     // A fresh tokenizer each run would re-measure loading; the word cache is
     // part of the steady state a daemon sees, so it stays warm between runs.
+    const double c0 = ThreadCpuSeconds();
     const auto t0 = Clock::now();
     n_tokens = 0;
     for (size_t d = 0; d < corpus.size(); ++d) {
@@ -74,18 +85,25 @@ nlohmann::json BenchOne(const fs::path& dir, const std::vector<std::string>& cor
       n_tokens += ids[d].size();
     }
     const auto t1 = Clock::now();
+    const double c1 = ThreadCpuSeconds();
     decoded_bytes = 0;
     for (const auto& doc_ids : ids)
       decoded_bytes += tok->Decode(doc_ids).size();
     const auto t2 = Clock::now();
+    enc_cpu_s.push_back(c1 - c0);
+    dec_cpu_s.push_back(ThreadCpuSeconds() - c1);
     enc_s.push_back(Seconds(t0, t1));
     dec_s.push_back(Seconds(t1, t2));
   }
   const double mb = static_cast<double>(corpus_bytes) / 1e6;
+  const double dec_mb = static_cast<double>(decoded_bytes) / 1e6;
   r["load_ms_median"] = Median(load_s) * 1e3;
+  r["load_cpu_ms_median"] = Median(load_cpu_s) * 1e3;
   r["encode_mb_per_s_median"] = mb / Median(enc_s);
+  r["encode_cpu_mb_per_s_median"] = mb / Median(enc_cpu_s);
   r["encode_first_run_mb_per_s"] = mb / enc_s.front();
-  r["decode_mb_per_s_median"] = static_cast<double>(decoded_bytes) / 1e6 / Median(dec_s);
+  r["decode_mb_per_s_median"] = dec_mb / Median(dec_s);
+  r["decode_cpu_mb_per_s_median"] = dec_mb / Median(dec_cpu_s);
   r["tokens"] = n_tokens;
   r["bytes_per_token"] = static_cast<double>(corpus_bytes) / static_cast<double>(n_tokens);
   return r;

@@ -11,16 +11,16 @@ Result<std::unique_ptr<BpeModel>> BpeModel::Create(
     Vocab vocab, const std::vector<std::pair<std::string, std::string>>& merges,
     BpeOptions options) {
   std::unique_ptr<BpeModel> m(new BpeModel());
-  m->vocab_r_ = ReverseVocab(vocab);
   m->vocab_ = std::move(vocab);
+  m->vocab_r_ = ReverseVocab(m->vocab_);
   m->options_ = std::move(options);
   const size_t prefix_len = m->options_.continuing_subword_prefix.size();
-  m->merges_.reserve(merges.size());
+  m->merges_.Reserve(merges.size());
   for (size_t rank = 0; rank < merges.size(); ++rank) {
     const auto& [a, b] = merges[rank];
-    const auto ia = m->vocab_.find(a);
-    const auto ib = m->vocab_.find(b);
-    if (ia == m->vocab_.end() || ib == m->vocab_.end()) {
+    const auto ia = m->vocab_.Find(a);
+    const auto ib = m->vocab_.Find(b);
+    if (!ia || !ib) {
       return Error(ErrorCode::kInvalidRequest, "model BPE: merge " + std::to_string(rank) + " (\"" +
                                                    a + "\", \"" + b +
                                                    "\") names a token missing from the vocab");
@@ -30,46 +30,39 @@ Result<std::unique_ptr<BpeModel>> BpeModel::Create(
                           b.compare(0, prefix_len, m->options_.continuing_subword_prefix) == 0
                       ? b.substr(prefix_len)
                       : b);
-    const auto inew = m->vocab_.find(merged);
-    if (inew == m->vocab_.end()) {
+    const auto inew = m->vocab_.Find(merged);
+    if (!inew) {
       return Error(ErrorCode::kInvalidRequest, "model BPE: merge " + std::to_string(rank) +
                                                    " produces \"" + merged +
                                                    "\", which is missing from the vocab");
     }
-    m->merges_.insert_or_assign(PairKey(ia->second, ib->second),
-                                MergeInfo{static_cast<int32_t>(rank), inew->second});
+    m->merges_.Put(PairKey(*ia, *ib), MergeInfo{static_cast<int32_t>(rank), *inew});
   }
   if (m->options_.unk_token) {
-    const auto it = m->vocab_.find(*m->options_.unk_token);
-    if (it != m->vocab_.end()) m->unk_id_ = it->second;
+    m->unk_id_ = m->vocab_.Find(*m->options_.unk_token);
   }
   for (int b = 0; b < 256; ++b) {
     char name[8];
     std::snprintf(name, sizeof(name), "<0x%02X>", b);
-    const auto it = m->vocab_.find(std::string_view(name));
-    m->byte_fallback_ids_[b] = it == m->vocab_.end() ? -1 : it->second;
+    m->byte_fallback_ids_[b] = m->vocab_.Find(std::string_view(name)).value_or(-1);
   }
   return m;
 }
 
 std::optional<int32_t> BpeModel::TokenToId(std::string_view token) const {
-  const auto it = vocab_.find(token);
-  if (it == vocab_.end()) return std::nullopt;
-  return it->second;
+  return vocab_.Find(token);
 }
 
 const std::string* BpeModel::IdToToken(int32_t id) const {
   if (id < 0 || static_cast<size_t>(id) >= vocab_r_.size()) return nullptr;
-  const std::string& s = vocab_r_[static_cast<size_t>(id)];
-  if (s.empty()) return nullptr;
-  return &s;
+  return vocab_r_[static_cast<size_t>(id)];
 }
 
 void BpeModel::Tokenize(std::string_view word, std::vector<int32_t>& ids) const {
   if (word.empty()) return;
   if (options_.ignore_merges) {
-    if (const auto it = vocab_.find(word); it != vocab_.end()) {
-      ids.push_back(it->second);
+    if (const auto id = vocab_.Find(word)) {
+      ids.push_back(*id);
       return;
     }
   }
@@ -139,10 +132,10 @@ void BpeModel::MergeWord(std::string_view word, std::vector<int32_t>& ids) const
       s = buf;
     }
     i += len;
-    if (const auto it = vocab_.find(s); it != vocab_.end()) {
+    if (const auto id = vocab_.Find(s)) {
       if (pending_unk) add(*unk_id_);
       pending_unk = false;
-      add(it->second);
+      add(*id);
       continue;
     }
     if (options_.byte_fallback) {
@@ -170,9 +163,8 @@ void BpeModel::MergeWord(std::string_view word, std::vector<int32_t>& ids) const
   heap_storage.reserve(symbols.size());
   std::priority_queue<QueuedMerge> queue(std::less<QueuedMerge>(), std::move(heap_storage));
   for (size_t k = 0; k + 1 < symbols.size(); ++k) {
-    const auto it = merges_.find(PairKey(symbols[k].id, symbols[k + 1].id));
-    if (it != merges_.end()) {
-      queue.push({it->second.rank, static_cast<int32_t>(k), it->second.new_id});
+    if (const MergeInfo* m = merges_.Find(PairKey(symbols[k].id, symbols[k + 1].id))) {
+      queue.push({m->rank, static_cast<int32_t>(k), m->new_id});
     }
   }
   while (!queue.empty()) {
@@ -181,19 +173,19 @@ void BpeModel::MergeWord(std::string_view word, std::vector<int32_t>& ids) const
     Symbol& cur = symbols[static_cast<size_t>(top.pos)];
     if (!cur.alive || cur.next < 0) continue;
     const auto next_pos = static_cast<size_t>(cur.next);
-    const auto it = merges_.find(PairKey(cur.id, symbols[next_pos].id));
-    if (it == merges_.end() || it->second.new_id != top.new_id) continue;  // stale entry
+    const MergeInfo* m = merges_.Find(PairKey(cur.id, symbols[next_pos].id));
+    if (m == nullptr || m->new_id != top.new_id) continue;  // stale entry
     cur.id = top.new_id;
     symbols[next_pos].alive = false;
     cur.next = symbols[next_pos].next;
     if (cur.next >= 0) symbols[static_cast<size_t>(cur.next)].prev = top.pos;
     if (cur.prev >= 0) {
-      const auto p = merges_.find(PairKey(symbols[static_cast<size_t>(cur.prev)].id, cur.id));
-      if (p != merges_.end()) queue.push({p->second.rank, cur.prev, p->second.new_id});
+      const MergeInfo* p = merges_.Find(PairKey(symbols[static_cast<size_t>(cur.prev)].id, cur.id));
+      if (p != nullptr) queue.push({p->rank, cur.prev, p->new_id});
     }
     if (cur.next >= 0) {
-      const auto n = merges_.find(PairKey(cur.id, symbols[static_cast<size_t>(cur.next)].id));
-      if (n != merges_.end()) queue.push({n->second.rank, top.pos, n->second.new_id});
+      const MergeInfo* n = merges_.Find(PairKey(cur.id, symbols[static_cast<size_t>(cur.next)].id));
+      if (n != nullptr) queue.push({n->rank, top.pos, n->new_id});
     }
   }
   for (const auto& s : symbols) {

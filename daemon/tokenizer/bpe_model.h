@@ -46,8 +46,8 @@ class BpeModel : public Model {
   }
 
   Vocab vocab_;
-  std::vector<std::string> vocab_r_;
-  std::unordered_map<uint64_t, MergeInfo> merges_;
+  std::vector<const std::string*> vocab_r_;  // points into vocab_
+  FlatU64Map<MergeInfo> merges_;
   BpeOptions options_;
   std::optional<int32_t> unk_id_;
   std::array<int32_t, 256> byte_fallback_ids_{};

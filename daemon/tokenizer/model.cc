@@ -12,24 +12,24 @@ Result<Vocab> ParseVocab(const nlohmann::json& j, const std::string& component) 
     return Error(ErrorCode::kInvalidRequest, component + ": \"vocab\" must be an object");
   }
   Vocab vocab;
-  vocab.reserve(j.size());
+  vocab.Reserve(j.size());
   for (const auto& [token, id] : j.items()) {
     if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() > INT32_MAX) {
       return Error(ErrorCode::kInvalidRequest,
                    component + ": vocab entry \"" + token + "\" has no valid id");
     }
-    vocab.emplace(token, static_cast<int32_t>(id.get<int64_t>()));
+    vocab.Insert(token, static_cast<int32_t>(id.get<int64_t>()));
   }
   return vocab;
 }
 
-std::vector<std::string> ReverseVocab(const Vocab& vocab) {
+std::vector<const std::string*> ReverseVocab(const Vocab& vocab) {
   int32_t max_id = -1;
-  for (const auto& [token, id] : vocab)
+  for (const auto& [token, id] : vocab.entries())
     max_id = std::max(max_id, id);
-  std::vector<std::string> r(static_cast<size_t>(max_id + 1));
-  for (const auto& [token, id] : vocab)
-    r[static_cast<size_t>(id)] = token;
+  std::vector<const std::string*> r(static_cast<size_t>(max_id + 1), nullptr);
+  for (const auto& [token, id] : vocab.entries())
+    r[static_cast<size_t>(id)] = &token;
   return r;
 }
 
@@ -40,19 +40,24 @@ std::optional<std::string> OptionalString(const nlohmann::json& j, const char* k
   return j[key].get<std::string>();
 }
 
-Result<std::unique_ptr<Model>> ParseBpe(const nlohmann::json& j) {
+Result<std::unique_ptr<Model>> ParseBpe(const nlohmann::json& j, ModelTables* tables) {
   if (j.contains("dropout") && !j["dropout"].is_null() && j["dropout"].get<double>() > 0.0) {
     return Error(ErrorCode::kInvalidRequest,
                  "model BPE: dropout is not supported (it makes encoding random)");
   }
-  auto vocab = ParseVocab(j.at("vocab"), "model BPE");
+  Result<Vocab> vocab = tables != nullptr && tables->has_vocab
+                            ? Result<Vocab>(std::move(tables->vocab))
+                            : ParseVocab(j.at("vocab"), "model BPE");
   if (!vocab.ok()) return std::move(vocab).error();
   std::vector<std::pair<std::string, std::string>> merges;
-  const auto& jm = j.at("merges");
+  const bool have_merges = tables != nullptr && tables->has_merges;
+  if (have_merges) merges = std::move(tables->merges);
+  static const nlohmann::json kNoMerges = nlohmann::json::array();
+  const nlohmann::json& jm = have_merges ? kNoMerges : j.at("merges");
   if (!jm.is_array()) {
     return Error(ErrorCode::kInvalidRequest, "model BPE: \"merges\" must be an array");
   }
-  merges.reserve(jm.size());
+  if (!have_merges) merges.reserve(jm.size());
   for (const auto& m : jm) {
     if (m.is_string()) {
       const auto& s = m.get_ref<const std::string&>();
@@ -81,8 +86,10 @@ Result<std::unique_ptr<Model>> ParseBpe(const nlohmann::json& j) {
   return std::unique_ptr<Model>(std::move(model).value());
 }
 
-Result<std::unique_ptr<Model>> ParseWordPiece(const nlohmann::json& j) {
-  auto vocab = ParseVocab(j.at("vocab"), "model WordPiece");
+Result<std::unique_ptr<Model>> ParseWordPiece(const nlohmann::json& j, ModelTables* tables) {
+  Result<Vocab> vocab = tables != nullptr && tables->has_vocab
+                            ? Result<Vocab>(std::move(tables->vocab))
+                            : ParseVocab(j.at("vocab"), "model WordPiece");
   if (!vocab.ok()) return std::move(vocab).error();
   auto model =
       WordPieceModel::Create(std::move(vocab).value(), j.value("unk_token", std::string("[UNK]")),
@@ -94,7 +101,7 @@ Result<std::unique_ptr<Model>> ParseWordPiece(const nlohmann::json& j) {
 
 }  // namespace
 
-Result<std::unique_ptr<Model>> ParseModel(const nlohmann::json& j) {
+Result<std::unique_ptr<Model>> ParseModel(const nlohmann::json& j, ModelTables* tables) {
   if (!j.is_object()) return Error(ErrorCode::kInvalidRequest, "model: must be an object");
   // Old files omit "type" for BPE; infer it from the merges.
   std::string type;
@@ -105,8 +112,8 @@ Result<std::unique_ptr<Model>> ParseModel(const nlohmann::json& j) {
   } else if (j.contains("continuing_subword_prefix")) {
     type = "WordPiece";
   }
-  if (type == "BPE") return ParseBpe(j);
-  if (type == "WordPiece") return ParseWordPiece(j);
+  if (type == "BPE") return ParseBpe(j, tables);
+  if (type == "WordPiece") return ParseWordPiece(j, tables);
   return Error(ErrorCode::kInvalidRequest, "unsupported model type \"" + type + "\"");
 }
 

@@ -7,11 +7,13 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json_fwd.hpp>
 
 #include "common/result.h"
+#include "daemon/tokenizer/flat_map.h"
 
 namespace medq::tokenizer {
 
@@ -20,7 +22,7 @@ struct StringHash {
   using is_transparent = void;
   size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
 };
-using Vocab = std::unordered_map<std::string, int32_t, StringHash, std::equal_to<>>;
+using Vocab = FlatStringMap;
 
 class Model {
  public:
@@ -35,14 +37,25 @@ class Model {
   virtual size_t IdLimit() const = 0;
 };
 
-// Builds the model described by j (the tokenizer.json "model" value).
+// model.vocab / model.merges when they were read outside the JSON document
+// (see tokenizer_json.h); the document then holds null in their place.
+struct ModelTables {
+  bool has_vocab = false;
+  Vocab vocab;
+  bool has_merges = false;
+  std::vector<std::pair<std::string, std::string>> merges;
+};
+
+// Builds the model described by j (the tokenizer.json "model" value), taking
+// vocab and merges from tables when it has them (they are moved out).
 // Failure: kInvalidRequest naming the unsupported type or the bad field.
-Result<std::unique_ptr<Model>> ParseModel(const nlohmann::json& j);
+Result<std::unique_ptr<Model>> ParseModel(const nlohmann::json& j, ModelTables* tables = nullptr);
 
 // Reads a {"token": id, ...} vocabulary. Failure names the bad entry.
 Result<Vocab> ParseVocab(const nlohmann::json& j, const std::string& component);
 
-// The id -> token table of vocab (holes for unused ids are empty strings).
-std::vector<std::string> ReverseVocab(const Vocab& vocab);
+// The id -> token table of vocab: pointers into vocab (which must outlive
+// it and stay unchanged), nullptr for unused ids.
+std::vector<const std::string*> ReverseVocab(const Vocab& vocab);
 
 }  // namespace medq::tokenizer

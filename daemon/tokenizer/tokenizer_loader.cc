@@ -9,6 +9,7 @@
 #include "daemon/tokenizer/post_processor.h"
 #include "daemon/tokenizer/pre_tokenizer.h"
 #include "daemon/tokenizer/tokenizer.h"
+#include "daemon/tokenizer/tokenizer_json.h"
 
 namespace medq::tokenizer {
 
@@ -34,12 +35,14 @@ class Tokenizer::Loader {
 
   Result<std::unique_ptr<Tokenizer>> LoadUnchecked(std::string_view json_text,
                                                    std::string_view config) {
-    const auto j = nlohmann::json::parse(json_text.begin(), json_text.end(), nullptr, false);
-    if (j.is_discarded() || !j.is_object()) return Fail("not a valid JSON object");
+    auto parsed = ReadTokenizerJson(json_text);
+    if (!parsed.ok()) return Fail(parsed.error().message);
+    const nlohmann::json& j = parsed->doc;
+    if (!j.is_object()) return Fail("not a JSON object");
     std::unique_ptr<Tokenizer> t(new Tokenizer());
 
     if (!j.contains("model")) return Fail("no \"model\"");
-    auto model = ParseModel(j["model"]);
+    auto model = ParseModel(j["model"], &parsed->tables);
     if (!model.ok()) return Fail(model.error().message);
     t->model_ = std::move(model).value();
 

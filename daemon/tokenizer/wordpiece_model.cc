@@ -8,29 +8,26 @@ Result<std::unique_ptr<WordPieceModel>> WordPieceModel::Create(Vocab vocab, std:
                                                                std::string prefix,
                                                                size_t max_chars) {
   std::unique_ptr<WordPieceModel> m(new WordPieceModel());
-  const auto it = vocab.find(unk_token);
-  if (it == vocab.end()) {
+  const auto unk = vocab.Find(unk_token);
+  if (!unk) {
     return Error(ErrorCode::kInvalidRequest,
                  "model WordPiece: unk_token \"" + unk_token + "\" is not in the vocab");
   }
-  m->unk_id_ = it->second;
-  m->vocab_r_ = ReverseVocab(vocab);
+  m->unk_id_ = *unk;
   m->vocab_ = std::move(vocab);
+  m->vocab_r_ = ReverseVocab(m->vocab_);
   m->prefix_ = std::move(prefix);
   m->max_chars_ = max_chars;
   return m;
 }
 
 std::optional<int32_t> WordPieceModel::TokenToId(std::string_view token) const {
-  const auto it = vocab_.find(token);
-  if (it == vocab_.end()) return std::nullopt;
-  return it->second;
+  return vocab_.Find(token);
 }
 
 const std::string* WordPieceModel::IdToToken(int32_t id) const {
   if (id < 0 || static_cast<size_t>(id) >= vocab_r_.size()) return nullptr;
-  const std::string& s = vocab_r_[static_cast<size_t>(id)];
-  return s.empty() ? nullptr : &s;
+  return vocab_r_[static_cast<size_t>(id)];
 }
 
 void WordPieceModel::Tokenize(std::string_view word, std::vector<int32_t>& ids) const {
@@ -58,8 +55,8 @@ void WordPieceModel::Tokenize(std::string_view word, std::vector<int32_t>& ids) 
       candidate.clear();
       if (start > 0) candidate += prefix_;
       candidate.append(sub);
-      if (const auto it = vocab_.find(candidate); it != vocab_.end()) {
-        pieces.push_back(it->second);
+      if (const auto id = vocab_.Find(candidate)) {
+        pieces.push_back(*id);
         start = end;
         found = true;
         break;

@@ -23,7 +23,7 @@ class WordPieceModel : public Model {
  private:
   WordPieceModel() = default;
   Vocab vocab_;
-  std::vector<std::string> vocab_r_;
+  std::vector<const std::string*> vocab_r_;  // points into vocab_
   int32_t unk_id_ = 0;
   std::string prefix_;
   size_t max_chars_ = 100;
