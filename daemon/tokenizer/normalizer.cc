@@ -11,21 +11,50 @@
 
 namespace medq::tokenizer {
 
+namespace {
+
+std::string NormalizeSpan(std::string_view s, int options) {
+  utf8proc_uint8_t* out = nullptr;
+  const utf8proc_ssize_t n = utf8proc_map(reinterpret_cast<const utf8proc_uint8_t*>(s.data()),
+                                          static_cast<utf8proc_ssize_t>(s.size()), &out,
+                                          static_cast<utf8proc_option_t>(options));
+  if (n < 0 || out == nullptr) return std::string(s);  // only on invalid UTF-8, never passed
+  std::string result(reinterpret_cast<const char*>(out), static_cast<size_t>(n));
+  std::free(out);
+  return result;
+}
+
+}  // namespace
+
 std::string UnicodeNormalize(const std::string& s, const std::string& form) {
-  if (s.empty()) return s;
   int options = UTF8PROC_STABLE;
   if (form == "NFC") options |= UTF8PROC_COMPOSE;
   if (form == "NFD") options |= UTF8PROC_DECOMPOSE;
   if (form == "NFKC") options |= UTF8PROC_COMPOSE | UTF8PROC_COMPAT;
   if (form == "NFKD") options |= UTF8PROC_DECOMPOSE | UTF8PROC_COMPAT;
-  utf8proc_uint8_t* out = nullptr;
-  const utf8proc_ssize_t n = utf8proc_map(reinterpret_cast<const utf8proc_uint8_t*>(s.data()),
-                                          static_cast<utf8proc_ssize_t>(s.size()), &out,
-                                          static_cast<utf8proc_option_t>(options));
-  if (n < 0 || out == nullptr) return s;  // only on invalid input, which we never pass
-  std::string result(reinterpret_cast<const char*>(out), static_cast<size_t>(n));
-  std::free(out);
-  return result;
+  // ASCII is unchanged by every form, and an ASCII character is never the
+  // second half of a composition, so only spans made of one ASCII character
+  // (a possible base) plus the non-ASCII run after it need utf8proc.
+  std::string out;
+  out.reserve(s.size());
+  size_t i = 0;
+  while (i < s.size()) {
+    size_t j = i;
+    while (j < s.size() && static_cast<unsigned char>(s[j]) < 0x80)
+      ++j;
+    if (j == s.size()) {
+      out.append(s, i, j - i);
+      break;
+    }
+    const size_t span_begin = j > i ? j - 1 : j;  // keep the ASCII base with its marks
+    out.append(s, i, span_begin - i);
+    size_t k = j;
+    while (k < s.size() && static_cast<unsigned char>(s[k]) >= 0x80)
+      ++k;
+    out += NormalizeSpan(std::string_view(s).substr(span_begin, k - span_begin), options);
+    i = k;
+  }
+  return out;
 }
 
 namespace {
