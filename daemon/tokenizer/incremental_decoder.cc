@@ -66,6 +66,10 @@ void IncrementalDecoder::MoveWindow() {
 std::string IncrementalDecoder::Push(int32_t id) {
   if (skip_special_ && tokenizer_.IsSpecial(id)) return std::string();
   ids_.push_back(id);
+  // A run of <0xNN> pieces decodes to its text only if the whole run is
+  // valid UTF-8 (otherwise one U+FFFD per byte), so nothing in it is stable
+  // until a different token ends the run.
+  if (IsByteFallbackToken(tokenizer_.IdToToken(id))) return std::string();
   const std::string text = DecodeWindow();
   if (text.compare(0, window_text_.size(), window_text_) != 0) {
     return std::string();  // earlier text is still changing; wait for more ids

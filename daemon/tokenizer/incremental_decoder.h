@@ -15,7 +15,8 @@ namespace medq::tokenizer {
 //  - the concatenation of all Push() results and Finish() equals
 //    tokenizer.Decode(all ids, skip_special_tokens).
 // Text that later ids may still change (a trailing U+FFFD, the start of a
-// clean-up pattern such as " n" before "'t") is held back until it is stable.
+// clean-up pattern such as " n" before "'t", a run of <0xNN> byte pieces) is
+// held back until it is stable.
 // Each Push decodes only a short window of recent ids, so a long generation
 // costs linear time.
 //
