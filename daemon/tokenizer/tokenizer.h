@@ -15,6 +15,18 @@
 // subsequence of its input with U+FFFD (the Unicode "maximal subpart" rule),
 // then tokenizes the result.
 //
+// Special tokens: what Encode(add_special_tokens=true) adds is decided by the
+// tokenizer.json post-processor alone, as in the Rust library and
+// transformers.js; tokenizer_config.json's add_bos_token is not consulted. So
+// DeepSeek-V3 (plain ByteLevel post-processor) gets no BOS, where Python's
+// LlamaTokenizerFast would prepend one; a caller that wants it prepends
+// BosId() itself.
+//
+// tokenizer_config.json: bos_token / eos_token (a string or an AddedToken
+// object) give BosId() / EosId(); clean_up_tokenization_spaces turns on
+// transformers' clean-up in Decode (default true when the file exists but
+// omits the key, as transformers; false when there is no such file).
+//
 // Thread safety: a loaded Tokenizer is immutable apart from an internal,
 // mutex-guarded word cache; every const method may be called from any number
 // of threads at once.
