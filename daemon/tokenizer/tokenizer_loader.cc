@@ -22,13 +22,25 @@ class Tokenizer::Loader {
     try {
       return LoadUnchecked(json_text, config);
     } catch (const nlohmann::json::exception& e) {
-      return Fail(std::string("malformed field: ") + e.what());
+      return Fail(std::string("missing or malformed field (") + e.what() + ")");
     } catch (const std::exception& e) {
       return Fail(std::string("cannot load: ") + e.what());
     }
   }
 
  private:
+  // Runs parse, turning a JSON access error (missing key, wrong type) into an
+  // error that names the component.
+  template <typename F>
+  static auto Guarded(const char* component, F parse) -> decltype(parse()) {
+    try {
+      return parse();
+    } catch (const nlohmann::json::exception& e) {
+      return Error(ErrorCode::kInvalidRequest,
+                   std::string(component) + ": missing or malformed field (" + e.what() + ")");
+    }
+  }
+
   Error Fail(const std::string& what) const {
     return Error(ErrorCode::kInvalidRequest, source_ + ": " + what);
   }
@@ -42,28 +54,28 @@ class Tokenizer::Loader {
     std::unique_ptr<Tokenizer> t(new Tokenizer());
 
     if (!j.contains("model")) return Fail("no \"model\"");
-    auto model = ParseModel(j["model"], &parsed->tables);
+    auto model = Guarded("model", [&] { return ParseModel(j["model"], &parsed->tables); });
     if (!model.ok()) return Fail(model.error().message);
     t->model_ = std::move(model).value();
 
     if (j.contains("normalizer") && !j["normalizer"].is_null()) {
-      auto n = ParseNormalizer(j["normalizer"]);
+      auto n = Guarded("normalizer", [&] { return ParseNormalizer(j["normalizer"]); });
       if (!n.ok()) return Fail(n.error().message);
       t->normalizer_ = std::move(n).value();
     }
     if (j.contains("pre_tokenizer") && !j["pre_tokenizer"].is_null()) {
-      auto p = ParsePreTokenizer(j["pre_tokenizer"]);
+      auto p = Guarded("pre_tokenizer", [&] { return ParsePreTokenizer(j["pre_tokenizer"]); });
       if (!p.ok()) return Fail(p.error().message);
       t->pre_tokenizer_ = std::move(p).value();
     }
     if (j.contains("post_processor") && !j["post_processor"].is_null()) {
-      auto p = ParsePostProcessor(j["post_processor"]);
+      auto p = Guarded("post_processor", [&] { return ParsePostProcessor(j["post_processor"]); });
       if (!p.ok()) return Fail(p.error().message);
       t->post_processor_ = std::move(p).value();
     }
     if (auto s = LoadAddedTokens(j, *t); !s.ok()) return s.error();
     if (j.contains("decoder") && !j["decoder"].is_null()) {
-      auto d = ParseDecoder(j["decoder"], &t->added_contents_);
+      auto d = Guarded("decoder", [&] { return ParseDecoder(j["decoder"], &t->added_contents_); });
       if (!d.ok()) return Fail(d.error().message);
       t->decoder_ = std::move(d).value();
     }

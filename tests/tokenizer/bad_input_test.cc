@@ -63,6 +63,16 @@ TEST_CASE("malformed tokenizer.json is refused with a clear error", "[tokenizer]
   spec["pre_tokenizer"] = {
       {"type", "Split"}, {"pattern", {{"Regex", "(unclosed"}}}, {"behavior", "Isolated"}};
   CHECK(LoadError(spec).find("(unclosed") != std::string::npos);
+  // A component with a missing field names the component.
+  spec = MinimalBpe();
+  spec["pre_tokenizer"] = {{"type", "Split"}, {"behavior", "Isolated"}};
+  CHECK(LoadError(spec).find("pre_tokenizer") != std::string::npos);
+  spec = MinimalBpe();
+  spec["decoder"] = {{"type", "Replace"}, {"pattern", {{"String", "x"}}}};
+  CHECK(LoadError(spec).find("decoder") != std::string::npos);
+  spec = MinimalBpe();
+  spec["normalizer"] = {{"type", "Prepend"}, {"prepend", 3}};
+  CHECK(LoadError(spec).find("normalizer") != std::string::npos);
 }
 
 TEST_CASE("unsupported components are named in the error", "[tokenizer][bad]") {
