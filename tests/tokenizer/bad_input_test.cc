@@ -2,7 +2,10 @@
 // UTF-8, empty and very large texts, unknown ids. None may crash.
 #include <catch2/catch.hpp>
 
+#include <iterator>
+#include <map>
 #include <nlohmann/json.hpp>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -171,4 +174,83 @@ TEST_CASE("very large inputs complete in linear time", "[tokenizer][large]") {
   const auto mids = mistral.Encode(letters, false);
   CHECK(!mids.empty());
   CHECK(mistral.Decode(mids) == letters);
+}
+
+namespace {
+
+bool IsValidUtf8ForTest(const std::string& s) {
+  // The reference conversion: round-tripping through nlohmann's UTF-8 check.
+  try {
+    (void)json(s).dump();
+    return true;
+  } catch (const json::exception&) {
+    return false;
+  }
+}
+
+// Random text from code points of many scripts (no '<', so no added token can
+// appear, and no U+FFFD).
+std::string RandomText(std::mt19937& rng) {
+  static constexpr std::pair<char32_t, char32_t> kRanges[] = {
+      {0x20, 0x3B},     {0x3D, 0x7E},     {0x09, 0x0D},       {0xA0, 0x24F},    {0x391, 0x3C9},
+      {0x400, 0x44F},   {0x5D0, 0x5EA},   {0x627, 0x64A},     {0x905, 0x939},   {0x3041, 0x30FF},
+      {0x4E00, 0x9FA5}, {0xAC00, 0xD7A3}, {0x1F600, 0x1F64F}, {0x2000, 0x206F}, {0x300, 0x36F}};
+  std::string out;
+  const size_t n = rng() % 40;
+  for (size_t i = 0; i < n; ++i) {
+    const auto& [lo, hi] = kRanges[rng() % std::size(kRanges)];
+    const char32_t cp = lo + static_cast<char32_t>(rng() % (hi - lo + 1));
+    std::string buf;
+    if (cp < 0x80) {
+      buf.push_back(static_cast<char>(cp));
+    } else if (cp < 0x800) {
+      buf = {static_cast<char>(0xC0 | (cp >> 6)), static_cast<char>(0x80 | (cp & 0x3F))};
+    } else if (cp < 0x10000) {
+      buf = {static_cast<char>(0xE0 | (cp >> 12)), static_cast<char>(0x80 | ((cp >> 6) & 0x3F)),
+             static_cast<char>(0x80 | (cp & 0x3F))};
+    } else {
+      buf = {static_cast<char>(0xF0 | (cp >> 18)), static_cast<char>(0x80 | ((cp >> 12) & 0x3F)),
+             static_cast<char>(0x80 | ((cp >> 6) & 0x3F)), static_cast<char>(0x80 | (cp & 0x3F))};
+    }
+    out += buf;
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("random bytes never crash and decode to valid UTF-8", "[tokenizer][bad]") {
+  std::mt19937 rng(99);
+  for (const char* name : {"llama3", "mistral_v1", "qwen3", "deepseek_v3"}) {
+    INFO(name);
+    const Tokenizer& tok = Fixture(name);
+    for (int round = 0; round < 100; ++round) {
+      std::string bytes(rng() % 200, '\0');
+      for (auto& c : bytes) {
+        // Skew towards bytes that start added tokens and multi-byte sequences.
+        const unsigned r = rng() % 8;
+        c = static_cast<char>(r == 0 ? '<' : r == 1 ? '|' : static_cast<int>(rng() % 256));
+      }
+      const auto ids = tok.Encode(bytes);
+      const std::string text = tok.Decode(ids);
+      CHECK(IsValidUtf8ForTest(text));
+      CHECK(IsValidUtf8ForTest(tok.Decode(ids, true)));
+    }
+  }
+}
+
+TEST_CASE("decode inverts encode where the pipeline is lossless", "[tokenizer][roundtrip]") {
+  // deepseek_v3: no normalizer, byte-level, no clean-up. mistral_v1: the
+  // Prepend "▁" normalizer is undone by the Strip decoder. (llama3 cleans up
+  // spaces and qwen3 applies NFC, so they are lossy by design.)
+  std::mt19937 rng(7);
+  for (const char* name : {"deepseek_v3", "mistral_v1"}) {
+    INFO(name);
+    const Tokenizer& tok = Fixture(name);
+    for (int round = 0; round < 300; ++round) {
+      const std::string text = RandomText(rng);
+      INFO("text " << json(text).dump());
+      CHECK(tok.Decode(tok.Encode(text), true) == text);
+    }
+  }
 }
