@@ -144,6 +144,74 @@ class ReplaceNormalizer : public Normalizer {
   std::string content_;
 };
 
+// BERT's normalizer: drop control characters and turn whitespace into
+// spaces (clean_text), put spaces around CJK ideographs, strip accents (NFD,
+// then drop non-spacing marks), lowercase.
+class BertNormalizer : public Normalizer {
+ public:
+  BertNormalizer(bool clean_text, bool chinese, bool strip_accents, bool lowercase)
+      : clean_text_(clean_text),
+        chinese_(chinese),
+        strip_accents_(strip_accents),
+        lowercase_(lowercase) {}
+  void Normalize(std::string& s) const override {
+    std::string out;
+    out.reserve(s.size());
+    size_t i = 0;
+    while (i < s.size()) {
+      size_t len = 1;
+      const char32_t c = DecodeAt(s, i, &len);
+      i += len;
+      if (clean_text_) {
+        if (c == 0 || c == 0xFFFD || IsOther(c)) continue;
+        if (c == '\t' || c == '\n' || c == '\r' || IsWhitespace(c)) {
+          out.push_back(' ');
+          continue;
+        }
+      }
+      if (chinese_ && IsChineseChar(c)) {
+        out.push_back(' ');
+        AppendUtf8(c, out);
+        out.push_back(' ');
+        continue;
+      }
+      AppendUtf8(c, out);
+    }
+    if (strip_accents_) {
+      const std::string nfd = UnicodeNormalize(out, "NFD");
+      out.clear();
+      for (size_t k = 0; k < nfd.size();) {
+        size_t len = 1;
+        const char32_t c = DecodeAt(nfd, k, &len);
+        if (utf8proc_category(static_cast<utf8proc_int32_t>(c)) != UTF8PROC_CATEGORY_MN) {
+          out.append(nfd, k, len);
+        }
+        k += len;
+      }
+    }
+    if (lowercase_) lowercase_normalizer_.Normalize(out);
+    s = std::move(out);
+  }
+
+ private:
+  // Rust char::is_other minus tab, newline and carriage return.
+  static bool IsOther(char32_t c) {
+    if (c == '\t' || c == '\n' || c == '\r') return false;
+    const auto cat = utf8proc_category(static_cast<utf8proc_int32_t>(c));
+    return cat == UTF8PROC_CATEGORY_CC || cat == UTF8PROC_CATEGORY_CF ||
+           cat == UTF8PROC_CATEGORY_CS || cat == UTF8PROC_CATEGORY_CO ||
+           cat == UTF8PROC_CATEGORY_CN;
+  }
+  static bool IsChineseChar(char32_t c) {
+    return (c >= 0x4E00 && c <= 0x9FFF) || (c >= 0x3400 && c <= 0x4DBF) ||
+           (c >= 0x20000 && c <= 0x2A6DF) || (c >= 0x2A700 && c <= 0x2B73F) ||
+           (c >= 0x2B740 && c <= 0x2B81F) || (c >= 0x2B920 && c <= 0x2CEAF) ||
+           (c >= 0xF900 && c <= 0xFAFF) || (c >= 0x2F800 && c <= 0x2FA1F);
+  }
+  bool clean_text_, chinese_, strip_accents_, lowercase_;
+  LowercaseNormalizer lowercase_normalizer_;
+};
+
 class SequenceNormalizer : public Normalizer {
  public:
   explicit SequenceNormalizer(std::vector<std::unique_ptr<Normalizer>> n) : items_(std::move(n)) {}
@@ -171,6 +239,15 @@ Result<std::unique_ptr<Normalizer>> ParseNormalizer(const nlohmann::json& j) {
     return std::unique_ptr<Normalizer>(new UnicodeNormalizer(type));
   }
   if (type == "Lowercase") return std::unique_ptr<Normalizer>(new LowercaseNormalizer());
+  if (type == "BertNormalizer") {
+    const bool lowercase = j.value("lowercase", true);
+    // strip_accents: null means "same as lowercase".
+    const bool strip = j.contains("strip_accents") && j["strip_accents"].is_boolean()
+                           ? j["strip_accents"].get<bool>()
+                           : lowercase;
+    return std::unique_ptr<Normalizer>(new BertNormalizer(
+        j.value("clean_text", true), j.value("handle_chinese_chars", true), strip, lowercase));
+  }
   if (type == "Strip") {
     return std::unique_ptr<Normalizer>(
         new StripNormalizer(j.value("strip_left", true), j.value("strip_right", true)));

@@ -3,7 +3,7 @@
 // Hugging Face `tokenizers` library and transformers.
 //
 // Supported components: models BPE (byte-level and SentencePiece-style with
-// byte_fallback) and WordPiece; normalizers NFC, NFD, NFKC, NFKD, Lowercase,
+// byte_fallback) and WordPiece; normalizers NFC, NFD, NFKC, NFKD, Lowercase, BertNormalizer,
 // Prepend, Replace, Strip, Sequence; pre-tokenizers ByteLevel, Split,
 // Metaspace, Digits, Punctuation, Whitespace, WhitespaceSplit,
 // CharDelimiterSplit, BertPreTokenizer, Sequence; post-processors
