@@ -238,7 +238,13 @@ std::string CleanUpTokenization(std::string s) {
 }
 
 Result<std::unique_ptr<Decoder>> ParseDecoder(const nlohmann::json& j,
-                                              const std::unordered_set<std::string>* added) {
+                                              const std::unordered_set<std::string>* added,
+                                              int depth) {
+  if (depth > kMaxNesting) {
+    return Error(ErrorCode::kInvalidRequest,
+                 "decoder: Sequence nested deeper than " + std::to_string(kMaxNesting) + " levels");
+  }
+
   if (!j.is_object() || !j.contains("type") || !j["type"].is_string()) {
     return Bad("must be an object with a \"type\"");
   }
@@ -277,7 +283,7 @@ Result<std::unique_ptr<Decoder>> ParseDecoder(const nlohmann::json& j,
   if (type == "Sequence") {
     std::vector<std::unique_ptr<Decoder>> items;
     for (const auto& item : j.at("decoders")) {
-      auto d = ParseDecoder(item, added);
+      auto d = ParseDecoder(item, added, depth + 1);
       if (!d.ok()) return std::move(d).error();
       items.push_back(std::move(d).value());
     }

@@ -9,6 +9,7 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include "common/result.h"
+#include "daemon/tokenizer/parse_limits.h"
 
 namespace medq::tokenizer {
 
@@ -24,8 +25,10 @@ class Decoder {
 // Builds the decoder described by j (not null). added_tokens: the contents of
 // all added tokens (ByteLevel emits them verbatim); it must outlive the
 // decoder. Failure: kInvalidRequest naming the unsupported type or bad field.
+// depth: Sequence nesting so far (deeper than kMaxNesting is refused).
 Result<std::unique_ptr<Decoder>> ParseDecoder(const nlohmann::json& j,
-                                              const std::unordered_set<std::string>* added_tokens);
+                                              const std::unordered_set<std::string>* added_tokens,
+                                              int depth = 0);
 
 // transformers' clean_up_tokenization (" ." -> "." and so on), as used when
 // tokenizer_config.json sets clean_up_tokenization_spaces.

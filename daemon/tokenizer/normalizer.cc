@@ -230,7 +230,12 @@ Error Unsupported(const std::string& what) {
 
 }  // namespace
 
-Result<std::unique_ptr<Normalizer>> ParseNormalizer(const nlohmann::json& j) {
+Result<std::unique_ptr<Normalizer>> ParseNormalizer(const nlohmann::json& j, int depth) {
+  if (depth > kMaxNesting) {
+    return Error(ErrorCode::kInvalidRequest, "normalizer: Sequence nested deeper than " +
+                                                 std::to_string(kMaxNesting) + " levels");
+  }
+
   if (!j.is_object() || !j.contains("type") || !j["type"].is_string()) {
     return Error(ErrorCode::kInvalidRequest, "normalizer: expected an object with a \"type\"");
   }
@@ -264,7 +269,7 @@ Result<std::unique_ptr<Normalizer>> ParseNormalizer(const nlohmann::json& j) {
   if (type == "Sequence") {
     std::vector<std::unique_ptr<Normalizer>> items;
     for (const auto& item : j.at("normalizers")) {
-      auto n = ParseNormalizer(item);
+      auto n = ParseNormalizer(item, depth + 1);
       if (!n.ok()) return std::move(n).error();
       items.push_back(std::move(n).value());
     }

@@ -8,6 +8,7 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include "common/result.h"
+#include "daemon/tokenizer/parse_limits.h"
 
 namespace medq::tokenizer {
 
@@ -22,7 +23,8 @@ class Normalizer {
 // Builds the normalizer described by j (a tokenizer.json "normalizer" value,
 // not null). Failure: kInvalidRequest naming the unsupported type or the bad
 // field.
-Result<std::unique_ptr<Normalizer>> ParseNormalizer(const nlohmann::json& j);
+// depth: Sequence nesting so far (deeper than kMaxNesting is refused).
+Result<std::unique_ptr<Normalizer>> ParseNormalizer(const nlohmann::json& j, int depth = 0);
 
 // Applies a Unicode normalization form: "NFC", "NFD", "NFKC" or "NFKD".
 std::string UnicodeNormalize(const std::string& s, const std::string& form);

@@ -112,7 +112,7 @@ Result<std::vector<TemplateItem>> ParseTemplate(
     } else if (e.is_object() && e.contains("SpecialToken")) {
       special = e["SpecialToken"].at("id").get<std::string>();
     } else {
-      return Bad("TemplateProcessing: unknown template item " + e.dump());
+      return Bad(std::string("TemplateProcessing: unknown template item of type ") + e.type_name());
     }
     if (!item.is_sequence) {
       const auto it = specials.find(special);
@@ -146,7 +146,12 @@ std::vector<TemplateItem> Items(std::initializer_list<std::vector<int32_t>> part
 
 }  // namespace
 
-Result<std::unique_ptr<PostProcessor>> ParsePostProcessor(const nlohmann::json& j) {
+Result<std::unique_ptr<PostProcessor>> ParsePostProcessor(const nlohmann::json& j, int depth) {
+  if (depth > kMaxNesting) {
+    return Error(ErrorCode::kInvalidRequest, "post_processor: Sequence nested deeper than " +
+                                                 std::to_string(kMaxNesting) + " levels");
+  }
+
   if (!j.is_object() || !j.contains("type") || !j["type"].is_string()) {
     return Bad("must be an object with a \"type\"");
   }
@@ -180,7 +185,7 @@ Result<std::unique_ptr<PostProcessor>> ParsePostProcessor(const nlohmann::json& 
   if (type == "Sequence") {
     std::vector<std::unique_ptr<PostProcessor>> items;
     for (const auto& item : j.at("processors")) {
-      auto p = ParsePostProcessor(item);
+      auto p = ParsePostProcessor(item, depth + 1);
       if (!p.ok()) return std::move(p).error();
       items.push_back(std::move(p).value());
     }

@@ -9,6 +9,7 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include "common/result.h"
+#include "daemon/tokenizer/parse_limits.h"
 
 namespace medq::tokenizer {
 
@@ -22,6 +23,7 @@ class PostProcessor {
 
 // Builds the post-processor described by j (not null). Failure:
 // kInvalidRequest naming the unsupported type or the bad field.
-Result<std::unique_ptr<PostProcessor>> ParsePostProcessor(const nlohmann::json& j);
+// depth: Sequence nesting so far (deeper than kMaxNesting is refused).
+Result<std::unique_ptr<PostProcessor>> ParsePostProcessor(const nlohmann::json& j, int depth = 0);
 
 }  // namespace medq::tokenizer

@@ -160,7 +160,12 @@ Result<SplitBehavior> ParseSplitBehavior(const std::string& name) {
   return Bad("split behavior \"" + name + "\" is not supported");
 }
 
-Result<std::unique_ptr<PreTokenizer>> ParsePreTokenizer(const nlohmann::json& j) {
+Result<std::unique_ptr<PreTokenizer>> ParsePreTokenizer(const nlohmann::json& j, int depth) {
+  if (depth > kMaxNesting) {
+    return Error(ErrorCode::kInvalidRequest, "pre_tokenizer: Sequence nested deeper than " +
+                                                 std::to_string(kMaxNesting) + " levels");
+  }
+
   if (!j.is_object() || !j.contains("type") || !j["type"].is_string()) {
     return Bad("must be an object with a \"type\"");
   }
@@ -168,7 +173,7 @@ Result<std::unique_ptr<PreTokenizer>> ParsePreTokenizer(const nlohmann::json& j)
   if (type == "Sequence") {
     std::vector<std::unique_ptr<PreTokenizer>> items;
     for (const auto& item : j.at("pretokenizers")) {
-      auto p = ParsePreTokenizer(item);
+      auto p = ParsePreTokenizer(item, depth + 1);
       if (!p.ok()) return std::move(p).error();
       items.push_back(std::move(p).value());
     }

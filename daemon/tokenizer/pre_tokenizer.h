@@ -8,6 +8,7 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include "common/result.h"
+#include "daemon/tokenizer/parse_limits.h"
 #include "daemon/tokenizer/split.h"
 
 namespace medq::tokenizer {
@@ -22,7 +23,8 @@ class PreTokenizer {
 
 // Builds the pre-tokenizer described by j (not null). Failure: kInvalidRequest
 // naming the unsupported type or the bad field.
-Result<std::unique_ptr<PreTokenizer>> ParsePreTokenizer(const nlohmann::json& j);
+// depth: Sequence nesting so far (deeper than kMaxNesting is refused).
+Result<std::unique_ptr<PreTokenizer>> ParsePreTokenizer(const nlohmann::json& j, int depth = 0);
 
 // Parses a Split "behavior" name ("Removed", "Isolated", ...).
 Result<SplitBehavior> ParseSplitBehavior(const std::string& name);

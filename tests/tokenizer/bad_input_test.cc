@@ -96,6 +96,23 @@ TEST_CASE("unsupported components are named in the error", "[tokenizer][bad]") {
   CHECK(LoadError(spec).find("unsupported model type \"Unigram\"") != std::string::npos);
 }
 
+TEST_CASE("deeply nested components are refused, not recursed into", "[tokenizer][bad]") {
+  // 100000 nested Sequence normalizers, written as text (building it as a
+  // json value would itself recurse when dumped).
+  std::string nested;
+  const int depth = 100000;
+  for (int i = 0; i < depth; ++i)
+    nested += R"({"type":"Sequence","normalizers":[)";
+  nested += R"({"type":"Lowercase"})";
+  for (int i = 0; i < depth; ++i)
+    nested += "]}";
+  const std::string text =
+      R"({"model":{"type":"BPE","vocab":{"a":0},"merges":[]},"normalizer":)" + nested + "}";
+  auto t = Tokenizer::FromJson(text, {}, "nested.json");
+  REQUIRE(!t.ok());
+  CHECK(t.error().message.find("nested deeper") != std::string::npos);
+}
+
 TEST_CASE("missing files are refused", "[tokenizer][bad]") {
   auto t = Tokenizer::FromFile("no/such/dir/tokenizer.json");
   REQUIRE(!t.ok());
