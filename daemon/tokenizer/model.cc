@@ -35,6 +35,21 @@ std::vector<const std::string*> ReverseVocab(const Vocab& vocab) {
 
 namespace {
 
+// The id -> token table has one slot per id up to the largest, so refuse ids
+// far beyond the vocabulary's size (a corrupt file could ask for gigabytes).
+Status CheckIdRange(const Vocab& vocab, const std::string& component) {
+  int64_t max_id = -1;
+  for (const auto& [token, id] : vocab.entries())
+    max_id = std::max<int64_t>(max_id, id);
+  const int64_t limit = 4 * static_cast<int64_t>(vocab.size()) + (1 << 20);
+  if (max_id >= limit) {
+    return Error(ErrorCode::kInvalidRequest, component + ": vocab id " + std::to_string(max_id) +
+                                                 " is far beyond its " +
+                                                 std::to_string(vocab.size()) + " entries");
+  }
+  return Status::Ok();
+}
+
 std::optional<std::string> OptionalString(const nlohmann::json& j, const char* key) {
   if (!j.contains(key) || j[key].is_null()) return std::nullopt;
   return j[key].get<std::string>();
@@ -49,6 +64,7 @@ Result<std::unique_ptr<Model>> ParseBpe(const nlohmann::json& j, ModelTables* ta
                             ? Result<Vocab>(std::move(tables->vocab))
                             : ParseVocab(j.at("vocab"), "model BPE");
   if (!vocab.ok()) return std::move(vocab).error();
+  if (auto s = CheckIdRange(*vocab, "model BPE"); !s.ok()) return s.error();
   std::vector<std::pair<std::string, std::string>> merges;
   const bool have_merges = tables != nullptr && tables->has_merges;
   if (have_merges) merges = std::move(tables->merges);
@@ -91,6 +107,7 @@ Result<std::unique_ptr<Model>> ParseWordPiece(const nlohmann::json& j, ModelTabl
                             ? Result<Vocab>(std::move(tables->vocab))
                             : ParseVocab(j.at("vocab"), "model WordPiece");
   if (!vocab.ok()) return std::move(vocab).error();
+  if (auto s = CheckIdRange(*vocab, "model WordPiece"); !s.ok()) return s.error();
   auto model =
       WordPieceModel::Create(std::move(vocab).value(), j.value("unk_token", std::string("[UNK]")),
                              j.value("continuing_subword_prefix", std::string("##")),

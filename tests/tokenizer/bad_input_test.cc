@@ -60,6 +60,9 @@ TEST_CASE("malformed tokenizer.json is refused with a clear error", "[tokenizer]
   spec["model"]["merges"] = {"a c"};
   CHECK(LoadError(spec).find("merge") != std::string::npos);
   spec = MinimalBpe();
+  spec["model"]["vocab"]["b"] = 2000000000;  // would need a 16 GB id table
+  CHECK(LoadError(spec).find("far beyond") != std::string::npos);
+  spec = MinimalBpe();
   spec["added_tokens"] = {{{"id", "x"}, {"content", "<s>"}}};
   LoadError(spec);
   spec = MinimalBpe();
