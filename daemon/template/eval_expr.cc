@@ -167,7 +167,7 @@ Value Evaluator::EvalSlice(const Expr& e) {
     out.reserve(idx.size());
     for (int64_t i : idx)
       out.push_back((*list)[static_cast<size_t>(i)]);
-    return Value::MakeList(std::move(out));
+    return obj.is_tuple() ? Value::MakeTuple(std::move(out)) : Value::MakeList(std::move(out));
   }
   std::string out;
   for (int64_t i : idx)

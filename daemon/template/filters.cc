@@ -294,7 +294,14 @@ const FilterEntry kFilters[] = {
      [](Evaluator&, const Value& v, const CallArgs& args) -> Value {
        ArgBinder a("attr", args, {"name"});
        if (a.Get(0) == nullptr || !a.Get(0)->is_string()) throw TemplateError("attr needs a name");
-       return GetAttr(v, a.Get(0)->as_string());
+       // Only attributes, never items: a dict's keys are not its attributes.
+       const std::string& name = a.Get(0)->as_string();
+       if (v.is_dict()) {
+         Value m = GetMethod(v, name);
+         return m.is_undefined() ? Value::Undef("'dict object' has no attribute '" + name + "'")
+                                 : m;
+       }
+       return GetAttr(v, name);
      }},
     {"capitalize",
      [](Evaluator&, const Value& v, const CallArgs& args) -> Value {
@@ -325,7 +332,7 @@ const FilterEntry kFilters[] = {
        const bool reverse = BoolArg(a, 2);
        List items;
        for (const auto& [k, val] : v.as_dict().items)
-         items.push_back(Value::MakeList({k, val}));
+         items.push_back(Value::MakeTuple({k, val}));
        std::stable_sort(items.begin(), items.end(), [&](const Value& x, const Value& y) {
          const Value kx = SortKey(x.as_list()[pos], cs);
          const Value ky = SortKey(y.as_list()[pos], cs);

@@ -243,7 +243,7 @@ Value DictMethod(const std::string& name, const Value& self, const CallArgs& arg
   List out;
   for (const auto& [k, v] : d.items) {
     if (name == "items") {
-      out.push_back(Value::MakeList({k, v}));
+      out.push_back(Value::MakeTuple({k, v}));
     } else {
       out.push_back(name == "keys" ? k : v);
     }

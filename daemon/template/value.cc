@@ -88,13 +88,14 @@ std::string Value::Repr(int depth) const {
     case Kind::kString:
       return PyReprString(as_string());
     case Kind::kList: {
-      std::string out = "[";
+      std::string out = tuple_ ? "(" : "[";
       bool first = true;
       for (const Value& v : as_list()) {
         if (!first) out += ", ";
         first = false;
         out += v.Repr(depth + 1);
       }
+      if (tuple_) return out + (as_list().size() == 1 ? ",)" : ")");
       return out + "]";
     }
     case Kind::kDict: {
@@ -132,7 +133,7 @@ std::string Value::TypeName() const {
     case Kind::kString:
       return "str";
     case Kind::kList:
-      return "list";
+      return tuple_ ? "tuple" : "list";
     case Kind::kDict:
       return "dict";
     case Kind::kNamespace:
@@ -174,7 +175,7 @@ bool ValuesEqual(const Value& a, const Value& b) {
     const int64_t y = b.is_bool() ? (b.as_bool() ? 1 : 0) : b.as_int();
     return x == y;
   }
-  if (a.kind() != b.kind()) return false;
+  if (a.kind() != b.kind() || a.is_tuple() != b.is_tuple()) return false;
   switch (a.kind()) {
     case Value::Kind::kUndefined:
     case Value::Kind::kNone:

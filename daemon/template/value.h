@@ -60,6 +60,12 @@ class Value {
   static Value MakeList(List items = {}) {
     return Make<std::shared_ptr<List>>(std::make_shared<List>(std::move(items)));
   }
+  // A Python tuple: a list that prints as `(a, b)` and never equals a list.
+  static Value MakeTuple(List items) {
+    Value v = MakeList(std::move(items));
+    v.tuple_ = true;
+    return v;
+  }
   static Value MakeDict();
   static Value MakeDict(Dict d);
   static Value MakeNamespace();
@@ -75,6 +81,7 @@ class Value {
   bool is_number() const { return is_int() || is_float() || is_bool(); }
   bool is_string() const { return kind() == Kind::kString; }
   bool is_list() const { return kind() == Kind::kList; }
+  bool is_tuple() const { return tuple_; }
   bool is_dict() const { return kind() == Kind::kDict; }
   bool is_namespace() const { return kind() == Kind::kNamespace; }
   bool is_callable() const { return kind() == Kind::kCallable; }
@@ -113,6 +120,7 @@ class Value {
     return Value(Storage(std::in_place_type<T>, std::forward<A>(a)));
   }
   Storage v_;
+  bool tuple_ = false;
 };
 
 // Insertion-ordered dict; lookups are linear, which suits chat messages.

@@ -1,0 +1,55 @@
+// The language table: data/language_cases.jsonl holds template snippets with
+// the output Python Jinja2 3.1 gives for them (or that it raises), produced by
+// make_language_cases.py with Jinja2 configured as transformers configures it.
+// Each row is rendered here with the row's `vars` as template variables.
+#include <catch2/catch.hpp>
+
+#include <fstream>
+#include <string>
+
+#include "daemon/template/chat_template.h"
+
+namespace {
+
+using medq::chat::ChatTemplate;
+using medq::chat::TemplateInputs;
+
+}  // namespace
+
+TEST_CASE("language cases match Python Jinja2", "[template][language]") {
+  std::ifstream in(std::string(MEDQ_TEMPLATE_TEST_DATA) + "/language_cases.jsonl");
+  REQUIRE(in.good());
+  std::string line;
+  int rows = 0;
+  while (std::getline(in, line)) {
+    if (line.empty()) continue;
+    ++rows;
+    const auto row = nlohmann::ordered_json::parse(line);
+    const std::string name = row.at("name").get<std::string>();
+    const std::string source = row.at("template").get<std::string>();
+    INFO("case '" << name << "': " << source);
+    auto tmpl = ChatTemplate::FromSource(source, {});
+    TemplateInputs inputs;
+    inputs.extra = row.at("vars");
+    const bool want_error = row.value("error", false);
+    if (!tmpl.ok()) {
+      INFO("parse error: " << tmpl.error().message);
+      CHECK(want_error);
+      CHECK(tmpl.error().code == medq::ErrorCode::kInvalidRequest);
+      continue;
+    }
+    const auto out = tmpl->Render(inputs);
+    if (want_error) {
+      INFO("rendered instead: " << (out.ok() ? *out : std::string()));
+      REQUIRE_FALSE(out.ok());
+      CHECK(out.error().code == medq::ErrorCode::kInvalidRequest);
+      // Every error names where in the template it happened.
+      CHECK(out.error().message.find(" at line ") != std::string::npos);
+      continue;
+    }
+    INFO("error: " << (out.ok() ? std::string() : out.error().message));
+    REQUIRE(out.ok());
+    CHECK(*out == row.at("expected").get<std::string>());
+  }
+  CHECK(rows > 100);
+}

@@ -1,0 +1,229 @@
+#!/usr/bin/env python3
+"""Writes data/language_cases.jsonl: template snippets with the output Python
+Jinja2 gives for them, configured as transformers configures it for chat
+templates (ImmutableSandboxedEnvironment, trim_blocks, lstrip_blocks,
+loopcontrols, json.dumps-based tojson, raise_exception, strftime_now).
+
+Each row: {"name", "template", "vars", "expected"} or, where Jinja2 raises,
+{"name", "template", "vars", "error": true}. template_test checks every row
+against medq's C++ renderer. Regenerate with: python3 make_language_cases.py
+(needs jinja2 3.1).
+"""
+import json
+import os
+import sys
+
+import jinja2
+from jinja2.ext import loopcontrols
+from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+
+def make_env():
+    def raise_exception(message):
+        raise jinja2.exceptions.TemplateError(message)
+
+    def tojson(x, ensure_ascii=False, indent=None, separators=None, sort_keys=False):
+        return json.dumps(x, ensure_ascii=ensure_ascii, indent=indent,
+                          separators=separators, sort_keys=sort_keys)
+
+    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True,
+                                        extensions=[loopcontrols])
+    env.filters["tojson"] = tojson
+    env.globals["raise_exception"] = raise_exception
+    return env
+
+
+MSGS = [
+    {"role": "system", "content": "Be brief."},
+    {"role": "user", "content": "Hi  "},
+    {"role": "assistant", "content": None, "tool_calls": [
+        {"type": "function", "function": {"name": "f", "arguments": {"b": 2, "a": [1.5, "é"]}}}]},
+    {"role": "tool", "content": "42"},
+]
+
+CASES = [
+    # --- data, comments, whitespace control ---
+    ("plain text", "hello world", {}),
+    ("trailing newline dropped", "a\n", {}),
+    ("only one trailing newline dropped", "a\n\n", {}),
+    ("crlf normalized", "a\r\nb\rc", {}),
+    ("comment", "a{# note #}b", {}),
+    ("comment trims newline", "a{# note #}\nb", {}),
+    ("comment lstrip", "a\n   {# note #}\nb", {}),
+    ("comment minus", "a  {#- x -#}  b", {}),
+    ("trim_blocks newline after block", "{% if true %}\nyes\n{% endif %}\nend", {}),
+    ("lstrip_blocks indentation", "x\n    {% if true %}\n    y\n    {% endif %}\nz", {}),
+    ("lstrip not for variables", "x\n    {{ 1 }}\n", {}),
+    ("lstrip only whitespace prefix", "x {% if true %}y{% endif %}", {}),
+    ("lstrip at start of template", "   {% if true %}y{% endif %}", {}),
+    ("lstrip tabs", "a\n\t \t{% if true %}b{% endif %}", {}),
+    ("plus disables lstrip", "a\n   {%+ if true %}b{% endif %}", {}),
+    ("plus disables trim", "{% if true +%}\nb{% endif %}", {}),
+    ("minus strips before", "a  \n  {%- if true %}b{% endif %}", {}),
+    ("minus strips after", "{% if true -%}  \n\n  b{% endif %}", {}),
+    ("var minus both", "a \n {{- 'x' -}} \n b", {}),
+    ("var no trim_blocks", "{{ 'x' }}\nb", {}),
+    ("raw block", "{% raw %}{{ not evaluated }}{% if %}{% endraw %}", {}),
+    ("raw block whitespace", "a\n  {% raw %}\n x \n  {% endraw %}\nb", {}),
+    ("lstrip after var on same line", "{{ 1 }}   {% if true %}x{% endif %}", {}),
+    ("block after trimmed newline strips indent", "{% set a = 1 %}\n   {% set b = 2 %}\n{{ a + b }}", {}),
+    ("minus inside expression is minus", "{{ 5 -3 }}|{{ 5- 3}}", {}),
+    # --- literals and printing ---
+    ("print none", "{{ none }}|{{ None }}", {}),
+    ("print bools", "{{ true }}|{{ False }}", {}),
+    ("print ints and floats", "{{ 1 }}|{{ 1.0 }}|{{ 2.50 }}|{{ 1e3 }}|{{ 1e16 }}|{{ 0.0001 }}|{{ 0.00001 }}|{{ 1_000 }}", {}),
+    ("print float arithmetic", "{{ 0.1 + 0.2 }}|{{ 1/3 }}|{{ 10/2 }}|{{ 2**0.5 }}", {}),
+    ("print list", "{{ [1, 'a', none, true, 1.5, [2]] }}", {}),
+    ("print dict", "{{ {'a': 1, 'b': 'x'} }}", {}),
+    ("print tuple as list-ish", "{{ (1, 2)|list }}", {}),
+    ("repr quoting", "{{ [\"it's\", 'say \"hi\"', 'both \\' \"', 'tab\\there', 'nl\\n'] }}", {}),
+    ("repr non printable", "{{ ['\\x00', '\\u00a0', '\\u200b', 'é'] }}", {}),
+    ("string escapes", "{{ 'a\\tb\\\\c\\'d' }}|{{ \"\\u00e9\\x41\\101\" }}|{{ 'keep \\q' }}", {}),
+    ("adjacent strings concatenate", "{{ 'a' 'b' \"c\" }}", {}),
+    ("undefined prints empty", "[{{ nothing }}]", {}),
+    ("unicode passthrough", "{{ s }}", {"s": "héllo → 世界 🙂"}),
+    # --- expressions ---
+    ("arithmetic", "{{ 7 + 3 }} {{ 7 - 10 }} {{ 7 * 3 }} {{ 7 / 2 }} {{ 7 // 2 }} {{ -7 // 2 }} {{ 7 % 3 }} {{ -7 % 3 }} {{ 2 ** 10 }}", {}),
+    ("float floor division and modulo", "{{ 7.5 // 2 }} {{ -7.5 % 2 }}", {}),
+    ("precedence", "{{ 1 + 2 * 3 }} {{ (1 + 2) * 3 }} {{ 2 ** 3 ** 2 }} {{ -2 ** 2 }}", {}),
+    ("unary minus with filter", "{{ -3|abs }} {{ -(3|abs) }}", {}),
+    ("concat tilde", "{{ 'a' ~ 1 ~ none ~ true ~ [1] }}", {}),
+    ("string plus", "{{ 'a' + 'b' }}", {}),
+    ("string times", "{{ 'ab' * 3 }}{{ [1] * 2 }}", {}),
+    ("list plus", "{{ [1] + [2, 3] }}", {}),
+    ("comparisons", "{{ 1 < 2 }} {{ 2 <= 1 }} {{ 'a' < 'b' }} {{ [1, 2] < [1, 3] }} {{ 1 == 1.0 }} {{ 1 == true }} {{ 'a' != 'a' }}", {}),
+    ("chained comparison", "{{ 1 < 2 < 3 }} {{ 1 < 3 < 2 }}", {}),
+    ("in and not in", "{{ 'b' in 'abc' }} {{ 2 in [1, 2] }} {{ 'k' in {'k': 1} }} {{ 'x' not in 'abc' }} {{ 3 not in [3] }}", {}),
+    ("and or return operands", "{{ 0 or 'x' }} {{ 'a' and 'b' }} {{ '' and 'b' }} {{ none or none }}", {}),
+    ("not binds looser than compare", "{{ not 1 == 2 }} {{ not x is defined }}", {}),
+    ("conditional expression", "{{ 'y' if true else 'n' }} {{ 'y' if false else 'n' }} [{{ 'y' if false }}]", {}),
+    ("nested conditional", "{{ 'a' if x == 1 else 'b' if x == 2 else 'c' }}", {"x": 2}),
+    ("truthiness", "{% for v in [0, 1, '', 'a', [], [0], {}, none, 0.0] %}{{ 'T' if v else 'F' }}{% endfor %}", {}),
+    ("list and dict literals", "{{ [1, [2, 3], {'k': 'v'}][2]['k'] }} {{ {'a': {'b': 5}}.a.b }}", {}),
+    ("trailing commas", "{{ [1, 2,] }} {{ {'a': 1,} }}", {}),
+    # --- access ---
+    ("attribute and item access", "{{ m.role }} {{ m['role'] }} {{ m.get('role') }} {{ m.get('x', 'dflt') }} {{ m.get('x') }}", {"m": {"role": "user"}}),
+    ("missing attribute is undefined", "[{{ m.missing }}] {{ m.missing is defined }} {{ m['missing'] is undefined }}", {"m": {"role": "user"}}),
+    ("none attribute is undefined", "[{{ n.x }}]", {"n": None}),
+    ("list index", "{{ l[0] }} {{ l[-1] }} {{ l.1 }} [{{ l[10] }}]", {"l": ["a", "b", "c"]}),
+    ("string index", "{{ s[0] }}{{ s[-1] }}", {"s": "héllo"}),
+    ("slices", "{{ l[1:] }} {{ l[:2] }} {{ l[::-1] }} {{ l[::2] }} {{ l[-2:] }} {{ l[1:-1] }} {{ l[5:] }}", {"l": [1, 2, 3, 4]}),
+    ("string slices", "{{ s[::-1] }} {{ s[1:3] }} {{ s[:-1] }}", {"s": "héllo"}),
+    ("dict methods", "{% for k, v in d.items() %}{{ k }}={{ v }};{% endfor %} {{ d.keys()|list }} {{ d.values()|list }}", {"d": {"b": 1, "a": 2}}),
+    ("dict key named like method", "{{ d['items'] }}", {"d": {"items": "x"}}),
+    # --- tests ---
+    ("tests defined none", "{{ x is defined }} {{ y is undefined }} {{ n is none }} {{ n is not none }}", {"x": 1, "n": None}),
+    ("tests types", "{{ 's' is string }} {{ 1 is number }} {{ 1.5 is number }} {{ true is number }} {{ 1 is integer }} {{ 1.0 is float }} {{ {} is mapping }} {{ [] is mapping }}", {}),
+    ("tests iterable sequence", "{{ [] is iterable }} {{ 's' is iterable }} {{ {} is iterable }} {{ 1 is iterable }} {{ 's' is sequence }} {{ {} is sequence }} {{ 1 is sequence }}", {}),
+    ("tests boolean true false", "{{ true is boolean }} {{ 1 is boolean }} {{ true is true }} {{ 1 is true }} {{ false is false }} {{ 0 is false }}", {}),
+    ("tests equalto and comparisons", "{{ 1 is equalto 1 }} {{ 2 is eq(3) }} {{ 3 is gt 2 }} {{ 3 is lt(2) }} {{ 2 is ge 2 }} {{ 'a' is in 'abc' }} {{ 2 is ne 2 }}", {}),
+    ("tests odd even divisibleby", "{{ 3 is odd }} {{ 3 is even }} {{ 9 is divisibleby 3 }} {{ 10 is divisibleby(3) }}", {}),
+    ("tests lower upper", "{{ 'abc' is lower }} {{ 'ABC' is upper }} {{ 'aBc' is lower }}", {}),
+    ("test not", "{{ 1 is not string }} {{ not 1 is string }}", {}),
+    ("tests callable", "{{ range is callable }} {{ 1 is callable }}", {}),
+    # --- statements ---
+    ("if elif else", "{% for x in [1, 2, 3] %}{% if x == 1 %}one{% elif x == 2 %}two{% else %}many{% endif %} {% endfor %}", {}),
+    ("for loop variables", "{% for x in 'abc' %}{{ loop.index0 }}{{ loop.index }}{{ loop.revindex }}{{ loop.revindex0 }}{{ loop.first }}{{ loop.last }}{{ loop.length }} {% endfor %}", {}),
+    ("for previtem nextitem", "{% for x in [1, 2, 3] %}({{ loop.previtem }}<{{ x }}>{{ loop.nextitem }}){% endfor %}", {}),
+    ("for else", "{% for x in [] %}x{% else %}empty{% endfor %}|{% for x in [1] %}x{% else %}empty{% endfor %}", {}),
+    ("for filter", "{% for x in range(10) if x is odd %}{{ x }}{{ ',' if not loop.last }}{% endfor %} {% for x in [1] if false %}{% else %}none{% endfor %}", {}),
+    ("for filter loop length", "{% for m in msgs if m.role != 'system' %}{{ loop.index }}/{{ loop.length }} {% endfor %}", {"msgs": MSGS}),
+    ("for tuple unpacking", "{% for a, b in [[1, 2], [3, 4]] %}{{ a + b }} {% endfor %}{% for k, v in {'x': 1}|items %}{{ k }}{{ v }}{% endfor %}", {}),
+    ("for over dict gives keys", "{% for k in {'b': 1, 'a': 2} %}{{ k }}{% endfor %}", {}),
+    ("for over undefined is empty", "{% for x in nothing %}x{% else %}e{% endfor %}", {}),
+    ("nested loops and outer loop", "{% for a in [1, 2] %}{% set outer = loop %}{% for b in 'xy' %}{{ outer.index }}{{ loop.index }}{{ b }} {% endfor %}{% endfor %}", {}),
+    ("break and continue", "{% for x in range(10) %}{% if x == 2 %}{% continue %}{% endif %}{% if x == 5 %}{% break %}{% endif %}{{ x }}{% endfor %}", {}),
+    ("loop cycle", "{% for x in range(4) %}{{ loop.cycle('a', 'b', 'c') }}{% endfor %}", {}),
+    ("range forms", "{{ range(3)|list }} {{ range(1, 4)|list }} {{ range(10, 0, -3)|list }}", {}),
+    ("set and scoping", "{% set x = 1 %}{% for i in [1, 2] %}{% set x = x + i %}[{{ x }}]{% endfor %}{{ x }}", {}),
+    ("set in if leaks", "{% if true %}{% set y = 'in' %}{% endif %}{{ y }}", {}),
+    ("set tuple", "{% set a, b = 1, 2 %}{{ a }}{{ b }}", {}),
+    ("set shadows global", "{% set add_generation_prompt = false %}{{ add_generation_prompt }}", {"add_generation_prompt": True}),
+    ("namespace", "{% set ns = namespace(count=0, found=false) %}{% for i in [1, 2, 3] %}{% set ns.count = ns.count + i %}{% if i == 2 %}{% set ns.found = true %}{% endif %}{% endfor %}{{ ns.count }} {{ ns.found }}", {}),
+    ("namespace attribute missing", "[{{ namespace(a=1).b }}]", {}),
+    ("block set", "{% set block %}\n  line {{ 1 + 1 }}\n{% endset %}[{{ block }}]", {}),
+    ("block set with filter", "{% set x | upper %}abc{% endset %}{{ x }}", {}),
+    ("macro", "{% macro greet(name, punct='!') %}Hi {{ name }}{{ punct }}{% endmacro %}{{ greet('A') }} {{ greet('B', '?') }} {{ greet(name='C', punct='.') }}", {}),
+    ("macro missing argument is undefined", "{% macro m(a, b) %}[{{ a }}|{{ b }}]{% endmacro %}{{ m(1) }}", {}),
+    ("macro sees globals", "{% macro m() %}{{ bos_token }}{% endmacro %}{{ m() }}", {"bos_token": "<s>"}),
+    ("recursive macro", "{% macro fact(n) %}{% if n <= 1 %}1{% else %}{{ n * (fact(n - 1)|int) }}{% endif %}{% endmacro %}{{ fact(5) }}", {}),
+    ("call block", "{% macro wrap() %}[{{ caller() }}]{% endmacro %}{% call wrap() %}inside{% endcall %}", {}),
+    ("call block with args", "{% macro each(items) %}{% for i in items %}{{ caller(i) }}{% endfor %}{% endmacro %}{% call(x) each([1, 2]) %}<{{ x }}>{% endcall %}", {}),
+    # --- filters ---
+    ("trim", "[{{ '  a b \\n'|trim }}] [{{ 'xxaxx'|trim('x') }}] [{{ none|trim }}]", {}),
+    ("length and count", "{{ 'héllo'|length }} {{ [1, 2]|count }} {{ {'a': 1}|length }} {{ nothing|length }}", {}),
+    ("upper lower title capitalize", "{{ 'hÉllo wOrld'|upper }} {{ 'HÉLLO'|lower }} {{ 'hello big-world (x'|title }} {{ 'hELLO wORLD'|capitalize }}", {}),
+    ("default", "{{ nothing|default('d') }} {{ ''|default('d') }} {{ ''|default('d', true) }} {{ none|default('d') }} {{ nothing|d('short') }}", {}),
+    ("join", "{{ [1, 2, 3]|join(', ') }} {{ ['a', 'b']|join }} {{ msgs|join('/', attribute='role') }}", {"msgs": MSGS}),
+    ("replace", "{{ 'aaa'|replace('a', 'b') }} {{ 'aaa'|replace('a', 'b', 2) }} {{ 'abc'|replace('', '-') }}", {}),
+    ("first last", "{{ [1, 2, 3]|first }} {{ [1, 2, 3]|last }} {{ 'abc'|first }} [{{ []|first }}]", {}),
+    ("list and items", "{{ 'ab'|list }} {{ {'a': 1}|items|list }} {{ nothing|items|list }}", {}),
+    ("map attribute", "{{ msgs|map(attribute='role')|list }} {{ msgs|map(attribute='nope', default='-')|list }}", {"msgs": MSGS}),
+    ("map filter", "{{ ['a', 'b']|map('upper')|join }} {{ [' a ', 'b ']|map('trim')|list }} {{ ['x']|map('replace', 'x', 'y')|list }}", {}),
+    ("selectattr rejectattr", "{{ msgs|selectattr('role', 'equalto', 'user')|map(attribute='content')|list }} {{ msgs|rejectattr('content')|map(attribute='role')|list }} {{ msgs|selectattr('tool_calls', 'defined')|list|length }}", {"msgs": MSGS}),
+    ("select reject", "{{ [0, 1, 2, 3]|select|list }} {{ [1, 2, 3, 4]|select('odd')|list }} {{ [1, 2, 3, 4]|reject('divisibleby', 2)|list }}", {}),
+    ("string int float abs", "{{ 12|string ~ 'x' }} {{ '42'|int + 1 }} {{ '3.9'|int }} {{ 'x'|int }} {{ 'x'|int(7) }} {{ 3.99|int }} {{ '2.5'|float }} {{ 'x'|float }} {{ -4|abs }} {{ -4.5|abs }} {{ '0x1A'|int(0, 16) }}", {}),
+    ("safe and escape", "{{ '<b>'|safe }} {{ '<a href=\"x\">&\\''|escape }} {{ '<'|e }}", {}),
+    ("indent", "{{ 'a\\nb\\n\\nc'|indent }}|{{ 'a\\nb'|indent(2, true) }}|{{ 'a\\n\\nb'|indent(2, blank=true) }}|{{ 'a\\nb'|indent('> ') }}", {}),
+    ("unique reverse", "{{ ['a', 'A', 'b', 'a']|unique|list }} {{ ['a', 'A']|unique(case_sensitive=true)|list }} {{ [1, 2, 3]|reverse|list }} {{ 'abc'|reverse }}", {}),
+    ("sort", "{{ [3, 1, 2]|sort }} {{ ['b', 'A', 'c']|sort }} {{ ['b', 'A', 'c']|sort(case_sensitive=true) }} {{ [3, 1, 2]|sort(reverse=true) }} {{ msgs|sort(attribute='role')|map(attribute='role')|list }}", {"msgs": MSGS}),
+    ("dictsort", "{{ {'b': 1, 'A': 2, 'c': 0}|dictsort }} {{ {'b': 1, 'a': 2}|dictsort(by='value') }} {{ {'b': 1, 'a': 2}|dictsort(reverse=true) }}", {}),
+    ("min max sum round", "{{ [3, 1, 2]|min }} {{ [3, 1, 2]|max }} {{ [1, 2, 3]|sum }} {{ [1.5, 2]|sum }} {{ 2.5|round }} {{ 3.14159|round(2) }} {{ 2.1|round(0, 'ceil') }} {{ 2.9|round(0, 'floor') }}", {}),
+    ("attr filter", "{{ m|attr('role') }}", {"m": {"role": "user"}}),
+    # --- tojson ---
+    ("tojson scalars", "{{ 1|tojson }} {{ 1.0|tojson }} {{ 'a\"b\\\\'|tojson }} {{ none|tojson }} {{ true|tojson }} {{ 'é\\n\\t\\u0001'|tojson }}", {}),
+    ("tojson keeps order and unicode", "{{ msgs|tojson }}", {"msgs": MSGS}),
+    ("tojson indent", "{{ {'a': [1, {'b': []}], 'c': {}}|tojson(indent=2) }}", {}),
+    ("tojson indent string", "{{ {'a': [1]}|tojson(indent='\\t') }}", {}),
+    ("tojson ensure_ascii and sort_keys", "{{ {'b': 'é😀', 'a': 1}|tojson(ensure_ascii=true, sort_keys=true) }}", {}),
+    ("tojson separators", "{{ {'a': [1, 2]}|tojson(separators=(',', ':')) }}", {}),
+    ("tojson floats", "{{ [0.1, 1e-07, 1e22, 123.456, -0.0]|tojson }}", {}),
+    # --- string methods ---
+    ("strip methods", "[{{ '  x  '.strip() }}] [{{ '\\n\\nx\\n'.lstrip('\\n') }}] [{{ 'x\\n\\n'.rstrip() }}] [{{ 'abcx'.strip('ax') }}]", {}),
+    ("startswith endswith", "{{ 'hello'.startswith('he') }} {{ 'hello'.endswith('lo') }} {{ 'hello'.startswith(('x', 'h')) }} {{ 'hello'.endswith('x') }}", {}),
+    ("split", "{{ 'a,b,,c'.split(',') }} {{ ' a  b '.split() }} {{ 'a,b,c'.split(',', 1) }} {{ 'a,b,c'.rsplit(',', 1) }} {{ 'x</think>y'.split('</think>')[-1] }}", {}),
+    ("upper lower title methods", "{{ 'abC'.upper() }} {{ 'ABc'.lower() }} {{ 'hello wORLD'.title() }} {{ 'hello'.capitalize() }}", {}),
+    ("replace format methods", "{{ 'a-b-c'.replace('-', '+') }} {{ 'a-b-c'.replace('-', '', 1) }} {{ '{} and {}'.format(1, 'x') }} {{ '{0}{0}{name}'.format('r', name='n') }} {{ '{{x}}'.format() }}", {}),
+    ("misc str methods", "{{ 'a,b'.count(',') }} {{ 'héllo'.find('l') }} {{ '-'.join(['a', 'b']) }} {{ 'a\\nb'.splitlines() }} {{ '12'.isdigit() }} {{ ' '.isspace() }}", {}),
+    ("qwen style reasoning split", "{% set c = m.content %}{% if '</think>' in c %}{{ c.split('</think>')[0].rstrip('\\n').split('<think>')[-1].lstrip('\\n') }}|{{ c.split('</think>')[-1].lstrip('\\n') }}{% endif %}", {"m": {"content": "<think>\nplan\n</think>\n\nanswer"}}),
+    # --- globals ---
+    ("dict global", "{{ dict(a=1, b=2) }}", {}),
+    ("raise_exception", "{% if true %}{{ raise_exception('Only user and assistant roles are supported!') }}{% endif %}", {}),
+    # --- errors Jinja2 raises too ---
+    ("undefined attribute of undefined", "{{ nothing.attr }}", {}),
+    ("undefined plus", "{{ nothing + 1 }}", {}),
+    ("type error plus", "{{ 'a' + 1 }}", {}),
+    ("division by zero", "{{ 1 / 0 }}", {}),
+    ("unknown filter", "{{ 1|nosuchfilter }}", {}),
+    ("unknown test", "{{ 1 is nosuchtest }}", {}),
+    ("syntax error", "{% if %}x{% endif %}", {}),
+    ("unclosed block", "{% for x in y %}x", {}),
+    ("unterminated string", "{{ 'abc }}", {}),
+    ("unknown tag", "{% frobnicate %}", {}),
+    ("list append refused", "{% set l = [] %}{{ l.append(1) }}", {}),
+    ("set attribute on dict refused", "{% set d = {} %}{% set d.x = 1 %}", {}),
+    ("not iterable", "{% for x in 5 %}{% endfor %}", {}),
+    ("call non callable", "{{ 'abc'() }}", {}),
+]
+
+
+def main():
+    env = make_env()
+    out_path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data",
+                            "language_cases.jsonl")
+    names = set()
+    with open(out_path, "w", encoding="utf-8") as out:
+        for name, template, variables in CASES:
+            assert name not in names, name
+            names.add(name)
+            row = {"name": name, "template": template, "vars": variables}
+            try:
+                row["expected"] = env.from_string(template).render(**variables)
+            except Exception:  # noqa: BLE001 - any Jinja2 failure means "error"
+                row["error"] = True
+            out.write(json.dumps(row, ensure_ascii=False) + "\n")
+    print(f"wrote {len(CASES)} cases to {out_path}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
