@@ -700,8 +700,8 @@ class Parser {
   ExprPtr ParseFilterExpr(ExprPtr node) {
     while (true) {
       if (IsOp("|")) {
-        const SourcePos pos = Cur().pos;
         Advance();
+        const SourcePos pos = Cur().pos;  // errors point at the filter's name
         auto f = Make(Expr::Kind::kFilter, pos);
         f->name = DottedName();
         f->children.push_back(std::move(node));

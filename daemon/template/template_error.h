@@ -27,10 +27,10 @@ class TemplateError : public std::runtime_error {
 
 // Limits that keep a hostile or broken template from exhausting the stack,
 // memory or time.
-inline constexpr int kMaxNestingDepth = 128;               // parser and macro recursion
-inline constexpr int kMaxJsonDepth = 256;                  // input values (messages, tools)
-inline constexpr size_t kMaxOutputBytes = 64u << 20;       // rendered text
-inline constexpr int64_t kMaxLoopIterations = 10'000'000;  // all loops of one render
-inline constexpr int64_t kMaxRange = 100'000;              // range(), as Jinja2's sandbox
+inline constexpr int kMaxNestingDepth = 128;              // parser and macro recursion
+inline constexpr int kMaxJsonDepth = 256;                 // input values (messages, tools)
+inline constexpr size_t kMaxOutputBytes = 64u << 20;      // rendered text
+inline constexpr int64_t kMaxLoopIterations = 1'000'000;  // all loops of one render
+inline constexpr int64_t kMaxRange = 100'000;             // range(), as Jinja2's sandbox
 
 }  // namespace medq::chat
