@@ -1,6 +1,8 @@
 // The language table: data/language_cases.jsonl holds template snippets with
 // the output Python Jinja2 3.1 gives for them (or that it raises), produced by
 // make_language_cases.py with Jinja2 configured as transformers configures it.
+// data/whitespace_cases.jsonl (make_whitespace_cases.py) does the same for
+// seeded random mixes of tags, whitespace-control markers and whitespace.
 // Each row is rendered here with the row's `vars` as template variables.
 #include <catch2/catch.hpp>
 
@@ -14,10 +16,9 @@ namespace {
 using medq::chat::ChatTemplate;
 using medq::chat::TemplateInputs;
 
-}  // namespace
-
-TEST_CASE("language cases match Python Jinja2", "[template][language]") {
-  std::ifstream in(std::string(MEDQ_TEMPLATE_TEST_DATA) + "/language_cases.jsonl");
+// Renders every row of data/<file> and compares with Jinja2's result.
+void CheckCaseFile(const std::string& file) {
+  std::ifstream in(std::string(MEDQ_TEMPLATE_TEST_DATA) + "/" + file);
   REQUIRE(in.good());
   std::string line;
   int rows = 0;
@@ -52,4 +53,14 @@ TEST_CASE("language cases match Python Jinja2", "[template][language]") {
     CHECK(*out == row.at("expected").get<std::string>());
   }
   CHECK(rows > 100);
+}
+
+}  // namespace
+
+TEST_CASE("language cases match Python Jinja2", "[template][language]") {
+  CheckCaseFile("language_cases.jsonl");
+}
+
+TEST_CASE("whitespace control matches Python Jinja2", "[template][language][whitespace]") {
+  CheckCaseFile("whitespace_cases.jsonl");
 }
