@@ -63,7 +63,9 @@ struct Stmt {
     kCallBlock,  // call(params) expr %} body {% endcall: `caller()` renders body
     kBreak,
     kContinue,
-    kScope,  // a block that just renders its body ({% generation %})
+    kScope,        // a block that just renders its body ({% generation %})
+    kFilterBlock,  // filter <expr> %} body {% endfilter: expr filters the text
+    kWith,         // with params %} body {% endwith: params bound in a new scope
   };
 
   Kind kind = Kind::kData;
@@ -77,7 +79,9 @@ struct Stmt {
   ExprPtr filter;       // kFor: loop filter condition
   ExprPtr attr_target;  // kSet: the namespace expression of `set ns.attr = ...`
   std::string name;     // kMacro name; kSet attribute name
-  KeywordArgs params;   // kMacro/kCallBlock: parameter names and defaults (null = none)
+  KeywordArgs params;   // kMacro/kCallBlock: parameter names and defaults (null = none);
+                        // (kWith: the names and their values)
+                        // kWith: the names and their values
 };
 
 struct ParsedTemplate {

@@ -52,6 +52,10 @@ List Iterate(const Value& v);
 // Python len(); throws for values without a length.
 int64_t Length(const Value& v);
 
+// Python's `fmt % args`: a tuple spreads into the conversions, a dict feeds
+// %(name)s, anything else is the single argument.
+std::string PercentFormat(const std::string& fmt, const Value& args);
+
 // Adds namespace, range, dict, raise_exception and strftime_now to `globals`.
 void AddGlobalFunctions(Scope& globals);
 

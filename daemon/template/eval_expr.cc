@@ -24,6 +24,7 @@ Value Evaluator::Eval(const Expr& e) {
         items.reserve(e.children.size());
         for (const auto& c : e.children)
           items.push_back(Eval(*c));
+        if (e.kind == Expr::Kind::kTuple) return Value::MakeTuple(std::move(items));
         return Value::MakeList(std::move(items));
       }
       case Expr::Kind::kDict: {

@@ -8,6 +8,11 @@ namespace medq::chat {
 Evaluator::Evaluator(const ParsedTemplate& tmpl, std::shared_ptr<Scope> globals)
     : tmpl_(tmpl), scope_(std::make_shared<Scope>(std::move(globals))) {}
 
+Evaluator::~Evaluator() {
+  for (Value& ns : namespaces_)
+    ns.namespace_attrs().items.clear();
+}
+
 std::string Evaluator::Render() {
   std::string out;
   const Flow flow = Exec(tmpl_.body, out);
@@ -79,6 +84,19 @@ Evaluator::Flow Evaluator::ExecStmt(const Stmt& s, std::string& out) {
         return Flow::kContinue;
       case Stmt::Kind::kScope:
         return Exec(s.body, out);
+      case Stmt::Kind::kFilterBlock:
+        out += ApplyCaptureFilter(*s.expr, RenderBodyIn(s.body, std::make_shared<Scope>(scope_)))
+                   .Str();
+        CheckSize(out.size());
+        return Flow::kNormal;
+      case Stmt::Kind::kWith: {
+        auto inner = std::make_shared<Scope>(scope_);
+        for (const auto& [var, value] : s.params)
+          inner->Set(var, Eval(*value));
+        out += RenderBodyIn(s.body, inner);
+        CheckSize(out.size());
+        return Flow::kNormal;
+      }
     }
   } catch (const TemplateError& err) {
     if (!err.has_pos()) throw TemplateError(err.what(), s.pos);
@@ -203,21 +221,26 @@ std::string Evaluator::RenderBodyIn(const Body& body, std::shared_ptr<Scope> sco
   return out;
 }
 
-void Evaluator::ExecSetBlock(const Stmt& s) {
-  Value captured = Value::Str(RenderBodyIn(s.body, std::make_shared<Scope>(scope_)));
-  if (s.expr != nullptr) {
-    auto tmp = std::make_shared<Scope>(scope_);
-    tmp->Set("", captured);
-    std::shared_ptr<Scope> saved = scope_;
-    scope_ = tmp;
-    try {
-      captured = Eval(*s.expr);
-    } catch (...) {
-      scope_ = saved;
-      throw;
-    }
+Value Evaluator::ApplyCaptureFilter(const Expr& chain, std::string captured) {
+  auto tmp = std::make_shared<Scope>(scope_);
+  tmp->Set("", Value::Str(std::move(captured)));
+  std::shared_ptr<Scope> saved = scope_;
+  scope_ = tmp;
+  Value result;
+  try {
+    result = Eval(chain);
+  } catch (...) {
     scope_ = saved;
+    throw;
   }
+  scope_ = saved;
+  return result;
+}
+
+void Evaluator::ExecSetBlock(const Stmt& s) {
+  std::string text = RenderBodyIn(s.body, std::make_shared<Scope>(scope_));
+  Value captured = s.expr != nullptr ? ApplyCaptureFilter(*s.expr, std::move(text))
+                                     : Value::Str(std::move(text));
   scope_->Set(s.targets[0], std::move(captured));
 }
 

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "daemon/template/ast.h"
 #include "daemon/template/scope.h"
@@ -18,6 +19,11 @@ class Evaluator {
   // `globals` holds the template variables (messages, bos_token...) and the
   // global functions; the template's own top-level `set`s go to a child scope.
   Evaluator(const ParsedTemplate& tmpl, std::shared_ptr<Scope> globals);
+  // Empties every namespace the render created: a namespace can contain
+  // itself (`set ns.me = ns`), and that reference cycle would leak.
+  ~Evaluator();
+  Evaluator(const Evaluator&) = delete;
+  Evaluator& operator=(const Evaluator&) = delete;
 
   // Renders the whole template. Throws TemplateError (with the position of
   // the failing expression or statement) on any error.
@@ -32,6 +38,9 @@ class Evaluator {
   void CountIteration();
   static void CheckSize(size_t bytes);
 
+  // Records a namespace created during this render (see ~Evaluator).
+  void TrackNamespace(const Value& ns) { namespaces_.push_back(ns); }
+
   // The position of the construct being evaluated, for error messages.
   SourcePos pos() const { return pos_; }
 
@@ -44,6 +53,9 @@ class Evaluator {
   void ExecFor(const Stmt& s, std::string& out);
   void ExecSet(const Stmt& s);
   void ExecSetBlock(const Stmt& s);
+  // Evaluates a filter chain whose innermost operand is the placeholder name
+  // "" bound to `captured` (set blocks with filters, filter blocks).
+  Value ApplyCaptureFilter(const Expr& chain, std::string captured);
   void ExecCallBlock(const Stmt& s, std::string& out);
   Value MakeMacro(const Stmt& s, std::shared_ptr<Scope> defining);
   std::string RenderBodyIn(const Body& body, std::shared_ptr<Scope> scope);
@@ -62,6 +74,7 @@ class Evaluator {
   SourcePos pos_;
   int call_depth_ = 0;
   int64_t iterations_ = 0;
+  std::vector<Value> namespaces_;
 };
 
 // Attribute and item access with Jinja2's sandboxed semantics: a missing

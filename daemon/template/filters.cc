@@ -357,6 +357,17 @@ const FilterEntry kFilters[] = {
        ArgBinder a("float", args, {"default"});
        return ToFloat(v, a.GetOr(0, Value::Float(0.0)));
      }},
+    {"format",
+     [](Evaluator&, const Value& v, const CallArgs& args) -> Value {
+       // Jinja2: soft_str(value) % (kwargs or args).
+       if (!args.keyword.empty()) {
+         Dict d;
+         for (const auto& [k, val] : args.keyword)
+           d.Set(Value::Str(k), val);
+         return Value::Str(PercentFormat(v.Str(), Value::MakeDict(std::move(d))));
+       }
+       return Value::Str(PercentFormat(v.Str(), Value::MakeTuple(args.positional)));
+     }},
     {"indent",
      [](Evaluator&, const Value& v, const CallArgs& args) -> Value {
        ArgBinder a("indent", args, {"width", "first", "blank"});

@@ -41,8 +41,9 @@ Value Range(Evaluator&, CallArgs& args) {
   return Value::MakeList(std::move(out));
 }
 
-Value MakeNamespace(Evaluator&, CallArgs& args) {
+Value MakeNamespace(Evaluator& ev, CallArgs& args) {
   Value ns = Value::MakeNamespace();
+  ev.TrackNamespace(ns);
   Dict& attrs = ns.namespace_attrs();
   if (args.positional.size() > 1) throw TemplateError("namespace() takes at most one mapping");
   if (!args.positional.empty()) {

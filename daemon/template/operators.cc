@@ -265,11 +265,7 @@ Value BinaryOp(const std::string& op, const Value& a, const Value& b) {
     if ((a.is_string() || a.is_list()) && (b.is_int() || b.is_bool())) return Repeat(a, AsInt(b));
     if ((b.is_string() || b.is_list()) && (a.is_int() || a.is_bool())) return Repeat(b, AsInt(a));
   }
-  if (op == "%" && a.is_string()) {
-    throw TemplateError(
-        "printf-style string formatting ('%') is not supported; use '~' or "
-        "format()");
-  }
+  if (op == "%" && a.is_string()) return Value::Str(PercentFormat(a.as_string(), b));
   return Arith(op, a, b);
 }
 

@@ -172,6 +172,10 @@ class Parser {
     } else if (name == "break" || name == "continue") {
       s->kind = name == "break" ? Stmt::Kind::kBreak : Stmt::Kind::kContinue;
       ExpectBlockEnd();
+    } else if (name == "filter") {
+      ParseFilterBlock(*s);
+    } else if (name == "with") {
+      ParseWith(*s);
     } else if (name == "generation") {
       s->kind = Stmt::Kind::kScope;
       ExpectBlockEnd();
@@ -272,6 +276,40 @@ class Parser {
     }
     ExpectBlockEnd();
     s.body = ParseBody({"endset"});
+    Advance();
+    ExpectBlockEnd();
+  }
+
+  // `{% filter name(args) | more %}`: the chain is applied to a placeholder
+  // (the empty name) that the evaluator binds to the rendered body.
+  void ParseFilterBlock(Stmt& s) {
+    s.kind = Stmt::Kind::kFilterBlock;
+    auto holder = std::make_unique<Expr>();
+    holder->kind = Expr::Kind::kName;
+    holder->pos = Cur().pos;
+    auto f = std::make_unique<Expr>();
+    f->kind = Expr::Kind::kFilter;
+    f->pos = Cur().pos;
+    f->name = DottedName();
+    f->children.push_back(std::move(holder));
+    if (IsOp("(")) ParseArgs(*f);
+    s.expr = ParseFilterExpr(std::move(f));
+    ExpectBlockEnd();
+    s.body = ParseBody({"endfilter"});
+    Advance();
+    ExpectBlockEnd();
+  }
+
+  void ParseWith(Stmt& s) {
+    s.kind = Stmt::Kind::kWith;
+    while (Cur().type != TokenType::kBlockEnd) {
+      if (!s.params.empty()) ExpectOp(",");
+      std::string var = ExpectName();
+      ExpectOp("=");
+      s.params.emplace_back(std::move(var), ParseExpression(true));
+    }
+    ExpectBlockEnd();
+    s.body = ParseBody({"endwith"});
     Advance();
     ExpectBlockEnd();
   }
