@@ -50,6 +50,11 @@ TEST_CASE("syntax errors report line and column", "[template][errors]") {
   CHECK(Contains(e, "line 2"));
   CHECK(Contains(e, "endfor"));
 
+  e = ErrorOf("{% if x %}\n{% endfor %}");
+  CHECK(Contains(e, "line 2, column 4"));
+  CHECK(Contains(e, "'endfor'"));
+  CHECK(Contains(e, "expects 'elif' or 'else' or 'endif'"));
+
   e = ErrorOf("{% frobnicate %}");
   CHECK(Contains(e, "line 1, column 4"));
   CHECK(Contains(e, "frobnicate"));
