@@ -9,6 +9,7 @@
 namespace medq::chat {
 
 Value Evaluator::Eval(const Expr& e) {
+  DepthGuard guard(*this);
   try {
     switch (e.kind) {
       case Expr::Kind::kLiteral:

@@ -45,6 +45,7 @@ Evaluator::Flow Evaluator::Exec(const Body& body, std::string& out) {
 }
 
 Evaluator::Flow Evaluator::ExecStmt(const Stmt& s, std::string& out) {
+  DepthGuard guard(*this);
   try {
     pos_ = s.pos;
     switch (s.kind) {

@@ -69,10 +69,31 @@ class Evaluator {
   bool EvalTest(const Expr& e);
   CallArgs EvalArgs(const Expr& e, size_t first_child);
 
+  // Counts the evaluator's own recursion (expressions, statements, macro
+  // bodies) so that macros recursing into deep expressions cannot exhaust
+  // the thread's stack.
+  class DepthGuard {
+   public:
+    explicit DepthGuard(Evaluator& ev) : ev_(ev) {
+      if (++ev_.eval_depth_ > kMaxEvalDepth) {
+        --ev_.eval_depth_;
+        throw TemplateError("template evaluation nested more than " +
+                            std::to_string(kMaxEvalDepth) + " levels deep");
+      }
+    }
+    ~DepthGuard() { --ev_.eval_depth_; }
+    DepthGuard(const DepthGuard&) = delete;
+    DepthGuard& operator=(const DepthGuard&) = delete;
+
+   private:
+    Evaluator& ev_;
+  };
+
   const ParsedTemplate& tmpl_;
   std::shared_ptr<Scope> scope_;
   SourcePos pos_;
   int call_depth_ = 0;
+  int eval_depth_ = 0;
   int64_t iterations_ = 0;
   std::vector<Value> namespaces_;
 };

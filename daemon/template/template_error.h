@@ -28,6 +28,7 @@ class TemplateError : public std::runtime_error {
 // Limits that keep a hostile or broken template from exhausting the stack,
 // memory or time.
 inline constexpr int kMaxNestingDepth = 128;              // parser and macro recursion
+inline constexpr int kMaxEvalDepth = 1024;                // evaluator recursion in total
 inline constexpr int kMaxJsonDepth = 256;                 // input values (messages, tools)
 inline constexpr size_t kMaxOutputBytes = 64u << 20;      // rendered text
 inline constexpr int64_t kMaxLoopIterations = 1'000'000;  // all loops of one render

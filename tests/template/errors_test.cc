@@ -130,6 +130,11 @@ TEST_CASE("deep nesting is refused, not a stack overflow", "[template][errors][l
 TEST_CASE("runaway recursion, loops and output are bounded", "[template][errors][limits]") {
   CHECK(Contains(ErrorOf("{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}"),
                  "macro calls nested"));
+  // Each of up to 128 macro levels evaluating a deeply nested expression:
+  // the evaluator's total depth is capped before the stack runs out.
+  const std::string deep = std::string(40, '(') + "f(n + 1)" + std::string(40, ')');
+  CHECK(Contains(ErrorOf("{% macro f(n) %}{{ " + deep + " }}{% endmacro %}{{ f(0) }}"),
+                 "nested more than"));
   CHECK(Contains(ErrorOf("{{ range(1000000)|length }}"), "range() too big"));
   CHECK(Contains(ErrorOf("{% for i in range(100000) %}{% for j in range(100000) %}"
                          "{% endfor %}{% endfor %}"),
