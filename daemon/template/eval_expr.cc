@@ -145,6 +145,7 @@ Value Evaluator::EvalSlice(const Expr& e) {
                    : Value::None();
   }
   if (obj.is_undefined()) FailUndefined(obj);
+  if (obj.is_dict()) throw TemplateError("unhashable type: 'slice'");
   std::vector<char32_t> cps;
   const List* list = nullptr;
   int64_t len = 0;
@@ -155,7 +156,11 @@ Value Evaluator::EvalSlice(const Expr& e) {
     list = &obj.as_list();
     len = static_cast<int64_t>(list->size());
   } else {
-    throw TemplateError("'" + obj.TypeName() + "' object is not subscriptable");
+    // Jinja2 slices with Python's own subscript (not its forgiving getitem),
+    // so slicing anything but a list, tuple or string is a TypeError.
+    std::string msg(1, '\'');  // appended: GCC 12 -Wrestrict misfires on "'" + string
+    msg.append(obj.TypeName()).append("' object is not subscriptable");
+    throw TemplateError(msg);
   }
   int64_t start = 0;
   int64_t stop = 0;

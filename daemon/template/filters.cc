@@ -64,7 +64,14 @@ Value Sorted(const Value& input, const ArgBinder& a, size_t reverse_i, size_t cs
   return Value::MakeList(std::move(out));
 }
 
-std::string Indent(const std::string& s, const Value& width, bool first, bool blank) {
+std::string Indent(const Value& input, const Value& width, bool first, bool blank) {
+  // Jinja2 appends "\n" to the value itself, so anything but a string fails.
+  if (input.is_undefined()) FailUndefined(input);
+  if (!input.is_string()) {
+    throw TemplateError("indent(): unsupported operand type(s) for +=: '" + input.TypeName() +
+                        "' and 'str'");
+  }
+  const std::string& s = input.as_string();
   std::string ind;
   if (width.is_string()) {
     ind = width.as_string();
@@ -95,6 +102,7 @@ std::string Indent(const std::string& s, const Value& width, bool first, bool bl
 }
 
 Value ToInt(const Value& v, const Value& fallback, int base) {
+  if (v.is_undefined()) FailUndefined(v);  // int(Undefined) raises in Jinja2
   if (v.is_int()) return v;
   if (v.is_bool()) return Value::Int(v.as_bool() ? 1 : 0);
   if (v.is_float()) {
@@ -120,6 +128,7 @@ Value ToInt(const Value& v, const Value& fallback, int base) {
 }
 
 Value ToFloat(const Value& v, const Value& fallback) {
+  if (v.is_undefined()) FailUndefined(v);
   if (v.is_number()) return Value::Float(v.ToDouble());
   if (v.is_string()) {
     const std::string s = PyStrip(v.as_string(), nullptr, true, true);
@@ -133,6 +142,10 @@ Value ToFloat(const Value& v, const Value& fallback) {
 Value Round(const Value& v, int64_t precision, const std::string& method) {
   if (!v.is_number()) throw TemplateError("round(): value must be a number");
   const double x = v.ToDouble();
+  if (method == "common" && !v.is_float()) {
+    // Python's round() of an int (or bool) with ndigits is an int.
+    return Value::Int(v.is_bool() ? (v.as_bool() ? 1 : 0) : v.as_int());
+  }
   if (method == "common") {
     char buf[512];
     std::snprintf(buf, sizeof(buf), "%.*f",
@@ -217,6 +230,7 @@ Value SelectFilter(Evaluator& ev, const Value& input, const CallArgs& args, bool
     test_args.keyword = args.keyword;
   }
   List out;
+  if (!input.Truthy()) return Value::MakeList();  // Jinja2: `if value:` before iterating
   for (const Value& item : Iterate(input)) {
     const Value subject = by_attr ? GetPath(item, attr) : item;
     const bool r = test.empty() ? subject.Truthy() : ApplyTest(ev, test, subject, test_args);
@@ -227,6 +241,7 @@ Value SelectFilter(Evaluator& ev, const Value& input, const CallArgs& args, bool
 
 Value MapFilter(Evaluator& ev, const Value& input, const CallArgs& args) {
   List out;
+  if (!input.Truthy()) return Value::MakeList();  // Jinja2: `if value:` before iterating
   if (args.positional.empty()) {
     ArgBinder a("map", args, {"attribute", "default"});
     if (a.Get(0) == nullptr) throw TemplateError("map requires a filter argument");
@@ -371,7 +386,7 @@ const FilterEntry kFilters[] = {
     {"indent",
      [](Evaluator&, const Value& v, const CallArgs& args) -> Value {
        ArgBinder a("indent", args, {"width", "first", "blank"});
-       return Value::Str(Indent(v.Str(), a.GetOr(0, Value::Int(4)), BoolArg(a, 1), BoolArg(a, 2)));
+       return Value::Str(Indent(v, a.GetOr(0, Value::Int(4)), BoolArg(a, 1), BoolArg(a, 2)));
      }},
     {"int",
      [](Evaluator&, const Value& v, const CallArgs& args) -> Value {

@@ -218,6 +218,9 @@ bool Contains(const Value& container, const Value& item) {
       }
       return false;
     case Value::Kind::kDict:
+      if ((item.is_list() && !item.is_tuple()) || item.is_dict() || item.is_namespace()) {
+        throw TemplateError("unhashable type: '" + item.TypeName() + "'");
+      }
       return container.as_dict().Find(item) != nullptr;
     default:
       throw TemplateError("argument of type '" + container.TypeName() + "' is not iterable");
@@ -237,6 +240,8 @@ Value BinaryOp(const std::string& op, const Value& a, const Value& b) {
   if (op == "!=") return Value::Bool(!ValuesEqual(a, b));
   if (op == "in") return Value::Bool(Contains(b, a));
   if (op == "not in") return Value::Bool(!Contains(b, a));
+  // str % x is Python's formatting, which accepts any right operand.
+  if (op == "%" && a.is_string()) return Value::Str(PercentFormat(a.as_string(), b));
   if (a.is_undefined()) FailUndefined(a);
   if (b.is_undefined()) FailUndefined(b);
   if (op == "<") return Value::Bool(Compare(op, a, b) < 0);
@@ -249,10 +254,14 @@ Value BinaryOp(const std::string& op, const Value& a, const Value& b) {
       return Value::Str(a.as_string() + b.as_string());
     }
     if (a.is_list() && b.is_list()) {
+      if (a.is_tuple() != b.is_tuple()) {
+        throw TemplateError("can only concatenate " + a.TypeName() + " (not \"" + b.TypeName() +
+                            "\") to " + a.TypeName());
+      }
       Evaluator::CheckSize(a.as_list().size() + b.as_list().size());
       List out = a.as_list();
       out.insert(out.end(), b.as_list().begin(), b.as_list().end());
-      return Value::MakeList(std::move(out));
+      return a.is_tuple() ? Value::MakeTuple(std::move(out)) : Value::MakeList(std::move(out));
     }
     if (a.is_string() || b.is_string()) {
       if (a.is_string()) {
@@ -265,7 +274,7 @@ Value BinaryOp(const std::string& op, const Value& a, const Value& b) {
     if ((a.is_string() || a.is_list()) && (b.is_int() || b.is_bool())) return Repeat(a, AsInt(b));
     if ((b.is_string() || b.is_list()) && (a.is_int() || a.is_bool())) return Repeat(b, AsInt(a));
   }
-  if (op == "%" && a.is_string()) return Value::Str(PercentFormat(a.as_string(), b));
+
   return Arith(op, a, b);
 }
 

@@ -160,7 +160,11 @@ std::string PercentFormat(const std::string& fmt, const Value& args) {
     }
     Evaluator::CheckSize(out.size());
   }
-  if (!used_mapping && mapping == nullptr && next < positional.size()) {
+  // Like CPython, a right operand that supports subscripting but is not a
+  // tuple (list, dict, Jinja2's Undefined) never triggers this check.
+  const bool mapping_like =
+      !args.is_tuple() && (args.is_list() || args.is_dict() || args.is_undefined());
+  if (!used_mapping && !mapping_like && next < positional.size()) {
     throw TemplateError("not all arguments converted during string formatting");
   }
   return out;

@@ -41,8 +41,11 @@ bool ApplyTest(Evaluator& ev, const std::string& name, const Value& v, const Cal
     return ev.Call(method, none).Truthy();
   }
   if (name == "odd" || name == "even") {
-    const int64_t i = IntOf(v, name);
-    return (i % 2 != 0) == (name == "odd");
+    // Jinja2: value % 2 == 1 (odd) or == 0 (even), with Python's modulo, so
+    // floats work too.
+    if (!v.is_number()) IntOf(v, name);
+    const Value m = BinaryOp("%", v, Value::Int(2));
+    return ValuesEqual(m, Value::Int(name == "odd" ? 1 : 0));
   }
   if (name == "divisibleby") {
     const int64_t d = IntOf(Arg(args, name), name);
