@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include <fstream>
+#include <random>
 #include <string>
 
 #include "daemon/template/chat_template.h"
@@ -243,4 +244,49 @@ TEST_CASE("garbage input never crashes", "[template][errors]") {
     auto out = t->Render({});
     if (!out.ok()) CHECK(out.error().code == medq::ErrorCode::kInvalidRequest);
   }
+}
+
+TEST_CASE("random mutations of real templates never crash", "[template][errors]") {
+  // Seeded byte-level mutations (replace with template punctuation, delete,
+  // duplicate a span) of every fixture chat template; each result must parse
+  // and render or fail with kInvalidRequest.
+  std::mt19937 rng(4242);
+  const std::string alphabet = "{}%#-+()[]'\"\\ \n|.~,:=*/<>!abcxyz019";
+  TemplateInputs inputs;
+  inputs.messages = nlohmann::ordered_json::parse(
+      R"([{"role":"system","content":"s"},{"role":"user","content":"u"},)"
+      R"({"role":"assistant","content":null,"tool_calls":[{"type":"function",)"
+      R"("function":{"name":"f","arguments":"{}"}}]},{"role":"tool","content":"t"}])");
+  int mutated = 0;
+  for (const char* name : {"llama3", "qwen3", "deepseek_v3"}) {
+    std::ifstream in(medq::test::TokenizerFixture(name) / "tokenizer_config.json");
+    REQUIRE(in.good());
+    const std::string original = nlohmann::json::parse(in).at("chat_template").get<std::string>();
+    for (int round = 0; round < 300; ++round) {
+      std::string t = original;
+      const int edits = 1 + static_cast<int>(rng() % 4);
+      for (int e = 0; e < edits && !t.empty(); ++e) {
+        const size_t at = rng() % t.size();
+        switch (rng() % 3) {
+          case 0:
+            t[at] = alphabet[rng() % alphabet.size()];
+            break;
+          case 1:
+            t.erase(at, 1 + rng() % 8);
+            break;
+          default:
+            t.insert(at, t.substr(at, 1 + rng() % 16));
+        }
+      }
+      ++mutated;
+      auto parsed = ChatTemplate::FromSource(t, {});
+      if (!parsed.ok()) {
+        CHECK(parsed.error().code == medq::ErrorCode::kInvalidRequest);
+        continue;
+      }
+      auto out = parsed->Render(inputs);
+      if (!out.ok()) CHECK(out.error().code == medq::ErrorCode::kInvalidRequest);
+    }
+  }
+  CHECK(mutated == 900);
 }
