@@ -76,12 +76,13 @@ struct Stmt {
   Body body;
   Body else_body;
   std::vector<std::string> targets;
-  ExprPtr filter;       // kFor: loop filter condition
-  ExprPtr attr_target;  // kSet: the namespace expression of `set ns.attr = ...`
-  std::string name;     // kMacro name; kSet attribute name
-  KeywordArgs params;   // kMacro/kCallBlock: parameter names and defaults (null = none);
-                        // (kWith: the names and their values)
-                        // kWith: the names and their values
+  ExprPtr filter;         // kFor: loop filter condition
+  bool uses_loop = true;  // kFor: the body may read `loop`
+  ExprPtr attr_target;    // kSet: the namespace expression of `set ns.attr = ...`
+  std::string name;       // kMacro name; kSet attribute name
+  KeywordArgs params;     // kMacro/kCallBlock: parameter names and defaults (null = none);
+                          // (kWith: the names and their values)
+                          // kWith: the names and their values
 };
 
 struct ParsedTemplate {

@@ -159,30 +159,7 @@ void Evaluator::ExecFor(const Stmt& s, std::string& out) {
     CountIteration();
     auto iter_scope = std::make_shared<Scope>(outer);
     Bind(s.targets, items[static_cast<size_t>(i)], *iter_scope);
-    Dict loop;  // keys are distinct: append without the lookup Set() does
-    loop.items.reserve(12);
-    loop.items.emplace_back(Value::Str("index0"), Value::Int(i));
-    loop.items.emplace_back(Value::Str("index"), Value::Int(i + 1));
-    loop.items.emplace_back(Value::Str("revindex0"), Value::Int(n - i - 1));
-    loop.items.emplace_back(Value::Str("revindex"), Value::Int(n - i));
-    loop.items.emplace_back(Value::Str("first"), Value::Bool(i == 0));
-    loop.items.emplace_back(Value::Str("last"), Value::Bool(i == n - 1));
-    loop.items.emplace_back(Value::Str("length"), Value::Int(n));
-    loop.items.emplace_back(Value::Str("depth"), Value::Int(1));
-    loop.items.emplace_back(Value::Str("depth0"), Value::Int(0));
-    loop.items.emplace_back(
-        Value::Str("previtem"),
-        i > 0 ? items[static_cast<size_t>(i - 1)] : Value::Undef("there is no previous item"));
-    loop.items.emplace_back(Value::Str("nextitem"), i + 1 < n
-                                                        ? items[static_cast<size_t>(i + 1)]
-                                                        : Value::Undef("there is no next item"));
-    loop.items.emplace_back(
-        Value::Str("cycle"),
-        Value::MakeCallable("loop.cycle", [i](Evaluator&, CallArgs& args) -> Value {
-          if (args.positional.empty()) throw TemplateError("no items for cycling given");
-          return args.positional[static_cast<size_t>(i) % args.positional.size()];
-        }));
-    iter_scope->Set("loop", Value::MakeDict(std::move(loop)));
+    if (s.uses_loop) SetLoopObject(*iter_scope, items, i);
     scope_ = iter_scope;
     Flow f = Flow::kNormal;
     try {
@@ -194,6 +171,34 @@ void Evaluator::ExecFor(const Stmt& s, std::string& out) {
     scope_ = outer;
     if (f == Flow::kBreak) break;
   }
+}
+
+void Evaluator::SetLoopObject(Scope& scope, const List& items, int64_t i) {
+  const auto n = static_cast<int64_t>(items.size());
+  Dict loop;  // keys are distinct: append without the lookup Set() does
+  loop.items.reserve(12);
+  loop.items.emplace_back(Value::Str("index0"), Value::Int(i));
+  loop.items.emplace_back(Value::Str("index"), Value::Int(i + 1));
+  loop.items.emplace_back(Value::Str("revindex0"), Value::Int(n - i - 1));
+  loop.items.emplace_back(Value::Str("revindex"), Value::Int(n - i));
+  loop.items.emplace_back(Value::Str("first"), Value::Bool(i == 0));
+  loop.items.emplace_back(Value::Str("last"), Value::Bool(i == n - 1));
+  loop.items.emplace_back(Value::Str("length"), Value::Int(n));
+  loop.items.emplace_back(Value::Str("depth"), Value::Int(1));
+  loop.items.emplace_back(Value::Str("depth0"), Value::Int(0));
+  loop.items.emplace_back(Value::Str("previtem"), i > 0
+                                                      ? items[static_cast<size_t>(i - 1)]
+                                                      : Value::Undef("there is no previous item"));
+  loop.items.emplace_back(Value::Str("nextitem"), i + 1 < n
+                                                      ? items[static_cast<size_t>(i + 1)]
+                                                      : Value::Undef("there is no next item"));
+  loop.items.emplace_back(
+      Value::Str("cycle"),
+      Value::MakeCallable("loop.cycle", [i](Evaluator&, CallArgs& args) -> Value {
+        if (args.positional.empty()) throw TemplateError("no items for cycling given");
+        return args.positional[static_cast<size_t>(i) % args.positional.size()];
+      }));
+  scope.Set("loop", Value::MakeDict(std::move(loop)));
 }
 
 void Evaluator::ExecSet(const Stmt& s) {

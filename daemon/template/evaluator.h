@@ -51,6 +51,8 @@ class Evaluator {
   Flow ExecStmt(const Stmt& s, std::string& out);
   void ExecIf(const Stmt& s, std::string& out, Flow& flow);
   void ExecFor(const Stmt& s, std::string& out);
+  // Binds `loop` (index, first, last, previtem, cycle...) for item `i`.
+  static void SetLoopObject(Scope& scope, const List& items, int64_t i);
   void ExecSet(const Stmt& s);
   void ExecSetBlock(const Stmt& s);
   // Evaluates a filter chain whose innermost operand is the placeholder name

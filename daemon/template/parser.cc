@@ -167,7 +167,11 @@ void Parser::ParseFor(Stmt& s) {
   if (SkipName("if")) s.filter = ParseExpression(true);
   if (IsName("recursive")) Fail("recursive for loops are not supported");
   ExpectBlockEnd();
+  const int loop_refs_before = loop_refs_;
   s.body = ParseBody({"endfor", "else"});
+  // Over-approximate (a nested loop's own `loop` counts too): the evaluator
+  // builds the loop object only when the body may read it.
+  s.uses_loop = loop_refs_ != loop_refs_before;
   if (Cur().value == "else") {
     Advance();
     ExpectBlockEnd();

@@ -222,6 +222,7 @@ ExprPtr Parser::ParsePrimary() {
       } else {
         e->kind = Expr::Kind::kName;
         e->name = t.value;
+        if (t.value == "loop") ++loop_refs_;
       }
       Advance();
       return e;

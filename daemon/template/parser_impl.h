@@ -167,7 +167,9 @@ class Parser {
   std::vector<Token> toks_;
   size_t i_ = 0;
   int depth_ = 0;
-  std::string expected_;  // the end tags the innermost open block accepts
+  std::string expected_;
+  int loop_refs_ = 0;  // names `loop` parsed so far (see Stmt::uses_loop)  // the end tags the
+                       // innermost open block accepts
 };
 
 }  // namespace medq::chat

@@ -4,6 +4,7 @@
 // dropped into the fixtures is checked the same way.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -41,6 +42,7 @@ TEST_CASE("chat.jsonl fixtures render byte for byte", "[template][fixtures]") {
     const std::string name = dir.filename().string();
     auto tmpl = ChatTemplate::FromTokenizerConfig(dir / "tokenizer_config.json");
     INFO("tokenizer " << name);
+    INFO("load error: " << (tmpl.ok() ? std::string() : tmpl.error().message));
     REQUIRE(tmpl.ok());
     std::ifstream in(dir / "chat.jsonl");
     REQUIRE(in.good());
@@ -57,6 +59,7 @@ TEST_CASE("chat.jsonl fixtures render byte for byte", "[template][fixtures]") {
       if (rec.contains("template_kwargs")) inputs.extra = rec.at("template_kwargs");
       const auto rendered = tmpl->Render(inputs);
       INFO("row " << row << ": " << line.substr(0, 300));
+      INFO("render error: " << (rendered.ok() ? std::string() : rendered.error().message));
       REQUIRE(rendered.ok());
       CHECK(*rendered == rec.at("rendered").get<std::string>());
     }
