@@ -1,0 +1,143 @@
+#include "daemon/template/chat_template.h"
+
+#include <fstream>
+#include <new>
+#include <sstream>
+
+#include "daemon/template/ast.h"
+#include "daemon/template/builtins.h"
+#include "daemon/template/evaluator.h"
+#include "daemon/template/parser.h"
+#include "daemon/template/scope.h"
+
+namespace medq::chat {
+namespace {
+
+medq::Error InvalidRequest(std::string message) {
+  return medq::Error(medq::ErrorCode::kInvalidRequest, std::move(message));
+}
+
+std::string Describe(const TemplateError& e) {
+  std::string msg = "chat template error";
+  if (e.has_pos()) {
+    msg +=
+        " at line " + std::to_string(e.pos().line) + ", column " + std::to_string(e.pos().column);
+  }
+  return msg + ": " + e.what();
+}
+
+}  // namespace
+
+medq::Result<SpecialTokens> SpecialTokensFromConfig(const nlohmann::json& config) {
+  SpecialTokens t;
+  if (!config.is_object()) return InvalidRequest("tokenizer config is not a JSON object");
+  const std::pair<const char*, std::optional<std::string>*> fields[] = {
+      {"bos_token", &t.bos_token},  {"eos_token", &t.eos_token}, {"unk_token", &t.unk_token},
+      {"sep_token", &t.sep_token},  {"pad_token", &t.pad_token}, {"cls_token", &t.cls_token},
+      {"mask_token", &t.mask_token}};
+  for (const auto& [name, slot] : fields) {
+    const auto it = config.find(name);
+    if (it == config.end() || it->is_null()) continue;
+    if (it->is_string()) {
+      *slot = it->get<std::string>();
+    } else if (it->is_object() && it->contains("content") && (*it)["content"].is_string()) {
+      *slot = (*it)["content"].get<std::string>();
+    } else {
+      return InvalidRequest(std::string("tokenizer config field '") + name +
+                            "' must be a string or an AddedToken object with a string content");
+    }
+  }
+  return t;
+}
+
+medq::Result<ChatTemplate> ChatTemplate::FromTokenizerConfig(
+    const std::filesystem::path& tokenizer_config_json, std::string_view template_name) {
+  const std::string where = tokenizer_config_json.string();
+  std::ifstream in(tokenizer_config_json, std::ios::binary);
+  if (!in) return InvalidRequest(where + ": cannot open the tokenizer config");
+  std::ostringstream buf;
+  buf << in.rdbuf();
+  const nlohmann::json config = nlohmann::json::parse(buf.str(), nullptr, false);
+  if (config.is_discarded()) return InvalidRequest(where + ": not valid JSON");
+  if (!config.is_object()) return InvalidRequest(where + ": not a JSON object");
+  const auto it = config.find("chat_template");
+  if (it == config.end() || it->is_null()) {
+    return InvalidRequest(where +
+                          ": has no chat_template; this model cannot format chat "
+                          "messages (send a plain prompt instead)");
+  }
+  std::string source;
+  if (it->is_string()) {
+    source = it->get<std::string>();
+  } else if (it->is_array()) {
+    bool found = false;
+    for (const auto& entry : *it) {
+      if (entry.is_object() && entry.value("name", "") == template_name &&
+          entry.contains("template") && entry["template"].is_string()) {
+        source = entry["template"].get<std::string>();
+        found = true;
+        break;
+      }
+    }
+    if (!found) {
+      return InvalidRequest(where + ": chat_template has no template named '" +
+                            std::string(template_name) + "'");
+    }
+  } else {
+    return InvalidRequest(where + ": chat_template must be a string or a list of named templates");
+  }
+  medq::Result<SpecialTokens> tokens = SpecialTokensFromConfig(config);
+  if (!tokens.ok()) return InvalidRequest(where + ": " + tokens.error().message);
+  medq::Result<ChatTemplate> t = FromSource(std::move(source), std::move(tokens).value());
+  if (!t.ok()) return InvalidRequest(where + ": " + t.error().message);
+  return t;
+}
+
+medq::Result<ChatTemplate> ChatTemplate::FromSource(std::string source, SpecialTokens tokens) {
+  try {
+    auto parsed = std::make_shared<ParsedTemplate>(ParseTemplate(source));
+    return ChatTemplate(std::move(source), std::move(tokens), std::move(parsed));
+  } catch (const TemplateError& e) {
+    return InvalidRequest(Describe(e));
+  } catch (const std::bad_alloc&) {
+    return InvalidRequest("chat template error: out of memory while parsing the template");
+  }
+}
+
+medq::Result<std::string> ChatTemplate::Render(const TemplateInputs& in) const {
+  if (!in.extra.is_null() && !in.extra.is_object()) {
+    return InvalidRequest("chat template extra variables must be a JSON object");
+  }
+  try {
+    auto globals = std::make_shared<Scope>();
+    AddGlobalFunctions(*globals);
+    globals->Set("messages", FromJson(in.messages));
+    globals->Set("add_generation_prompt", Value::Bool(in.add_generation_prompt));
+    globals->Set("tools", FromJson(in.tools));
+    globals->Set("documents", Value::None());
+    const std::pair<const char*, const std::optional<std::string>*> tokens[] = {
+        {"bos_token", &tokens_.bos_token},  {"eos_token", &tokens_.eos_token},
+        {"unk_token", &tokens_.unk_token},  {"sep_token", &tokens_.sep_token},
+        {"pad_token", &tokens_.pad_token},  {"cls_token", &tokens_.cls_token},
+        {"mask_token", &tokens_.mask_token}};
+    for (const auto& [name, value] : tokens) {
+      if (value->has_value()) globals->Set(name, Value::Str(**value));
+    }
+    if (in.extra.is_object()) {
+      for (const auto& [k, v] : in.extra.items())
+        globals->Set(k, FromJson(v));
+    }
+    Evaluator ev(*parsed_, globals);
+    return ev.Render();
+  } catch (const TemplateError& e) {
+    return InvalidRequest(Describe(e));
+  } catch (const std::bad_alloc&) {
+    return InvalidRequest("chat template error: out of memory while rendering");
+  } catch (const std::exception& e) {
+    return medq::Error(
+        medq::ErrorCode::kInternal,
+        std::string("chat template: unexpected failure while rendering: ") + e.what());
+  }
+}
+
+}  // namespace medq::chat
