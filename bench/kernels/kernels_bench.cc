@@ -17,6 +17,7 @@
 
 #include "bench/kernels/model_shapes.h"
 #include "bench/kernels/timing.h"
+#include "daemon/engine/kernels/cpu_linear.h"
 #include "daemon/engine/kernels/linear.h"
 
 namespace medq::bench {
@@ -34,7 +35,7 @@ struct Options {
   std::string only;  // empty: every section
   bool sweep = true;
   bool scalar = true;
-  std::vector<int64_t> prefill_rows = {4, 16, 64};
+  std::vector<int64_t> prefill_rows = {4, 16, 32, 64, 256};
 };
 
 const char* DtypeName(torch::ScalarType dtype) {
@@ -146,7 +147,12 @@ json PrefillCase(const Options& o, const MatrixShape& s, int64_t rows) {
       {"out", s.out},          {"in", s.in},
       {"rows", rows},          {"dtype", "bf16"},
       {"weight_bytes", bytes}, {"path", engine::LinearPathName(engine::SelectLinearPath(x, w[0]))}};
+  const torch::Tensor none;
   c["linear_gflops"] = gflops([&](int64_t i) { engine::Linear(x, w[i % n]); });
+  c["matmul_bf16_gflops"] =
+      gflops([&](int64_t i) { engine::kernels::CpuMatMulBf16(x, w[i % n], none); });
+  c["tiled_gemm_bf16_gflops"] =
+      gflops([&](int64_t i) { engine::kernels::CpuTiledGemmBf16(x, w[i % n], none); });
   c["convert_then_gemm_gflops"] =
       gflops([&](int64_t i) { (void)at::linear(x, w[i % n].to(torch::kFloat)); });
   // Not an option for bf16 weights (it needs the float32 copy in memory), but

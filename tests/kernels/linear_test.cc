@@ -2,6 +2,8 @@
 // kernel sets (AVX2+FMA and the forced scalar one), odd shapes and x layouts.
 #include "daemon/engine/kernels/linear.h"
 
+#include "daemon/engine/kernels/cpu_linear.h"
+
 #include <catch2/catch.hpp>
 
 #include <string>
@@ -103,6 +105,11 @@ void CheckManyRows(torch::ScalarType dtype, bool simd) {
                     : expected));
         RequireClose(Linear(x, w, b), x, w, b);
       }
+      // Enough rows for the tiled GEMM path of bf16 weights.
+      const torch::Tensor xl = torch::randn({kTiledGemmMinRows + 3, s.in});
+      REQUIRE(SelectLinearPath(xl, w, b) ==
+              (dtype == torch::kBFloat16 ? LinearPath::kTiledGemmBf16 : LinearPath::kGemmF32));
+      RequireClose(Linear(xl, w, b), xl, w, b);
       // Several leading dimensions, and a transposed (non-contiguous) x.
       const torch::Tensor x3 = torch::randn({2, 3, s.in});
       RequireClose(Linear(x3, w, b), x3, w, b);
@@ -141,6 +148,41 @@ TEST_CASE("several rows, bf16 weights, SIMD kernels", "[linear]") {
 }
 TEST_CASE("several rows, bf16 weights, scalar kernels", "[linear]") {
   CheckManyRows(torch::kBFloat16, false);
+}
+
+// Both several-row bf16 paths on every row count, whatever Linear() would pick.
+void CheckBf16RowPaths(bool simd) {
+  SimdMode mode(simd);
+  for (const Shape& s : Shapes()) {
+    for (bool with_bias : {false, true}) {
+      INFO(Describe(s, torch::kBFloat16, with_bias, simd));
+      const torch::Tensor w = RandomWeight(s.out, s.in, torch::kBFloat16);
+      const torch::Tensor b = with_bias ? torch::randn({s.out}) : torch::Tensor();
+      for (int64_t m : {1, 2, 3, 5, 8, 33}) {
+        INFO("rows " << m);
+        const torch::Tensor x = torch::randn({m, s.in});
+        RequireClose(kernels::CpuMatMulBf16(x, w, b), x, w, b);
+        RequireClose(kernels::CpuTiledGemmBf16(x, w, b), x, w, b);
+      }
+    }
+  }
+}
+
+TEST_CASE("bf16 blocked kernel and tiled GEMM on any row count, SIMD", "[linear]") {
+  CheckBf16RowPaths(true);
+}
+TEST_CASE("bf16 blocked kernel and tiled GEMM on any row count, scalar", "[linear]") {
+  CheckBf16RowPaths(false);
+}
+
+TEST_CASE("tiled GEMM crosses tile boundaries", "[linear]") {
+  // More rows than one tile holds, and a last tile that is not full.
+  const int64_t in = 64;
+  const int64_t out = 3 * kernels::kGemmTileBytes / (in * 4) + 5;
+  const torch::Tensor w = RandomWeight(out, in, torch::kBFloat16);
+  const torch::Tensor b = torch::randn({out});
+  const torch::Tensor x = torch::randn({3, in});
+  RequireClose(kernels::CpuTiledGemmBf16(x, w, b), x, w, b);
 }
 
 TEST_CASE("a bf16 bias is accepted with bf16 weights", "[linear]") {

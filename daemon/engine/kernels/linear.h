@@ -23,7 +23,9 @@ namespace medq::engine {
 //     float32 or bf16 weights -> own matrix-vector kernel, output rows split
 //     across the intra-op threads, bias added in the same pass;
 //   several rows: float32 weights -> at::linear (BLAS GEMM);
-//     bf16 weights -> own kernel that reads each weight row once for all rows.
+//     bf16 weights -> up to kTiledGemmMinRows - 1 rows, own kernel that reads
+//     each weight row once for all rows; from kTiledGemmMinRows rows, weight
+//     tiles converted to float32 and multiplied with BLAS GEMM.
 // Autograd: when grad mode is on and an argument requires grad, the baseline
 // path is taken, so gradients stay correct; inference runs in InferenceMode.
 torch::Tensor Linear(const torch::Tensor& x, const torch::Tensor& weight,
@@ -31,12 +33,18 @@ torch::Tensor Linear(const torch::Tensor& x, const torch::Tensor& weight,
 
 // The implementation Linear() takes for given arguments.
 enum class LinearPath {
-  kBaseline,    // at::linear on weights converted to x's dtype (any device)
-  kGemmF32,     // CPU, float32 weights, several rows: at::linear (BLAS GEMM)
-  kMatVecF32,   // CPU, float32 weights, one row: own kernel
-  kMatVecBf16,  // CPU, bf16 weights, one row: own kernel
-  kMatMulBf16,  // CPU, bf16 weights, several rows: own blocked kernel
+  kBaseline,       // at::linear on weights converted to x's dtype (any device)
+  kGemmF32,        // CPU, float32 weights, several rows: at::linear (BLAS GEMM)
+  kMatVecF32,      // CPU, float32 weights, one row: own kernel
+  kMatVecBf16,     // CPU, bf16 weights, one row: own kernel
+  kMatMulBf16,     // CPU, bf16 weights, 2 .. kTiledGemmMinRows - 1 rows: own kernel
+  kTiledGemmBf16,  // CPU, bf16 weights, kTiledGemmMinRows rows or more: tiles + GEMM
 };
+
+// From this many rows of x, bf16 weights go through float32 tiles and GEMM
+// (faster once the multiply, not the weight read, dominates; measured with
+// kernels_bench, see bench/kernels/README.md).
+inline constexpr int64_t kTiledGemmMinRows = 32;
 
 // Which path Linear(x, weight, bias) takes; for tests and benchmarks.
 // Never throws.
