@@ -179,6 +179,7 @@ TEST_CASE("tiled GEMM crosses tile boundaries", "[linear]") {
   // More rows than one tile holds, and a last tile that is not full.
   const int64_t in = 64;
   const int64_t out = 3 * kernels::kGemmTileBytes / (in * 4) + 5;
+  static_assert(kernels::kGemmTileBytes / (64 * 4) >= kernels::kGemmTileMinRows);
   const torch::Tensor w = RandomWeight(out, in, torch::kBFloat16);
   const torch::Tensor b = torch::randn({out});
   const torch::Tensor x = torch::randn({3, in});

@@ -100,7 +100,8 @@ torch::Tensor CpuTiledGemmBf16(const torch::Tensor& x, const torch::Tensor& weig
   const torch::Tensor xc = x.reshape({m, in}).contiguous();
   const torch::Tensor b = FloatBias(bias);
   const int64_t tile_rows =
-      std::min(out, std::max<int64_t>(kRowBlock, kGemmTileBytes / (in * sizeof(float))));
+      std::min(out, std::max<int64_t>(kGemmTileMinRows,
+                                      kGemmTileBytes / (in * static_cast<int64_t>(sizeof(float)))));
   torch::Tensor y = torch::empty({m, out}, x.options());
   torch::Tensor tile = torch::empty({tile_rows, in}, x.options());
   for (int64_t r0 = 0; r0 < out; r0 += tile_rows) {

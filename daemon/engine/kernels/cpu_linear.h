@@ -26,12 +26,14 @@ torch::Tensor CpuMatVec(const torch::Tensor& x, const torch::Tensor& weight,
 torch::Tensor CpuMatMulBf16(const torch::Tensor& x, const torch::Tensor& weight,
                             const torch::Tensor& bias);
 
-// bf16 weights, any number of rows: converts tiles of weight rows (about
-// kGemmTileBytes as float32, so they stay in L2) to float32 and multiplies
-// each with BLAS GEMM. Peak memory: one tile, not a float32 weight copy.
+// bf16 weights, any number of rows: converts tiles of weight rows to float32
+// (about kGemmTileBytes, and at least kGemmTileMinRows rows so that GEMM runs
+// on a wide enough matrix) and multiplies each with BLAS GEMM. Peak extra
+// memory: one tile, not a float32 copy of the weights.
 torch::Tensor CpuTiledGemmBf16(const torch::Tensor& x, const torch::Tensor& weight,
                                const torch::Tensor& bias);
 
-inline constexpr int64_t kGemmTileBytes = 1 << 20;
+inline constexpr int64_t kGemmTileBytes = 4 << 20;
+inline constexpr int64_t kGemmTileMinRows = 128;
 
 }  // namespace medq::engine::kernels
