@@ -80,19 +80,24 @@ inline void Dot4(const T* w, int64_t in, const float* x, float out[4]) {
   }
 }
 
+// One weight row: a single sequential stream, which the hardware prefetcher
+// follows best (four interleaved short rows measured slower). Four
+// accumulators hide the FMA latency.
 template <typename T>
 inline float Dot1(const T* w, int64_t in, const float* x) {
   __m256 a = _mm256_setzero_ps(), b = _mm256_setzero_ps();
+  __m256 c = _mm256_setzero_ps(), d = _mm256_setzero_ps();
   int64_t k = 0;
-  for (; k + 16 <= in; k += 16) {
+  for (; k + 32 <= in; k += 32) {
     a = _mm256_fmadd_ps(Load8(w + k), _mm256_loadu_ps(x + k), a);
     b = _mm256_fmadd_ps(Load8(w + k + 8), _mm256_loadu_ps(x + k + 8), b);
+    c = _mm256_fmadd_ps(Load8(w + k + 16), _mm256_loadu_ps(x + k + 16), c);
+    d = _mm256_fmadd_ps(Load8(w + k + 24), _mm256_loadu_ps(x + k + 24), d);
   }
-  if (k + 8 <= in) {
+  for (; k + 8 <= in; k += 8) {
     a = _mm256_fmadd_ps(Load8(w + k), _mm256_loadu_ps(x + k), a);
-    k += 8;
   }
-  float sum = HorizontalSum(_mm256_add_ps(a, b));
+  float sum = HorizontalSum(_mm256_add_ps(_mm256_add_ps(a, b), _mm256_add_ps(c, d)));
   for (; k < in; ++k)
     sum += Scalar(w[k]) * x[k];
   return sum;
@@ -101,14 +106,7 @@ inline float Dot1(const T* w, int64_t in, const float* x) {
 template <typename T>
 void MatVec(const T* w, int64_t in, const float* x, const float* bias, float* y, int64_t row_begin,
             int64_t row_end) {
-  int64_t r = row_begin;
-  for (; r + 4 <= row_end; r += 4) {
-    float dots[4];
-    Dot4(w + r * in, in, x, dots);
-    for (int j = 0; j < 4; ++j)
-      y[r + j] = bias != nullptr ? dots[j] + bias[r + j] : dots[j];
-  }
-  for (; r < row_end; ++r) {
+  for (int64_t r = row_begin; r < row_end; ++r) {
     const float dot = Dot1(w + r * in, in, x);
     y[r] = bias != nullptr ? dot + bias[r] : dot;
   }

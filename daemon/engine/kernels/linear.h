@@ -26,6 +26,12 @@ namespace medq::engine {
 //     bf16 weights -> up to kTiledGemmMinRows - 1 rows, own kernel that reads
 //     each weight row once for all rows; from kTiledGemmMinRows rows, weight
 //     tiles converted to float32 and multiplied with BLAS GEMM.
+// Threads: the own kernels split output rows over at::get_num_threads() of
+// the calling thread (4-row blocks, at least 64 KiB of weights per thread;
+// results are bitwise the same for any thread count). LibTorch 1.13 chose 1
+// intra-op thread on our 2-core VM, so the engine should call
+// at::set_num_threads() once at worker start; bench/kernels/README.md says
+// when a second thread pays off and when (a busy machine) it hurts.
 // Autograd: when grad mode is on and an argument requires grad, the baseline
 // path is taken, so gradients stay correct; inference runs in InferenceMode.
 torch::Tensor Linear(const torch::Tensor& x, const torch::Tensor& weight,
