@@ -114,6 +114,12 @@ json MatVecCase(const Options& o, const MatrixShape& s, torch::ScalarType dtype)
          {"weight_bytes", bytes},
          {"path", engine::LinearPathName(engine::SelectLinearPath(x, w[0]))}};
   c["linear_gbps"] = GbPerSecond(o, bytes, [&](int64_t i) { engine::Linear(x, w[i % n]); });
+  if (at::get_num_threads() > 1) {
+    engine::kernels::SetOpenMpRowSplit(true);
+    c["linear_openmp_gbps"] =
+        GbPerSecond(o, bytes, [&](int64_t i) { engine::Linear(x, w[i % n]); });
+    engine::kernels::SetOpenMpRowSplit(false);
+  }
   if (o.scalar) {
     engine::SetSimdKernelsEnabled(false);
     c["linear_scalar_gbps"] =

@@ -208,10 +208,17 @@ TEST_CASE("the result does not depend on the number of threads", "[linear]") {
   at::set_num_threads(std::max(2, threads));
   const torch::Tensor y2 = Linear(x, w, b);
   const torch::Tensor ym2 = Linear(xm, w, b);
+  kernels::SetOpenMpRowSplit(true);
+  const torch::Tensor y3 = Linear(x, w, b);
+  const torch::Tensor ym3 = Linear(xm, w, b);
+  kernels::SetOpenMpRowSplit(false);
   at::set_num_threads(threads);
   // Each output row is computed whole by one thread with the same code.
   REQUIRE(torch::equal(y1, y2));
   REQUIRE(torch::equal(ym1, ym2));
+  REQUIRE(torch::equal(y1, y3));
+  REQUIRE(torch::equal(ym1, ym3));
+  RequireClose(y2, x, w, b);
 }
 
 TEST_CASE("other dtypes and layouts take the baseline path", "[linear]") {

@@ -3,33 +3,46 @@
 #include <ATen/Parallel.h>
 
 #include <algorithm>
+#include <atomic>
 #include <vector>
 
 #include "daemon/engine/kernels/cpu_features.h"
 #include "daemon/engine/kernels/dense_kernels.h"
+#include "daemon/engine/kernels/work_sharing.h"
 
 namespace medq::engine::kernels {
 namespace {
 
-// Below this many weight bytes per thread, waking another thread costs more
-// than it saves (measured with bench/kernels; see its README).
+// Rows are handed out in chunks of at least this many weight bytes: claiming
+// a chunk costs an atomic add, reading 64 KiB about 5 µs; matrices smaller
+// than one chunk stay on the calling thread.
 constexpr int64_t kMinWeightBytesPerThread = 64 * 1024;
 
 // Threads get whole blocks of kRowBlock output rows, so that the kernels
 // see the same row blocks (and round the same way) whatever the thread count.
 constexpr int64_t kRowBlock = kBf16RowBlock;
 
-// Splits output rows [0, out) into blocks across the intra-op threads, each
-// task reading at least kMinWeightBytesPerThread of weights, and calls
-// fn(row_begin, row_end) for each task.
+std::atomic<bool> g_use_openmp{false};
+
+// Splits output rows [0, out) into chunks of whole row blocks, each reading at
+// least kMinWeightBytesPerThread of weights, runs fn(row_begin, row_end) for
+// each chunk on at::get_num_threads() threads, and returns when all are done.
 template <typename Fn>
 void ParallelOverRows(int64_t out, int64_t in, size_t element_size, const Fn& fn) {
   const int64_t block_bytes =
       std::max<int64_t>(1, kRowBlock * in * static_cast<int64_t>(element_size));
   const int64_t grain = std::max<int64_t>(1, kMinWeightBytesPerThread / block_bytes);
   const int64_t blocks = (out + kRowBlock - 1) / kRowBlock;
-  at::parallel_for(0, blocks, grain, [&](int64_t begin, int64_t end) {
-    fn(begin * kRowBlock, std::min(out, end * kRowBlock));
+  if (g_use_openmp.load(std::memory_order_relaxed)) {
+    at::parallel_for(0, blocks, grain, [&](int64_t begin, int64_t end) {
+      fn(begin * kRowBlock, std::min(out, end * kRowBlock));
+    });
+    return;
+  }
+  const int64_t chunks = (blocks + grain - 1) / grain;
+  ShareWork(chunks, at::get_num_threads() - 1, [&](int64_t chunk) {
+    const int64_t begin = chunk * grain * kRowBlock;
+    fn(begin, std::min(out, begin + grain * kRowBlock));
   });
 }
 
@@ -46,6 +59,10 @@ torch::Tensor FloatBias(const torch::Tensor& bias) {
 }
 
 }  // namespace
+
+void SetOpenMpRowSplit(bool enabled) {
+  g_use_openmp.store(enabled, std::memory_order_relaxed);
+}
 
 torch::Tensor CpuMatVec(const torch::Tensor& x, const torch::Tensor& weight,
                         const torch::Tensor& bias) {

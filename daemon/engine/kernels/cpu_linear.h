@@ -33,6 +33,13 @@ torch::Tensor CpuMatMulBf16(const torch::Tensor& x, const torch::Tensor& weight,
 torch::Tensor CpuTiledGemmBf16(const torch::Tensor& x, const torch::Tensor& weight,
                                const torch::Tensor& bias);
 
+// Benchmark and test switch for how the own kernels split output rows over
+// at::get_num_threads() threads: false (the default) uses ShareWork
+// (work_sharing.h), which never waits for a thread that has not started;
+// true uses at::parallel_for (an OpenMP region, whose barrier waits for every
+// thread). Process-wide; flip it only while no Linear() call is running.
+void SetOpenMpRowSplit(bool enabled);
+
 inline constexpr int64_t kGemmTileBytes = 4 << 20;
 inline constexpr int64_t kGemmTileMinRows = 128;
 
