@@ -1,16 +1,91 @@
 #include "daemon/engine/kernels/linear.h"
 
+#include <cstdint>
+
+#include "daemon/engine/kernels/cpu_linear.h"
+
 namespace medq::engine {
+namespace {
+
+torch::Tensor BaselineLinear(const torch::Tensor& x, const torch::Tensor& weight,
+                             const torch::Tensor& bias) {
+  // Correct for every device and dtype. Weights of another dtype than x are
+  // converted per call, which is slow but exact.
+  const torch::Tensor w =
+      weight.scalar_type() == x.scalar_type() ? weight : weight.to(x.scalar_type());
+  if (!bias.defined()) return at::linear(x, w);
+  const torch::Tensor b = bias.scalar_type() == x.scalar_type() ? bias : bias.to(x.scalar_type());
+  return at::linear(x, w, b);
+}
+
+bool IsCpuFloatOrBf16(const torch::Tensor& t) {
+  return t.device().is_cpu() &&
+         (t.scalar_type() == torch::kFloat || t.scalar_type() == torch::kBFloat16);
+}
+
+bool NeedsAutograd(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias) {
+  if (!at::GradMode::is_enabled()) return false;
+  return x.requires_grad() || weight.requires_grad() || (bias.defined() && bias.requires_grad());
+}
+
+}  // namespace
+
+LinearPath SelectLinearPath(const torch::Tensor& x, const torch::Tensor& weight,
+                            const torch::Tensor& bias) {
+  if (!x.defined() || !weight.defined()) return LinearPath::kBaseline;
+  if (!x.device().is_cpu() || x.scalar_type() != torch::kFloat || x.dim() < 1) {
+    return LinearPath::kBaseline;
+  }
+  if (!IsCpuFloatOrBf16(weight) || weight.dim() != 2 || !weight.is_contiguous()) {
+    return LinearPath::kBaseline;
+  }
+  const int64_t out = weight.size(0);
+  const int64_t in = weight.size(1);
+  if (in == 0 || out == 0 || x.size(-1) != in || x.numel() == 0) return LinearPath::kBaseline;
+  if (bias.defined() && (!IsCpuFloatOrBf16(bias) || bias.dim() != 1 || bias.size(0) != out)) {
+    return LinearPath::kBaseline;
+  }
+  if (NeedsAutograd(x, weight, bias)) return LinearPath::kBaseline;
+  const bool bf16 = weight.scalar_type() == torch::kBFloat16;
+  if (x.numel() == in) return bf16 ? LinearPath::kMatVecBf16 : LinearPath::kMatVecF32;
+  if (!bf16) return LinearPath::kGemmF32;
+  return x.numel() / in >= kTiledGemmMinRows ? LinearPath::kTiledGemmBf16 : LinearPath::kMatMulBf16;
+}
+
+const char* LinearPathName(LinearPath path) {
+  switch (path) {
+    case LinearPath::kBaseline:
+      return "baseline";
+    case LinearPath::kGemmF32:
+      return "gemm_f32";
+    case LinearPath::kMatVecF32:
+      return "matvec_f32";
+    case LinearPath::kMatVecBf16:
+      return "matvec_bf16";
+    case LinearPath::kMatMulBf16:
+      return "matmul_bf16";
+    case LinearPath::kTiledGemmBf16:
+      return "tiled_gemm_bf16";
+  }
+  return "unknown";
+}
 
 torch::Tensor Linear(const torch::Tensor& x, const torch::Tensor& weight,
                      const torch::Tensor& bias) {
-  // Baseline path: correct for every device and dtype. Weights of another
-  // dtype than x are converted per call, which is slow but exact.
-  const torch::Tensor w =
-      weight.scalar_type() == x.scalar_type() ? weight : weight.to(x.scalar_type());
-  if (!bias.defined()) return torch::nn::functional::linear(x, w);
-  const torch::Tensor b = bias.scalar_type() == x.scalar_type() ? bias : bias.to(x.scalar_type());
-  return torch::nn::functional::linear(x, w, b);
+  switch (SelectLinearPath(x, weight, bias)) {
+    case LinearPath::kMatVecF32:
+    case LinearPath::kMatVecBf16:
+      return kernels::CpuMatVec(x, weight, bias);
+    case LinearPath::kMatMulBf16:
+      return kernels::CpuMatMulBf16(x, weight, bias);
+    case LinearPath::kTiledGemmBf16:
+      return kernels::CpuTiledGemmBf16(x, weight, bias);
+    case LinearPath::kGemmF32:
+      return bias.defined() ? at::linear(x, weight, bias.to(torch::kFloat)) : at::linear(x, weight);
+    case LinearPath::kBaseline:
+      break;
+  }
+  return BaselineLinear(x, weight, bias);
 }
 
 }  // namespace medq::engine

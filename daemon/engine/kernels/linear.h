@@ -14,7 +14,59 @@ namespace medq::engine {
 //   bias:   [out] or an undefined tensor.
 // The result has x's dtype and shape [..., out]. Thread-safety: pure function;
 // may use LibTorch's intra-op thread pool.
+//
+// Arguments outside this contract take the baseline path (at::linear after
+// converting the weights to x's dtype), which throws c10::Error for shapes
+// that do not fit, like any LibTorch op; the engine catches c10::Error once
+// per job. On CPU with float32 x the fast paths are (see SelectLinearPath):
+//   one row of x (x is [in], [1, in], [1, 1, in], ...):
+//     float32 or bf16 weights -> own matrix-vector kernel, output rows split
+//     across the intra-op threads, bias added in the same pass;
+//   several rows: float32 weights -> at::linear (BLAS GEMM);
+//     bf16 weights -> up to kTiledGemmMinRows - 1 rows, own kernel that reads
+//     each weight row once for all rows; from kTiledGemmMinRows rows, weight
+//     tiles converted to float32 and multiplied with BLAS GEMM.
+// Threads: the own kernels split output rows over at::get_num_threads() of
+// the calling thread (4-row blocks, at least 64 KiB of weights per thread;
+// results are bitwise the same for any thread count). LibTorch 1.13 chose 1
+// intra-op thread on our 2-core VM, so the engine should call
+// at::set_num_threads() once at worker start; bench/kernels/README.md says
+// when a second thread pays off and when (a busy machine) it hurts.
+// Autograd: when grad mode is on and an argument requires grad, the baseline
+// path is taken, so gradients stay correct; inference runs in InferenceMode.
 torch::Tensor Linear(const torch::Tensor& x, const torch::Tensor& weight,
                      const torch::Tensor& bias = {});
+
+// The implementation Linear() takes for given arguments.
+enum class LinearPath {
+  kBaseline,       // at::linear on weights converted to x's dtype (any device)
+  kGemmF32,        // CPU, float32 weights, several rows: at::linear (BLAS GEMM)
+  kMatVecF32,      // CPU, float32 weights, one row: own kernel
+  kMatVecBf16,     // CPU, bf16 weights, one row: own kernel
+  kMatMulBf16,     // CPU, bf16 weights, 2 .. kTiledGemmMinRows - 1 rows: own kernel
+  kTiledGemmBf16,  // CPU, bf16 weights, kTiledGemmMinRows rows or more: tiles + GEMM
+};
+
+// From this many rows of x, bf16 weights go through float32 tiles and GEMM
+// (faster once the multiply, not the weight read, dominates; measured with
+// kernels_bench, see bench/kernels/README.md).
+inline constexpr int64_t kTiledGemmMinRows = 32;
+
+// Which path Linear(x, weight, bias) takes; for tests and benchmarks.
+// Never throws.
+LinearPath SelectLinearPath(const torch::Tensor& x, const torch::Tensor& weight,
+                            const torch::Tensor& bias = {});
+
+// A stable lower-case name for a path, e.g. "matvec_bf16".
+const char* LinearPathName(LinearPath path);
+
+// The instruction set of Linear()'s own kernels now: "avx2_fma" or "scalar".
+const char* ActiveKernelsName();
+
+// Test and benchmark switch: false forces the portable scalar kernels, true
+// (the default) restores the runtime CPU choice (AVX2+FMA when supported).
+// Process-wide; call it only while no Linear() call is running. Production
+// code never calls it.
+void SetSimdKernelsEnabled(bool enabled);
 
 }  // namespace medq::engine

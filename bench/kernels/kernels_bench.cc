@@ -1,0 +1,326 @@
+// kernels_bench: how fast medq::engine::Linear() reads weights on this CPU,
+// against LibTorch's own paths and the machine's memory bandwidth, and what
+// that means for decode speed of the two reference models. Prints one JSON
+// object on stdout; progress goes to stderr. See README.md.
+#include <ATen/Parallel.h>
+#include <torch/torch.h>
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <iostream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "bench/kernels/model_shapes.h"
+#include "bench/kernels/timing.h"
+#include "daemon/engine/kernels/cpu_linear.h"
+#include "daemon/engine/kernels/linear.h"
+
+namespace medq::bench {
+namespace {
+
+using nlohmann::json;
+
+// Copies of each benchmarked matrix are rotated until this many bytes are
+// live, so that every call reads its weights from memory, not from the 32 MB
+// L3 cache.
+constexpr double kRotationBytes = 256e6;
+
+struct Options {
+  TimingOptions timing;
+  std::string only;  // empty: every section
+  bool sweep = true;
+  bool scalar = true;
+  std::vector<int64_t> prefill_rows = {4, 16, 32, 64, 256};
+};
+
+const char* DtypeName(torch::ScalarType dtype) {
+  return dtype == torch::kBFloat16 ? "bf16" : "f32";
+}
+
+std::vector<torch::Tensor> RotatedCopies(int64_t out, int64_t in, torch::ScalarType dtype) {
+  const double bytes = static_cast<double>(out * in) * torch::elementSize(dtype);
+  const int64_t count = std::max<int64_t>(1, static_cast<int64_t>(kRotationBytes / bytes + 0.5));
+  std::vector<torch::Tensor> copies;
+  for (int64_t i = 0; i < count; ++i) {
+    copies.push_back(torch::empty({out, in}).uniform_(-0.05, 0.05).to(dtype));
+  }
+  return copies;
+}
+
+json GbPerSecond(const Options& o, double bytes, const std::function<void(int64_t)>& call) {
+  return Summary(GigabytesPerSecond(SecondsPerCall(o.timing, call), bytes));
+}
+
+json Environment() {
+  json env;
+  env["torch_version"] = TORCH_VERSION;
+  env["intra_op_threads"] = at::get_num_threads();
+  env["inter_op_threads"] = at::get_num_interop_threads();
+  env["kernels"] = engine::ActiveKernelsName();
+  std::istringstream config(at::show_config());
+  std::string line;
+  while (std::getline(config, line)) {
+    if (line.find("BLAS_INFO") != std::string::npos) env["blas_info"] = line;
+  }
+  std::istringstream parallel(at::get_parallel_info());
+  while (std::getline(parallel, line)) {
+    if (line.find("backend") != std::string::npos) env["parallel_backend"] = line;
+  }
+  return env;
+}
+
+// A vectorized sum over a 512 MB buffer: the read bandwidth Linear() can hope
+// for, with all intra-op threads and with one.
+json MemoryRead(const Options& o) {
+  const torch::Tensor buffer = torch::empty({128 * 1000 * 1000}).fill_(1.0f);
+  const double bytes = static_cast<double>(buffer.nbytes());
+  json result;
+  const int threads = at::get_num_threads();
+  for (int t : {threads, 1}) {
+    at::set_num_threads(t);
+    result[std::to_string(t) + "_threads"] =
+        GbPerSecond(o, bytes, [&](int64_t) { (void)buffer.sum().item<float>(); });
+  }
+  at::set_num_threads(threads);
+  return result;
+}
+
+// What one at::parallel_for costs with an empty body: the floor under every
+// parallel Linear() call.
+json ParallelForOverhead(const Options& o) {
+  const std::vector<double> seconds = SecondsPerCall(
+      o.timing, [](int64_t) { at::parallel_for(0, 1024, 1, [](int64_t, int64_t) {}); });
+  std::vector<double> micros;
+  for (double s : seconds)
+    micros.push_back(s * 1e6);
+  return Summary(micros);
+}
+
+json MatVecCase(const Options& o, const MatrixShape& s, torch::ScalarType dtype) {
+  const std::vector<torch::Tensor> w = RotatedCopies(s.out, s.in, dtype);
+  const double bytes = static_cast<double>(w[0].nbytes());
+  const auto n = static_cast<int64_t>(w.size());
+  const torch::Tensor x = torch::randn({1, s.in});
+  const torch::Tensor x_native = x.to(dtype);
+  const torch::Tensor x_vec = x_native.view({s.in});
+  json c{{"out", s.out},
+         {"in", s.in},
+         {"dtype", DtypeName(dtype)},
+         {"weight_bytes", bytes},
+         {"path", engine::LinearPathName(engine::SelectLinearPath(x, w[0]))}};
+  c["linear_gbps"] = GbPerSecond(o, bytes, [&](int64_t i) { engine::Linear(x, w[i % n]); });
+  if (at::get_num_threads() > 1) {
+    engine::kernels::SetOpenMpRowSplit(true);
+    c["linear_openmp_gbps"] =
+        GbPerSecond(o, bytes, [&](int64_t i) { engine::Linear(x, w[i % n]); });
+    engine::kernels::SetOpenMpRowSplit(false);
+  }
+  if (o.scalar) {
+    engine::SetSimdKernelsEnabled(false);
+    c["linear_scalar_gbps"] =
+        GbPerSecond(o, bytes, [&](int64_t i) { engine::Linear(x, w[i % n]); });
+    engine::SetSimdKernelsEnabled(true);
+  }
+  // LibTorch on the weights' own dtype (x converted to it).
+  c["at_linear_gbps"] =
+      GbPerSecond(o, bytes, [&](int64_t i) { (void)at::linear(x_native, w[i % n]); });
+  c["torch_mv_gbps"] = GbPerSecond(o, bytes, [&](int64_t i) { (void)torch::mv(w[i % n], x_vec); });
+  c["linear_seconds_median"] = bytes / c["linear_gbps"]["median"].get<double>() / 1e9;
+  return c;
+}
+
+// Several rows of x against bf16 weights: Linear()'s kernel against the
+// alternatives it could have used.
+json PrefillCase(const Options& o, const MatrixShape& s, int64_t rows) {
+  const std::vector<torch::Tensor> w = RotatedCopies(s.out, s.in, torch::kBFloat16);
+  const double bytes = static_cast<double>(w[0].nbytes());
+  const auto n = static_cast<int64_t>(w.size());
+  const torch::Tensor x = torch::randn({rows, s.in});
+  const torch::Tensor w_f32 = w[0].to(torch::kFloat);
+  const double flops = 2.0 * static_cast<double>(rows * s.out * s.in);
+  auto gflops = [&](const std::function<void(int64_t)>& call) {
+    std::vector<double> rates;
+    for (double sec : SecondsPerCall(o.timing, call))
+      rates.push_back(flops / sec / 1e9);
+    return Summary(rates);
+  };
+  json c{
+      {"out", s.out},          {"in", s.in},
+      {"rows", rows},          {"dtype", "bf16"},
+      {"weight_bytes", bytes}, {"path", engine::LinearPathName(engine::SelectLinearPath(x, w[0]))}};
+  const torch::Tensor none;
+  c["linear_gflops"] = gflops([&](int64_t i) { engine::Linear(x, w[i % n]); });
+  c["matmul_bf16_gflops"] =
+      gflops([&](int64_t i) { engine::kernels::CpuMatMulBf16(x, w[i % n], none); });
+  c["tiled_gemm_bf16_gflops"] =
+      gflops([&](int64_t i) { engine::kernels::CpuTiledGemmBf16(x, w[i % n], none); });
+  c["convert_then_gemm_gflops"] =
+      gflops([&](int64_t i) { (void)at::linear(x, w[i % n].to(torch::kFloat)); });
+  // Not an option for bf16 weights (it needs the float32 copy in memory), but
+  // the GEMM speed the other two are bounded by. One copy: it may be cached.
+  c["f32_gemm_cached_gflops"] = gflops([&](int64_t) { (void)at::linear(x, w_f32); });
+  return c;
+}
+
+struct ModelWeights {
+  std::vector<std::vector<torch::Tensor>> layers;  // per layer, LayerMatrices() order
+  std::vector<torch::Tensor> biases;               // q, k, v biases (shared)
+  torch::Tensor lm_head;
+};
+
+ModelWeights AllocateModel(const ModelShape& m, torch::ScalarType dtype) {
+  ModelWeights weights;
+  for (int64_t l = 0; l < m.layers; ++l) {
+    std::vector<torch::Tensor> layer;
+    for (const MatrixShape& s : m.LayerMatrices()) {
+      layer.push_back(torch::empty({s.out, s.in}).uniform_(-0.05, 0.05).to(dtype));
+    }
+    weights.layers.push_back(std::move(layer));
+  }
+  if (m.qkv_bias) {
+    for (int j = 0; j < 3; ++j)
+      weights.biases.push_back(torch::randn({m.LayerMatrices()[j].out}));
+  }
+  weights.lm_head = torch::empty({m.vocab, m.hidden}).uniform_(-0.05, 0.05).to(dtype);
+  return weights;
+}
+
+// Every dense layer of one decode step, in order, through Linear(): the
+// measured ceiling of decode speed set by the Linear part alone.
+json ModelSweep(const Options& o, const ModelShape& m, torch::ScalarType dtype) {
+  const ModelWeights weights = AllocateModel(m, dtype);
+  const torch::Tensor xh = torch::randn({1, m.hidden});
+  const torch::Tensor xi = torch::randn({1, m.intermediate});
+  const torch::Tensor xq = torch::randn({1, m.heads * m.head_dim});
+  const std::vector<double> seconds = SecondsPerCall(o.timing, [&](int64_t) {
+    for (const std::vector<torch::Tensor>& layer : weights.layers) {
+      for (size_t j = 0; j < layer.size(); ++j) {
+        const torch::Tensor& x = j == 6 ? xi : (j == 3 ? xq : xh);
+        const torch::Tensor bias = j < weights.biases.size() ? weights.biases[j] : torch::Tensor();
+        engine::Linear(x, layer[j], bias);
+      }
+    }
+    engine::Linear(xh, weights.lm_head);
+  });
+  std::vector<double> tokens_per_s;
+  for (double s : seconds)
+    tokens_per_s.push_back(1.0 / s);
+  return Summary(tokens_per_s);
+}
+
+json Models(const Options& o, const std::map<std::pair<std::string, int64_t>, double>& seconds) {
+  json models = json::array();
+  for (const ModelShape& m : BenchModels()) {
+    for (torch::ScalarType dtype : {torch::kFloat, torch::kBFloat16}) {
+      const std::string dt = DtypeName(dtype);
+      json c{{"model", m.name},
+             {"dtype", dt},
+             {"weight_bytes_per_token", m.ElementsPerToken() * torch::elementSize(dtype)},
+             {"llama_cpp_tok_s",
+              dtype == torch::kFloat ? m.llama_cpp_f32_tok_s : m.llama_cpp_f16_tok_s},
+             {"llama_cpp_dtype", dtype == torch::kFloat ? "F32" : "F16"}};
+      // Estimate: the medians of the single-matrix runs, summed over the model.
+      double total = 0.0;
+      bool complete = true;
+      auto add = [&](const MatrixShape& s, int64_t count) {
+        const auto it = seconds.find({dt, s.out * 1000000 + s.in});
+        if (it == seconds.end()) {
+          complete = false;
+        } else {
+          total += it->second * static_cast<double>(count);
+        }
+      };
+      for (const MatrixShape& s : m.LayerMatrices())
+        add(s, m.layers);
+      add(m.LmHead(), 1);
+      if (complete) {
+        c["estimate_ms_per_token"] = total * 1e3;
+        c["estimate_tok_s"] = 1.0 / total;
+      }
+      if (o.sweep) {
+        std::cerr << "sweep " << m.name << " " << dt << "\n";
+        c["sweep_tok_s"] = ModelSweep(o, m, dtype);
+      }
+      models.push_back(c);
+    }
+  }
+  return models;
+}
+
+bool Wanted(const Options& o, const char* section) {
+  return o.only.empty() || o.only == section;
+}
+
+int Run(const Options& o) {
+  c10::InferenceMode inference;
+  json report;
+  report["environment"] = Environment();
+  report["note"] =
+      "timings on a shared 2-core machine; compare runs taken close together, and the "
+      "medians rather than single values";
+  report["repeats"] = o.timing.repeats;
+  if (Wanted(o, "memory")) {
+    std::cerr << "memory read\n";
+    report["memory_read_gbps"] = MemoryRead(o);
+    report["parallel_for_overhead_us"] = ParallelForOverhead(o);
+  }
+  std::map<std::pair<std::string, int64_t>, double> seconds;  // (dtype, out*1e6+in)
+  if (Wanted(o, "matvec") || Wanted(o, "models")) {
+    json cases = json::array();
+    for (torch::ScalarType dtype : {torch::kFloat, torch::kBFloat16}) {
+      for (const MatrixShape& s : BenchMatrices()) {
+        std::cerr << "matvec " << DtypeName(dtype) << " " << s.out << "x" << s.in << "\n";
+        json c = MatVecCase(o, s, dtype);
+        seconds[{DtypeName(dtype), s.out * 1000000 + s.in}] = c["linear_seconds_median"];
+        cases.push_back(std::move(c));
+      }
+    }
+    report["matvec"] = std::move(cases);
+  }
+  if (Wanted(o, "prefill")) {
+    json cases = json::array();
+    for (const MatrixShape& s : BenchMatrices()) {
+      if (s.out * s.in > 10'000'000) continue;  // lm_head is not run on prefill rows
+      for (int64_t rows : o.prefill_rows) {
+        std::cerr << "prefill bf16 " << s.out << "x" << s.in << " rows " << rows << "\n";
+        cases.push_back(PrefillCase(o, s, rows));
+      }
+    }
+    report["prefill_bf16"] = std::move(cases);
+  }
+  if (Wanted(o, "models")) report["models"] = Models(o, seconds);
+  std::cout << report.dump(2) << std::endl;
+  return 0;
+}
+
+}  // namespace
+}  // namespace medq::bench
+
+int main(int argc, char** argv) {
+  CLI::App app{"Benchmark medq's Linear() kernels; prints JSON"};
+  medq::bench::Options options;
+  int threads = 0;
+  app.add_option("--repeats", options.timing.repeats, "Measurements per case")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--min-time", options.timing.min_seconds, "Seconds each measurement loops")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--only", options.only, "One section: memory, matvec, prefill or models")
+      ->check(CLI::IsMember({"memory", "matvec", "prefill", "models"}));
+  app.add_option("--threads", threads, "Intra-op threads (default: LibTorch's choice)");
+  app.add_option("--prefill-rows", options.prefill_rows, "Rows of x in the prefill cases");
+  app.add_flag("!--no-sweep", options.sweep, "Skip the whole-model sweeps (they allocate 3 GB)");
+  app.add_flag("!--no-scalar", options.scalar, "Skip the scalar-kernel figures");
+  CLI11_PARSE(app, argc, argv);
+  if (threads > 0) at::set_num_threads(threads);
+  try {
+    return medq::bench::Run(options);
+  } catch (const std::exception& e) {
+    std::cerr << "kernels_bench: " << e.what() << "\n";
+    return 1;
+  }
+}

@@ -1,0 +1,51 @@
+#include "daemon/engine/kernels/cpu_features.h"
+
+#include <atomic>
+
+#include "daemon/engine/kernels/linear.h"
+
+namespace medq::engine::kernels {
+namespace {
+
+// Read by ActiveKernels(), written by the test switch in linear.h.
+std::atomic<bool> g_simd_enabled{true};
+
+bool DetectAvx2Fma() {
+#if MEDQ_KERNELS_HAVE_AVX2
+  // GCC and Clang check the OS's XSAVE support for the YMM state too.
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+#else
+  return false;
+#endif
+}
+
+}  // namespace
+
+bool CpuSupportsAvx2Fma() {
+  static const bool supported = DetectAvx2Fma();
+  return supported;
+}
+
+const DenseKernels& ActiveKernels() {
+#if MEDQ_KERNELS_HAVE_AVX2
+  if (g_simd_enabled.load(std::memory_order_relaxed) && CpuSupportsAvx2Fma()) {
+    return Avx2FmaKernels();
+  }
+#endif
+  return ScalarKernels();
+}
+
+}  // namespace medq::engine::kernels
+
+namespace medq::engine {
+
+void SetSimdKernelsEnabled(bool enabled) {
+  kernels::g_simd_enabled.store(enabled, std::memory_order_relaxed);
+}
+
+const char* ActiveKernelsName() {
+  return kernels::ActiveKernels().name;
+}
+
+}  // namespace medq::engine

@@ -1,0 +1,135 @@
+#include "daemon/engine/kernels/cpu_linear.h"
+
+#include <ATen/Parallel.h>
+
+#include <algorithm>
+#include <atomic>
+#include <vector>
+
+#include "daemon/engine/kernels/cpu_features.h"
+#include "daemon/engine/kernels/dense_kernels.h"
+#include "daemon/engine/kernels/work_sharing.h"
+
+namespace medq::engine::kernels {
+namespace {
+
+// Rows are handed out in chunks of at least this many weight bytes: claiming
+// a chunk costs an atomic add, reading 64 KiB about 5 µs; matrices smaller
+// than one chunk stay on the calling thread.
+constexpr int64_t kMinWeightBytesPerThread = 64 * 1024;
+
+// Threads get whole blocks of kRowBlock output rows, so that the kernels
+// see the same row blocks (and round the same way) whatever the thread count.
+constexpr int64_t kRowBlock = kBf16RowBlock;
+
+std::atomic<bool> g_use_openmp{false};
+
+// Splits output rows [0, out) into chunks of whole row blocks, each reading at
+// least kMinWeightBytesPerThread of weights, runs fn(row_begin, row_end) for
+// each chunk on at::get_num_threads() threads, and returns when all are done.
+template <typename Fn>
+void ParallelOverRows(int64_t out, int64_t in, size_t element_size, const Fn& fn) {
+  const int64_t block_bytes =
+      std::max<int64_t>(1, kRowBlock * in * static_cast<int64_t>(element_size));
+  const int64_t grain = std::max<int64_t>(1, kMinWeightBytesPerThread / block_bytes);
+  const int64_t blocks = (out + kRowBlock - 1) / kRowBlock;
+  if (g_use_openmp.load(std::memory_order_relaxed)) {
+    at::parallel_for(0, blocks, grain, [&](int64_t begin, int64_t end) {
+      fn(begin * kRowBlock, std::min(out, end * kRowBlock));
+    });
+    return;
+  }
+  const int64_t chunks = (blocks + grain - 1) / grain;
+  ShareWork(chunks, at::get_num_threads() - 1, [&](int64_t chunk) {
+    const int64_t begin = chunk * grain * kRowBlock;
+    fn(begin, std::min(out, begin + grain * kRowBlock));
+  });
+}
+
+std::vector<int64_t> OutputSizes(const torch::Tensor& x, int64_t out) {
+  std::vector<int64_t> sizes(x.sizes().begin(), x.sizes().end());
+  sizes.back() = out;
+  return sizes;
+}
+
+// Bias as a contiguous float32 buffer, or undefined.
+torch::Tensor FloatBias(const torch::Tensor& bias) {
+  if (!bias.defined()) return bias;
+  return bias.to(torch::kFloat).contiguous();
+}
+
+}  // namespace
+
+void SetOpenMpRowSplit(bool enabled) {
+  g_use_openmp.store(enabled, std::memory_order_relaxed);
+}
+
+torch::Tensor CpuMatVec(const torch::Tensor& x, const torch::Tensor& weight,
+                        const torch::Tensor& bias) {
+  const int64_t out = weight.size(0);
+  const int64_t in = weight.size(1);
+  const torch::Tensor xc = x.contiguous();
+  const torch::Tensor b = FloatBias(bias);
+  torch::Tensor y = torch::empty(OutputSizes(x, out), x.options());
+  const float* xp = xc.data_ptr<float>();
+  const float* bp = b.defined() ? b.data_ptr<float>() : nullptr;
+  float* yp = y.data_ptr<float>();
+  const DenseKernels& k = ActiveKernels();
+  if (weight.scalar_type() == torch::kFloat) {
+    const float* wp = weight.data_ptr<float>();
+    ParallelOverRows(out, in, sizeof(float), [&](int64_t begin, int64_t end) {
+      k.matvec_f32(wp, in, xp, bp, yp, begin, end);
+    });
+  } else {
+    const auto* wp = reinterpret_cast<const uint16_t*>(weight.data_ptr<at::BFloat16>());
+    ParallelOverRows(out, in, sizeof(uint16_t), [&](int64_t begin, int64_t end) {
+      k.matvec_bf16(wp, in, xp, bp, yp, begin, end);
+    });
+  }
+  return y;
+}
+
+torch::Tensor CpuMatMulBf16(const torch::Tensor& x, const torch::Tensor& weight,
+                            const torch::Tensor& bias) {
+  const int64_t out = weight.size(0);
+  const int64_t in = weight.size(1);
+  const int64_t m = x.numel() / in;
+  const torch::Tensor xc = x.reshape({m, in}).contiguous();
+  const torch::Tensor b = FloatBias(bias);
+  torch::Tensor y = torch::empty(OutputSizes(x, out), x.options());
+  const float* xp = xc.data_ptr<float>();
+  const float* bp = b.defined() ? b.data_ptr<float>() : nullptr;
+  float* yp = y.data_ptr<float>();
+  const auto* wp = reinterpret_cast<const uint16_t*>(weight.data_ptr<at::BFloat16>());
+  const DenseKernels& k = ActiveKernels();
+  ParallelOverRows(out, in, sizeof(uint16_t), [&](int64_t begin, int64_t end) {
+    std::vector<float> scratch(static_cast<size_t>(kBf16RowBlock * in));
+    k.matmul_bf16(wp, in, out, xp, m, bp, yp, begin, end, scratch.data());
+  });
+  return y;
+}
+
+torch::Tensor CpuTiledGemmBf16(const torch::Tensor& x, const torch::Tensor& weight,
+                               const torch::Tensor& bias) {
+  const int64_t out = weight.size(0);
+  const int64_t in = weight.size(1);
+  const int64_t m = x.numel() / in;
+  const torch::Tensor xc = x.reshape({m, in}).contiguous();
+  const torch::Tensor b = FloatBias(bias);
+  const int64_t tile_rows =
+      std::min(out, std::max<int64_t>(kGemmTileMinRows,
+                                      kGemmTileBytes / (in * static_cast<int64_t>(sizeof(float)))));
+  torch::Tensor y = torch::empty({m, out}, x.options());
+  torch::Tensor tile = torch::empty({tile_rows, in}, x.options());
+  for (int64_t r0 = 0; r0 < out; r0 += tile_rows) {
+    const int64_t rows = std::min(tile_rows, out - r0);
+    torch::Tensor t = tile.narrow(0, 0, rows);
+    t.copy_(weight.narrow(0, r0, rows));
+    torch::Tensor part =
+        b.defined() ? at::addmm(b.narrow(0, r0, rows), xc, t.t()) : at::mm(xc, t.t());
+    y.narrow(1, r0, rows).copy_(part);
+  }
+  return y.view(OutputSizes(x, out));
+}
+
+}  // namespace medq::engine::kernels

@@ -1,0 +1,46 @@
+// The CPU fast paths behind Linear(), callable one by one so that tests and
+// kernels_bench can run each path on any shape. The engine calls Linear().
+//
+// Common preconditions (what SelectLinearPath() checks before choosing one of
+// these; violating them is undefined behaviour, not an error):
+//   x:      float32, CPU, [..., in] with at least one row; any strides.
+//   weight: [out, in], contiguous, CPU, in > 0 and out > 0; dtype as named.
+//   bias:   undefined, or [out] float32/bf16 on CPU; any strides.
+// Each returns a new float32 tensor of shape [..., out] holding
+// x · weightᵀ + bias, accumulated in float32, and may use LibTorch's intra-op
+// threads. Thread-safety: pure functions.
+#pragma once
+
+#include <torch/torch.h>
+
+namespace medq::engine::kernels {
+
+// Exactly one row of x (x.numel() == in), float32 or bf16 weights: the
+// matrix-vector kernel of ActiveKernels(), output rows split across the
+// intra-op threads.
+torch::Tensor CpuMatVec(const torch::Tensor& x, const torch::Tensor& weight,
+                        const torch::Tensor& bias);
+
+// bf16 weights, any number of rows: reads each block of weight rows once and
+// applies it to every row of x (ActiveKernels().matmul_bf16).
+torch::Tensor CpuMatMulBf16(const torch::Tensor& x, const torch::Tensor& weight,
+                            const torch::Tensor& bias);
+
+// bf16 weights, any number of rows: converts tiles of weight rows to float32
+// (about kGemmTileBytes, and at least kGemmTileMinRows rows so that GEMM runs
+// on a wide enough matrix) and multiplies each with BLAS GEMM. Peak extra
+// memory: one tile, not a float32 copy of the weights.
+torch::Tensor CpuTiledGemmBf16(const torch::Tensor& x, const torch::Tensor& weight,
+                               const torch::Tensor& bias);
+
+// Benchmark and test switch for how the own kernels split output rows over
+// at::get_num_threads() threads: false (the default) uses ShareWork
+// (work_sharing.h), which never waits for a thread that has not started;
+// true uses at::parallel_for (an OpenMP region, whose barrier waits for every
+// thread). Process-wide; flip it only while no Linear() call is running.
+void SetOpenMpRowSplit(bool enabled);
+
+inline constexpr int64_t kGemmTileBytes = 4 << 20;
+inline constexpr int64_t kGemmTileMinRows = 128;
+
+}  // namespace medq::engine::kernels

@@ -1,0 +1,52 @@
+// Internal to medq_kernels: the raw dense kernels behind Linear(), one table
+// per instruction set. Nothing outside this folder includes this header.
+//
+// All kernels take row-major, contiguous buffers, accumulate in float32, and
+// write the output rows [row_begin, row_end) only, so that callers can split
+// the output rows across threads. bf16 values are passed as their raw 16-bit
+// patterns (the upper half of a float32). The caller guarantees the sizes: no
+// kernel checks its arguments.
+#pragma once
+
+#include <cstdint>
+
+namespace medq::engine::kernels {
+
+// y[r] = dot(w[r, 0:in], x) + (bias ? bias[r] : 0), for r in [row_begin, row_end).
+// w is [out, in] float32.
+using MatVecF32Fn = void (*)(const float* w, int64_t in, const float* x, const float* bias,
+                             float* y, int64_t row_begin, int64_t row_end);
+
+// Same with w [out, in] bf16.
+using MatVecBf16Fn = void (*)(const uint16_t* w, int64_t in, const float* x, const float* bias,
+                              float* y, int64_t row_begin, int64_t row_end);
+
+// Several input rows against bf16 weights: for every i in [0, m) and
+// r in [row_begin, row_end), y[i, r] = dot(w[r, :], x[i, :]) + bias[r].
+// x is [m, in], y is [m, out]. Each weight row is read from memory once per
+// call, whatever m is. scratch holds kBf16RowBlock * in floats, owned by the
+// caller and used by this call only (one per thread).
+using MatMulBf16Fn = void (*)(const uint16_t* w, int64_t in, int64_t out, const float* x, int64_t m,
+                              const float* bias, float* y, int64_t row_begin, int64_t row_end,
+                              float* scratch);
+
+struct DenseKernels {
+  const char* name;
+  MatVecF32Fn matvec_f32;
+  MatVecBf16Fn matvec_bf16;
+  MatMulBf16Fn matmul_bf16;
+};
+
+// The portable kernels; run on every x86-64 (and any other) CPU.
+const DenseKernels& ScalarKernels();
+
+// The AVX2+FMA kernels (dense_kernels_avx2.cc, the only file built with
+// -mavx2 -mfma). Precondition: the CPU supports AVX2 and FMA; calling one of
+// these kernels on another CPU is an illegal instruction.
+const DenseKernels& Avx2FmaKernels();
+
+// Weight rows converted per step by MatMulBf16Fn kernels: a block of this many
+// rows, converted to float32, is reused for every input row.
+inline constexpr int64_t kBf16RowBlock = 4;
+
+}  // namespace medq::engine::kernels

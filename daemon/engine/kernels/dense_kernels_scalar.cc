@@ -1,0 +1,77 @@
+// Portable dense kernels: plain C++, no intrinsics. Used on CPUs without
+// AVX2/FMA and, through the test switch, to check the SIMD kernels against.
+#include <cstring>
+#include "daemon/engine/kernels/dense_kernels.h"
+
+namespace medq::engine::kernels {
+namespace {
+
+// Eight independent partial sums: shorter dependency chains than one running
+// sum, and the compiler may vectorize them with the baseline ISA.
+constexpr int kLanes = 8;
+
+inline float Bf16ToF32(uint16_t bits) {
+  const uint32_t widened = static_cast<uint32_t>(bits) << 16;
+  float value;
+  std::memcpy(&value, &widened, sizeof(value));
+  return value;
+}
+
+template <typename Load>
+inline float Dot(int64_t in, const float* x, Load load) {
+  float acc[kLanes] = {};
+  int64_t k = 0;
+  for (; k + kLanes <= in; k += kLanes) {
+    for (int l = 0; l < kLanes; ++l)
+      acc[l] += load(k + l) * x[k + l];
+  }
+  for (; k < in; ++k)
+    acc[0] += load(k) * x[k];
+  float sum = 0.0f;
+  for (float a : acc)
+    sum += a;
+  return sum;
+}
+
+void MatVecF32(const float* w, int64_t in, const float* x, const float* bias, float* y,
+               int64_t row_begin, int64_t row_end) {
+  for (int64_t r = row_begin; r < row_end; ++r) {
+    const float* row = w + r * in;
+    const float dot = Dot(in, x, [row](int64_t k) { return row[k]; });
+    y[r] = bias != nullptr ? dot + bias[r] : dot;
+  }
+}
+
+void MatVecBf16(const uint16_t* w, int64_t in, const float* x, const float* bias, float* y,
+                int64_t row_begin, int64_t row_end) {
+  for (int64_t r = row_begin; r < row_end; ++r) {
+    const uint16_t* row = w + r * in;
+    const float dot = Dot(in, x, [row](int64_t k) { return Bf16ToF32(row[k]); });
+    y[r] = bias != nullptr ? dot + bias[r] : dot;
+  }
+}
+
+void MatMulBf16(const uint16_t* w, int64_t in, int64_t out, const float* x, int64_t m,
+                const float* bias, float* y, int64_t row_begin, int64_t row_end, float* block) {
+  for (int64_t r0 = row_begin; r0 < row_end; r0 += kBf16RowBlock) {
+    const int64_t rows = r0 + kBf16RowBlock <= row_end ? kBf16RowBlock : row_end - r0;
+    for (int64_t j = 0; j < rows * in; ++j)
+      block[j] = Bf16ToF32(w[r0 * in + j]);
+    for (int64_t i = 0; i < m; ++i) {
+      MatVecF32(block, in, x + i * in, nullptr, y + i * out + r0, 0, rows);
+      if (bias != nullptr) {
+        for (int64_t j = 0; j < rows; ++j)
+          y[i * out + r0 + j] += bias[r0 + j];
+      }
+    }
+  }
+}
+
+}  // namespace
+
+const DenseKernels& ScalarKernels() {
+  static constexpr DenseKernels kTable{"scalar", &MatVecF32, &MatVecBf16, &MatMulBf16};
+  return kTable;
+}
+
+}  // namespace medq::engine::kernels

@@ -1,0 +1,114 @@
+#include "daemon/engine/kernels/work_sharing.h"
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace medq::engine::kernels {
+namespace {
+
+// One call of ShareWork. Helpers hold it by shared_ptr, so a helper that
+// wakes after the call returned only touches this object, never fn.
+struct Job {
+  int64_t chunks = 0;
+  // Valid while the caller waits, i.e. while a claimed chunk is unfinished:
+  // a helper dereferences it only after claiming a chunk.
+  const std::function<void(int64_t)>* fn = nullptr;
+  std::atomic<int64_t> next{0};
+  std::atomic<int64_t> done{0};
+};
+
+// Claims and runs chunks until none is left.
+void Drain(Job& job) {
+  for (;;) {
+    const int64_t chunk = job.next.fetch_add(1, std::memory_order_relaxed);
+    if (chunk >= job.chunks) return;
+    (*job.fn)(chunk);
+    job.done.fetch_add(1, std::memory_order_release);
+  }
+}
+
+// How long an idle helper polls for the next job before it sleeps: decode
+// calls Linear() every few tens of microseconds, so a polling helper picks
+// the next job up at once, and an idle daemon stops using the CPU.
+constexpr auto kSpinTime = std::chrono::microseconds(200);
+
+class Pool {
+ public:
+  void Run(int64_t chunks, int helpers, const std::function<void(int64_t)>& fn) {
+    std::lock_guard<std::mutex> serial(run_mutex_);
+    Grow(helpers);
+    auto job = std::make_shared<Job>();
+    job->chunks = chunks;
+    job->fn = &fn;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      current_ = job;
+      generation_.fetch_add(1, std::memory_order_release);
+    }
+    wake_.notify_all();
+    Drain(*job);
+    // Only chunks claimed by a helper can still be running.
+    while (job->done.load(std::memory_order_acquire) < chunks)
+      std::this_thread::yield();
+  }
+
+ private:
+  void Grow(int helpers) {
+    while (static_cast<int>(threads_.size()) < helpers) {
+      threads_.emplace_back([this] { HelperLoop(); });
+      threads_.back().detach();
+    }
+  }
+
+  void HelperLoop() {
+    uint64_t seen = 0;
+    for (;;) {
+      const auto spin_until = std::chrono::steady_clock::now() + kSpinTime;
+      while (generation_.load(std::memory_order_acquire) == seen &&
+             std::chrono::steady_clock::now() < spin_until) {
+        std::this_thread::yield();
+      }
+      std::shared_ptr<Job> job;
+      {
+        std::unique_lock<std::mutex> lock(mutex_);
+        wake_.wait(lock, [&] { return generation_.load(std::memory_order_relaxed) != seen; });
+        seen = generation_.load(std::memory_order_relaxed);
+        job = current_;
+      }
+      if (job != nullptr) Drain(*job);
+    }
+  }
+
+  std::mutex run_mutex_;  // one job at a time
+  std::mutex mutex_;      // guards current_; generation_ changes under it
+  std::condition_variable wake_;
+  std::shared_ptr<Job> current_;
+  std::atomic<uint64_t> generation_{0};
+  std::vector<std::thread> threads_;  // detached; only their count matters
+};
+
+Pool& GlobalPool() {
+  // Never destroyed: detached helpers may still poll it while the process
+  // exits.
+  static Pool* pool = new Pool();
+  return *pool;
+}
+
+}  // namespace
+
+void ShareWork(int64_t chunks, int helpers, const std::function<void(int64_t)>& fn) {
+  if (chunks <= 0) return;
+  if (helpers <= 0 || chunks == 1) {
+    for (int64_t c = 0; c < chunks; ++c)
+      fn(c);
+    return;
+  }
+  GlobalPool().Run(chunks, helpers, fn);
+}
+
+}  // namespace medq::engine::kernels
