@@ -31,7 +31,10 @@ at::Tensor Attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor&
   std::optional<at::Tensor> mask_g;
   if (mask.has_value()) mask_g = group == 1 ? *mask : mask->repeat({group, 1});
 #if TORCH_VERSION_MAJOR >= 2
-  const at::Tensor out = at::scaled_dot_product_attention(qg, k, v, mask_g, 0.0, false);
+  // c10::optional is not std::optional before LibTorch 2.3; convert explicitly.
+  c10::optional<at::Tensor> attn_mask;
+  if (mask_g.has_value()) attn_mask = *mask_g;
+  const at::Tensor out = at::scaled_dot_product_attention(qg, k, v, attn_mask, 0.0, false);
 #else
   // transformers' eager path: (q · kᵀ) / sqrt(D), masked, softmax in float32.
   at::Tensor scores = at::matmul(qg, k.transpose(-1, -2)) / std::sqrt(static_cast<double>(d));

@@ -156,6 +156,9 @@ Result<GenerateResult> Generate(const Model& model, const GenerateRequest& reque
 
 void InitWorkerThread(int num_threads) {
   if (num_threads > 0) at::set_num_threads(num_threads);
+  // fp32 on a GPU means fp32: TF32 matmuls would move logits by ~1e-2.
+  at::globalContext().setAllowTF32CuBLAS(false);
+  at::globalContext().setAllowTF32CuDNN(false);
 }
 
 }  // namespace medq::engine

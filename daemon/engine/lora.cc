@@ -113,6 +113,7 @@ bool ParseName(const std::string& name, int64_t* layer, std::string* module, cha
 
 Result<std::shared_ptr<const Model>> MergeAdapter(const std::shared_ptr<const Model>& base,
                                                   const std::filesystem::path& dir) {
+  c10::InferenceMode inference_mode;
   std::error_code ec;
   if (!std::filesystem::is_directory(dir, ec)) {
     return Error(ErrorCode::kModelNotFound,
@@ -156,7 +157,6 @@ Result<std::shared_ptr<const Model>> MergeAdapter(const std::shared_ptr<const Mo
   }
   if (pairs.empty()) return Refuse(weights_path, "holds no LoRA weights");
 
-  c10::InferenceMode inference_mode;
   auto model = std::make_shared<Model>(*base);  // shares every tensor with base
   const double scale = config.rslora ? config.alpha / std::sqrt(static_cast<double>(config.r))
                                      : config.alpha / static_cast<double>(config.r);

@@ -144,6 +144,8 @@ Result<std::shared_ptr<const SafetensorsFile>> SafetensorsFile::Open(
     return Error(ErrorCode::kInternal,
                  "cannot memory-map " + path.string() + ": " + std::strerror(map_err));
   }
+  // Weights are read front to back right after opening: start the reads now.
+  ::madvise(map, file_size, MADV_WILLNEED);
   std::shared_ptr<SafetensorsFile> file(new SafetensorsFile());
   file->path_ = path;
   file->map_ = map;
