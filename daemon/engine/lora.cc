@@ -184,6 +184,8 @@ Result<std::shared_ptr<const Model>> MergeAdapter(const std::shared_ptr<const Mo
     const at::Tensor delta = at::matmul(p.b.to(w->device()), p.a.to(w->device())) * scale;
     *w = (w->to(at::kFloat) + delta).to(w->scalar_type()).contiguous();
   }
+  for (auto& [key, p] : pairs)
+    FuseProjections(model->weights.layers[static_cast<size_t>(key.first)]);
   model->info.parameter_bytes = ParameterBytes(model->weights);
   return std::shared_ptr<const Model>(std::move(model));
 }

@@ -39,7 +39,7 @@ void RopeTables(const at::Tensor& inv_freq, int64_t positions, at::Device device
 at::Tensor ApplyRope(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin) {
   const int64_t half = x.size(-1) / 2;
   const at::Tensor rotated = at::cat({-x.narrow(-1, half, half), x.narrow(-1, 0, half)}, -1);
-  return x * cos + rotated * sin;
+  return (x * cos).add_(rotated.mul_(sin));
 }
 
 }  // namespace medq::engine

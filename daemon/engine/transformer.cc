@@ -10,8 +10,7 @@ namespace {
 // transformers' LlamaRMSNorm: normalise in float32, cast back, then scale.
 at::Tensor RmsNorm(const at::Tensor& x, const at::Tensor& weight, double eps) {
   const at::Tensor xf = x.to(at::kFloat);
-  const at::Tensor normed = xf * at::rsqrt(xf.pow(2).mean(-1, true) + eps);
-  return weight * normed.to(x.scalar_type());
+  return (xf * xf.pow(2).mean(-1, true).add_(eps).rsqrt_()).to(x.scalar_type()).mul_(weight);
 }
 
 at::Tensor AttentionBlock(const Model& m, const LayerWeights& l, size_t layer_index,
@@ -20,9 +19,12 @@ at::Tensor AttentionBlock(const Model& m, const LayerWeights& l, size_t layer_in
   const ModelConfig& c = m.config;
   const int64_t b = h.size(0), t = h.size(1), start = cache.length();
   // [B, T, heads * D] -> [B, heads, T, D]
-  at::Tensor q = Linear(h, l.q_proj, l.q_bias).view({b, t, c.num_heads, c.head_dim});
-  at::Tensor k = Linear(h, l.k_proj, l.k_bias).view({b, t, c.num_kv_heads, c.head_dim});
-  const at::Tensor v = Linear(h, l.v_proj, l.v_bias).view({b, t, c.num_kv_heads, c.head_dim});
+  const int64_t q_out = c.num_heads * c.head_dim, kv_out = c.num_kv_heads * c.head_dim;
+  const at::Tensor qkv = Linear(h, l.qkv_proj, l.qkv_bias);  // [B, T, q_out + 2 * kv_out]
+  at::Tensor q = qkv.narrow(-1, 0, q_out).view({b, t, c.num_heads, c.head_dim});
+  at::Tensor k = qkv.narrow(-1, q_out, kv_out).view({b, t, c.num_kv_heads, c.head_dim});
+  const at::Tensor v =
+      qkv.narrow(-1, q_out + kv_out, kv_out).view({b, t, c.num_kv_heads, c.head_dim});
   if (c.qk_norm) {
     q = RmsNorm(q, l.q_norm, c.rms_norm_eps);
     k = RmsNorm(k, l.k_norm, c.rms_norm_eps);
@@ -39,8 +41,11 @@ at::Tensor AttentionBlock(const Model& m, const LayerWeights& l, size_t layer_in
 }
 
 at::Tensor MlpBlock(const LayerWeights& l, const at::Tensor& h) {
-  const at::Tensor gate = at::silu(Linear(h, l.gate_proj, l.gate_bias));
-  return Linear(gate * Linear(h, l.up_proj, l.up_bias), l.down_proj, l.down_bias);
+  const at::Tensor gate_up = Linear(h, l.gate_up_proj, l.gate_up_bias);  // [B, T, 2 * inter]
+  const int64_t inter = l.gate_up_proj.size(0) / 2;
+  const at::Tensor act =
+      at::silu(gate_up.narrow(-1, 0, inter)).mul_(gate_up.narrow(-1, inter, inter));
+  return Linear(act, l.down_proj, l.down_bias);
 }
 
 }  // namespace
@@ -54,9 +59,9 @@ at::Tensor Forward(const Model& m, const at::Tensor& ids, KvCache& cache, Logits
   const auto mask = AttentionMask(start, t, c.sliding_window, m.device);
   for (size_t i = 0; i < m.weights.layers.size(); ++i) {
     const LayerWeights& l = m.weights.layers[i];
-    x = x +
-        AttentionBlock(m, l, i, RmsNorm(x, l.input_norm, c.rms_norm_eps), cache, cos, sin, mask);
-    x = x + MlpBlock(l, RmsNorm(x, l.post_norm, c.rms_norm_eps));
+    x.add_(
+        AttentionBlock(m, l, i, RmsNorm(x, l.input_norm, c.rms_norm_eps), cache, cos, sin, mask));
+    x.add_(MlpBlock(l, RmsNorm(x, l.post_norm, c.rms_norm_eps)));
   }
   cache.Advance(t);
   if (which == LogitsFor::kLastPosition) x = x.narrow(1, t - 1, 1).contiguous();

@@ -118,9 +118,44 @@ Result<ModelWeights> BuildWeights(const ModelConfig& c,
       MEDQ_TAKE(b.Vector(p + "mlp.up_proj.bias", inter, &l.up_bias));
       MEDQ_TAKE(b.Vector(p + "mlp.down_proj.bias", h, &l.down_bias));
     }
+    FuseProjections(l);
   }
   MEDQ_TAKE(b.CheckNoneLeft(c.tie_word_embeddings));
   return w;
+}
+
+namespace {
+
+// Stacks `parts` (all defined or all undefined) into *stacked and points each
+// part at its row range of it.
+void Stack(std::initializer_list<at::Tensor*> parts, at::Tensor* stacked) {
+  std::vector<at::Tensor> list;
+  bool already_views = stacked->defined();
+  int64_t offset = 0;
+  for (const at::Tensor* p : parts) {
+    if (!p->defined()) return;
+    list.push_back(*p);
+    already_views = already_views && p->storage().is_alias_of(stacked->storage()) &&
+                    p->data_ptr() == stacked->narrow(0, offset, p->size(0)).data_ptr();
+    offset += p->size(0);
+  }
+  if (already_views) return;  // untouched since the last stacking: keep sharing it
+  *stacked = at::cat(list, 0).contiguous();
+  int64_t row = 0;
+  for (at::Tensor* p : parts) {
+    const int64_t n = p->size(0);
+    *p = stacked->narrow(0, row, n);
+    row += n;
+  }
+}
+
+}  // namespace
+
+void FuseProjections(LayerWeights& l) {
+  Stack({&l.q_proj, &l.k_proj, &l.v_proj}, &l.qkv_proj);
+  Stack({&l.q_bias, &l.k_bias, &l.v_bias}, &l.qkv_bias);
+  Stack({&l.gate_proj, &l.up_proj}, &l.gate_up_proj);
+  Stack({&l.gate_bias, &l.up_bias}, &l.gate_up_bias);
 }
 
 at::Tensor* ProjectionWeight(LayerWeights& layer, std::string_view module) {
@@ -151,9 +186,10 @@ int64_t ParameterBytes(const ModelWeights& w) {
   add(w.lm_head);
   for (const auto& l : w.layers) {
     for (const at::Tensor* t :
-         {&l.input_norm, &l.post_norm, &l.q_proj, &l.k_proj, &l.v_proj, &l.o_proj, &l.q_bias,
-          &l.k_bias, &l.v_bias, &l.o_bias, &l.q_norm, &l.k_norm, &l.gate_proj, &l.up_proj,
-          &l.down_proj, &l.gate_bias, &l.up_bias, &l.down_bias}) {
+         {&l.qkv_proj,  &l.qkv_bias,  &l.gate_up_proj, &l.gate_up_bias, &l.input_norm, &l.post_norm,
+          &l.q_proj,    &l.k_proj,    &l.v_proj,       &l.o_proj,       &l.q_bias,     &l.k_bias,
+          &l.v_bias,    &l.o_bias,    &l.q_norm,       &l.k_norm,       &l.gate_proj,  &l.up_proj,
+          &l.down_proj, &l.gate_bias, &l.up_bias,      &l.down_bias}) {
       add(*t);
     }
   }

@@ -24,6 +24,11 @@ Result<ModelWeights> BuildWeights(const ModelConfig& config,
                                   std::map<std::string, CheckpointTensor> tensors,
                                   const WeightPlacement& placement);
 
+// Stacks q/k/v into qkv_proj (and gate/up into gate_up_proj), biases too,
+// and re-points the separate tensors at row views of the stacked ones. Call
+// after any of the separate tensors was replaced.
+void FuseProjections(LayerWeights& layer);
+
 // The projection matrix `module` ("q_proj", "k_proj", "v_proj", "o_proj",
 // "gate_proj", "up_proj", "down_proj") of `layer`; nullptr for another name.
 at::Tensor* ProjectionWeight(LayerWeights& layer, std::string_view module);

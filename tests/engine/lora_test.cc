@@ -30,8 +30,11 @@ TEST_CASE("a LoRA adapter matches its reference and leaves the base unchanged", 
   // Untargeted weights are shared, targeted ones are new tensors.
   const auto& bl = base->weights.layers[0];
   const auto& al = (*adapted)->weights.layers[0];
-  CHECK(bl.k_proj.data_ptr() == al.k_proj.data_ptr());
-  CHECK(bl.q_proj.data_ptr() != al.q_proj.data_ptr());
+  // (q/k/v are stacked in one tensor, so an adapted q_proj copies k and v too.)
+  CHECK(bl.gate_up_proj.data_ptr() == al.gate_up_proj.data_ptr());
+  CHECK(bl.input_norm.data_ptr() == al.input_norm.data_ptr());
+  CHECK(bl.qkv_proj.data_ptr() != al.qkv_proj.data_ptr());
+  CHECK(bl.down_proj.data_ptr() != al.down_proj.data_ptr());
   CHECK(base->weights.embed.data_ptr() == (*adapted)->weights.embed.data_ptr());
 }
 
