@@ -34,6 +34,12 @@ Error ErrorFromCurrentException(const std::string& context) {
           context + ": GPU out of memory: " + FirstLine(what) + "; retry later or free memory",
           5.0);
     }
+    if (what.find("can't allocate memory") != std::string::npos) {  // DefaultCPUAllocator
+      return Error(ErrorCode::kInsufficientMemory,
+                   context + ": out of host memory: " + FirstLine(what) +
+                       "; retry later with a shorter prompt or fewer new tokens",
+                   5.0);
+    }
     return Error(ErrorCode::kInternal, context + ": LibTorch error: " + FirstLine(what));
   } catch (const std::bad_alloc&) {
     return Error(ErrorCode::kInsufficientMemory,
