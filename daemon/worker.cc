@@ -6,7 +6,7 @@
 
 #include <spdlog/spdlog.h>
 
-#include "daemon/engine/runtime.h"
+#include "daemon/engine/engine.h"
 
 namespace medq::daemon {
 

@@ -5,10 +5,6 @@
 
 namespace medq::engine {
 
-void InitWorkerThread(int num_threads) {
-  if (num_threads > 0) torch::set_num_threads(num_threads);
-}
-
 std::string TorchVersion() {
   return TORCH_VERSION;
 }

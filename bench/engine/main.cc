@@ -1,0 +1,192 @@
+// engine_bench: load time, time to first token, prefill and decode speed and
+// peak memory of the engine on random-weight models shaped like SmolLM-135M and
+// Qwen2.5-0.5B, for fp32 and bf16 on CPU (and CUDA when available), against
+// the decode ceiling set by memory bandwidth. Prints one JSON document.
+//
+// Each configuration runs in its own child process so that its peak RSS is its
+// own (getrusage of the child); the parent never touches LibTorch.
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include "bench/engine/bandwidth.h"
+#include "bench/engine/random_model.h"
+#include "daemon/engine/device_memory.h"
+#include "daemon/engine/engine.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+struct Options {
+  std::vector<std::string> models;  // names from BenchShapes(); empty = all
+  std::vector<std::string> dtypes = {"fp32", "bf16"};
+  int prompt_tokens = 128;
+  int new_tokens = 128;
+  int threads = 0;
+};
+
+// Runs in the child: measures one model, dtype and device.
+json Measure(const fs::path& dir, const std::string& device, const std::string& dtype,
+             const Options& o) {
+  using Clock = std::chrono::steady_clock;
+  medq::engine::InitWorkerThread(o.threads);
+  const auto t0 = Clock::now();
+  auto model = medq::engine::LoadModel(dir, {device, dtype});
+  if (!model.ok()) return {{"error", model.error().message}};
+  const double load_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+  const auto& info = medq::engine::Info(**model);
+
+  medq::engine::GenerateRequest r;
+  uint64_t x = 12345;
+  for (int i = 0; i < o.prompt_tokens; ++i) {
+    x = x * 6364136223846793005ull + 1442695040888963407ull;
+    r.prompt.push_back(
+        static_cast<int32_t>(3 + (x >> 33) % static_cast<uint64_t>(info.vocab_size - 3)));
+  }
+  r.stop_ids = std::vector<int32_t>{};
+  const auto ignore = [](int32_t) { return true; };
+  r.max_new_tokens = 1;  // first run after load: time to first token
+  auto first = medq::engine::Generate(**model, r, ignore);
+  if (!first.ok()) return {{"error", first.error().message}};
+  r.max_new_tokens = o.new_tokens;
+  auto run = medq::engine::Generate(**model, r, ignore);
+  if (!run.ok()) return {{"error", run.error().message}};
+  const int decoded = run->new_tokens - 1;  // the first new token comes from prefill
+  json out = {
+      {"device", info.device},
+      {"dtype", info.dtype},
+      {"parameter_bytes", info.parameter_bytes},
+      {"load_ms", load_ms},
+      {"ttft_ms", first->prefill_ms},
+      {"prefill_ms", run->prefill_ms},
+      {"prefill_tok_s", o.prompt_tokens / (run->prefill_ms / 1000.0)},
+      {"decode_tokens", decoded},
+      {"decode_tok_s", decoded > 0 ? decoded / (run->decode_ms / 1000.0) : 0.0},
+  };
+  for (const auto& m : medq::engine::QueryDeviceMemory()) {
+    if (info.device == "cuda:" + std::to_string(m.index)) {
+      out["device_reserved_bytes"] = m.reserved_bytes;  // the caching allocator keeps its peak
+    }
+  }
+  return out;
+}
+
+// Forks, runs `fn` in the child, returns its JSON plus the child's peak RSS.
+template <typename Fn>
+json InChild(Fn fn) {
+  int fds[2];
+  if (::pipe(fds) != 0) return {{"error", "pipe failed"}};
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::close(fds[0]);
+    const std::string text = fn().dump();
+    size_t off = 0;
+    while (off < text.size()) {
+      const ssize_t n = ::write(fds[1], text.data() + off, text.size() - off);
+      if (n <= 0) break;
+      off += static_cast<size_t>(n);
+    }
+    ::close(fds[1]);
+    ::_exit(0);
+  }
+  ::close(fds[1]);
+  std::string text;
+  char buf[4096];
+  ssize_t n;
+  while ((n = ::read(fds[0], buf, sizeof buf)) > 0)
+    text.append(buf, static_cast<size_t>(n));
+  ::close(fds[0]);
+  int status = 0;
+  struct rusage usage {};
+  ::wait4(pid, &status, 0, &usage);
+  json out = json::parse(text, nullptr, false);
+  if (out.is_discarded()) out = {{"error", "child failed, status " + std::to_string(status)}};
+  out["peak_rss_bytes"] = static_cast<int64_t>(usage.ru_maxrss) * 1024;
+  return out;
+}
+
+int Run(const Options& o) {
+  const int threads =
+      o.threads > 0 ? o.threads : static_cast<int>(std::thread::hardware_concurrency());
+  const double bandwidth = medq::bench::MeasureReadBandwidth(threads, size_t{1} << 30);
+  const bool cuda = InChild([] {
+                      return json{{"cuda", medq::engine::CudaAvailable()}};
+                    }).value("cuda", false);
+  std::vector<std::string> devices = {"cpu"};
+  if (cuda) devices.push_back("cuda:0");
+
+  const fs::path root =
+      fs::temp_directory_path() / ("medq-engine-bench-" + std::to_string(::getpid()));
+  json results = json::array();
+  for (const auto& shape : medq::bench::BenchShapes()) {
+    if (!o.models.empty() &&
+        std::find(o.models.begin(), o.models.end(), shape.name) == o.models.end()) {
+      continue;
+    }
+    const fs::path dir = root / shape.name;
+    const medq::Status written = medq::bench::WriteRandomModel(shape, dir);
+    if (!written.ok()) {
+      std::fprintf(stderr, "engine_bench: %s\n", written.error().message.c_str());
+      fs::remove_all(root);
+      return 1;
+    }
+    for (const auto& device : devices) {
+      for (const auto& dtype : o.dtypes) {
+        json r = InChild([&] { return Measure(dir, device, dtype, o); });
+        r["model"] = shape.name;
+        if (device == "cpu" && r.contains("parameter_bytes")) {
+          // Per token, decode reads every projection and the (tied) lm_head;
+          // an untied embedding is read one row at a time and does not count.
+          int64_t bytes = r["parameter_bytes"].get<int64_t>();
+          if (!shape.tied) bytes -= shape.vocab * shape.hidden * (dtype == "fp32" ? 4 : 2);
+          const double ceiling = bandwidth / static_cast<double>(bytes);
+          r["weight_bytes_per_token"] = bytes;
+          r["decode_ceiling_tok_s"] = ceiling;
+          r["decode_fraction_of_ceiling"] = r["decode_tok_s"].get<double>() / ceiling;
+        }
+        std::fprintf(stderr, "%s\n", r.dump().c_str());
+        results.push_back(std::move(r));
+      }
+    }
+    fs::remove_all(dir);
+  }
+  fs::remove_all(root);
+  const json doc = {
+      {"benchmark", "engine"},
+      {"threads", threads},
+      {"prompt_tokens", o.prompt_tokens},
+      {"new_tokens", o.new_tokens},
+      {"read_bandwidth_gb_s", bandwidth / 1e9},
+      {"cuda", cuda},
+      {"results", results},
+  };
+  std::printf("%s\n", doc.dump(2).c_str());
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options o;
+  CLI::App app{"Engine benchmark on random-weight SmolLM-135M / Qwen2.5-0.5B shaped models"};
+  app.add_option("--models", o.models,
+                 "Model shapes to run (SmolLM-135M, Qwen2.5-0.5B); default all");
+  app.add_option("--dtypes", o.dtypes, "Weight dtypes (fp32, bf16)")->capture_default_str();
+  app.add_option("--prompt-tokens", o.prompt_tokens, "Prompt length")->capture_default_str();
+  app.add_option("--new-tokens", o.new_tokens, "New tokens to decode")->capture_default_str();
+  app.add_option("--threads", o.threads, "Intra-op threads (0 = all cores)");
+  CLI11_PARSE(app, argc, argv);
+  return Run(o);
+}

@@ -1,0 +1,50 @@
+#include "daemon/engine/attention.h"
+
+#include <torch/version.h>
+
+#include <cmath>
+#include <limits>
+
+namespace medq::engine {
+
+std::optional<at::Tensor> AttentionMask(int64_t start, int64_t t,
+                                        std::optional<int64_t> sliding_window, at::Device device) {
+  const int64_t s = start + t;
+  const bool window_cuts = sliding_window.has_value() && s > *sliding_window;
+  if (t == 1 && !window_cuts) return std::nullopt;
+  const auto opts = at::TensorOptions().dtype(at::kLong).device(device);
+  const at::Tensor q_pos = at::arange(start, s, opts).unsqueeze(1);  // [T, 1]
+  const at::Tensor k_pos = at::arange(0, s, opts).unsqueeze(0);      // [1, S]
+  at::Tensor mask = k_pos <= q_pos;
+  if (window_cuts) mask = mask.logical_and(q_pos - k_pos < *sliding_window);
+  return mask;
+}
+
+at::Tensor Attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                     const std::optional<at::Tensor>& mask) {
+  const int64_t b = q.size(0), heads = q.size(1), t = q.size(2), d = q.size(3);
+  const int64_t kv_heads = k.size(1);
+  const int64_t group = heads / kv_heads;
+  // The `group` query heads sharing a kv head become group * T query rows of
+  // that kv head: [B, kv_heads, group * T, D]; row g * T + i is head g, query i.
+  const at::Tensor qg = q.reshape({b, kv_heads, group * t, d});
+  std::optional<at::Tensor> mask_g;
+  if (mask.has_value()) mask_g = group == 1 ? *mask : mask->repeat({group, 1});
+#if TORCH_VERSION_MAJOR >= 2
+  // c10::optional is not std::optional before LibTorch 2.3; convert explicitly.
+  c10::optional<at::Tensor> attn_mask;
+  if (mask_g.has_value()) attn_mask = *mask_g;
+  const at::Tensor out = at::scaled_dot_product_attention(qg, k, v, attn_mask, 0.0, false);
+#else
+  // transformers' eager path: (q · kᵀ) / sqrt(D), masked, softmax in float32.
+  at::Tensor scores = at::matmul(qg, k.transpose(-1, -2)) / std::sqrt(static_cast<double>(d));
+  if (mask_g.has_value()) {
+    scores = scores.masked_fill(mask_g->logical_not(), -std::numeric_limits<float>::infinity());
+  }
+  const at::Tensor probs = at::softmax(scores, -1, at::kFloat).to(q.scalar_type());
+  const at::Tensor out = at::matmul(probs, v);
+#endif
+  return out.reshape({b, heads, t, d});
+}
+
+}  // namespace medq::engine

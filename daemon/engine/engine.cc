@@ -1,0 +1,164 @@
+// The public facade: option parsing, loading order, and the one place where
+// exceptions become medq::Error values.
+#include "daemon/engine/engine.h"
+
+#include <ATen/Parallel.h>
+#include <c10/core/InferenceMode.h>
+#include <torch/cuda.h>
+
+#include "daemon/engine/checkpoint.h"
+#include "daemon/engine/generate.h"
+#include "daemon/engine/lora.h"
+#include "daemon/engine/model.h"
+#include "daemon/engine/rope.h"
+#include "daemon/engine/status_macros.h"
+#include "daemon/engine/torch_errors.h"
+#include "daemon/engine/weights.h"
+
+namespace medq::engine {
+namespace {
+
+Result<at::Device> ParseDevice(const std::string& text) {
+  if (text == "cpu") return at::Device(at::kCPU);
+  int64_t index = 0;
+  if (text == "cuda") {
+    index = 0;
+  } else if (text.rfind("cuda:", 0) == 0 && text.size() > 5 && text.size() <= 8 &&
+             text.find_first_not_of("0123456789", 5) == std::string::npos) {
+    index = std::stoll(text.substr(5));
+  } else {
+    return Error(ErrorCode::kInvalidRequest,
+                 "device '" + text + "' is not one of cpu, cuda, cuda:N");
+  }
+  if (!torch::cuda::is_available()) {
+    return Error(ErrorCode::kNotReady,
+                 "device '" + text + "' requested but this build or machine has no CUDA device");
+  }
+  if (index >= static_cast<int64_t>(torch::cuda::device_count())) {
+    return Error(ErrorCode::kInvalidRequest, "device '" + text + "' does not exist: " +
+                                                 std::to_string(torch::cuda::device_count()) +
+                                                 " CUDA device(s) visible");
+  }
+  return at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(index));
+}
+
+std::string DtypeName(at::ScalarType t) {
+  switch (t) {
+    case at::kBFloat16:
+      return "bf16";
+    case at::kHalf:
+      return "fp16";
+    default:
+      return "fp32";
+  }
+}
+
+at::ScalarType CheckpointDtype(const ModelConfig& c,
+                               const std::map<std::string, CheckpointTensor>& tensors) {
+  if (c.torch_dtype == "bfloat16") return at::kBFloat16;
+  if (c.torch_dtype == "float16") return at::kHalf;
+  if (c.torch_dtype == "float32") return at::kFloat;
+  const auto it = tensors.find("model.embed_tokens.weight");
+  if (it != tensors.end() && at::isFloatingType(it->second.tensor.scalar_type())) {
+    return it->second.tensor.scalar_type();
+  }
+  return at::kFloat;
+}
+
+Result<WeightPlacement> Place(const LoadOptions& o, at::Device device, at::ScalarType checkpoint) {
+  WeightPlacement p;
+  p.device = device;
+  const bool cpu = device.is_cpu();
+  if (o.dtype == "auto") {
+    p.weight_dtype = cpu ? at::kFloat : checkpoint;
+  } else if (o.dtype == "fp32") {
+    p.weight_dtype = at::kFloat;
+  } else if (o.dtype == "bf16") {
+    p.weight_dtype = at::kBFloat16;
+  } else if (o.dtype == "fp16") {
+    if (cpu) {
+      return Error(ErrorCode::kInvalidRequest,
+                   "dtype fp16 is not supported on cpu; use fp32 or bf16 there");
+    }
+    p.weight_dtype = at::kHalf;
+  } else {
+    return Error(ErrorCode::kInvalidRequest,
+                 "dtype '" + o.dtype + "' is not one of auto, bf16, fp16, fp32");
+  }
+  // On CPU, activations are float32 whatever the weights' dtype.
+  p.compute_dtype = cpu ? at::kFloat : p.weight_dtype;
+  return p;
+}
+
+Result<std::shared_ptr<const Model>> Load(const std::filesystem::path& dir, const LoadOptions& o) {
+  c10::InferenceMode inference_mode;
+  auto model = std::make_shared<Model>();
+  model->dir = dir;
+  MEDQ_ASSIGN_OR_RETURN(model->config, LoadModelConfig(dir));
+  at::Device device = at::kCPU;
+  MEDQ_ASSIGN_OR_RETURN(device, ParseDevice(o.device));
+  std::map<std::string, CheckpointTensor> tensors;
+  MEDQ_ASSIGN_OR_RETURN(tensors, ReadCheckpoint(dir));
+  WeightPlacement placement;
+  MEDQ_ASSIGN_OR_RETURN(placement, Place(o, device, CheckpointDtype(model->config, tensors)));
+  MEDQ_ASSIGN_OR_RETURN(model->weights, BuildWeights(model->config, std::move(tensors), placement));
+  model->device = device;
+  model->weight_dtype = placement.weight_dtype;
+  model->compute_dtype = placement.compute_dtype;
+  model->inv_freq = RopeInvFreq(model->config);
+
+  ModelInfo& info = model->info;
+  info.architecture = model->config.architecture;
+  info.device = device.is_cpu() ? "cpu" : "cuda:" + std::to_string(device.index());
+  info.dtype = DtypeName(placement.weight_dtype);
+  info.vocab_size = model->config.vocab_size;
+  info.max_context = model->config.max_position_embeddings;
+  info.parameter_bytes = ParameterBytes(model->weights);
+  info.eos_ids = model->config.eos_ids;
+  info.bos_id = model->config.bos_id;
+  return std::shared_ptr<const Model>(std::move(model));
+}
+
+}  // namespace
+
+Result<std::shared_ptr<const Model>> LoadModel(const std::filesystem::path& dir,
+                                               const LoadOptions& options) {
+  try {
+    return Load(dir, options);
+  } catch (...) {
+    return ErrorFromCurrentException("loading model " + dir.string());
+  }
+}
+
+Result<std::shared_ptr<const Model>> ApplyAdapter(std::shared_ptr<const Model> base,
+                                                  const std::filesystem::path& adapter_dir) {
+  if (base == nullptr) return Error(ErrorCode::kInternal, "ApplyAdapter: no base model");
+  try {
+    return MergeAdapter(base, adapter_dir);
+  } catch (...) {
+    return ErrorFromCurrentException("applying adapter " + adapter_dir.string() + " to model " +
+                                     base->dir.string());
+  }
+}
+
+const ModelInfo& Info(const Model& model) {
+  return model.info;
+}
+
+Result<GenerateResult> Generate(const Model& model, const GenerateRequest& request,
+                                const std::function<bool(int32_t)>& on_token) {
+  try {
+    return RunGeneration(model, request, on_token);
+  } catch (...) {
+    return ErrorFromCurrentException("generating with model " + model.dir.string());
+  }
+}
+
+void InitWorkerThread(int num_threads) {
+  if (num_threads > 0) at::set_num_threads(num_threads);
+  // fp32 on a GPU means fp32: TF32 matmuls would move logits by ~1e-2.
+  at::globalContext().setAllowTF32CuBLAS(false);
+  at::globalContext().setAllowTF32CuDNN(false);
+}
+
+}  // namespace medq::engine

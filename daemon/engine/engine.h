@@ -1,0 +1,112 @@
+// The inference engine's public API: load Hugging Face causal LM directories
+// (Llama, Mistral, Qwen2, Qwen3; safetensors; PEFT LoRA) and generate tokens
+// with LibTorch on CPU or CUDA, matching transformers.
+//
+// Free of LibTorch types: the daemon includes this header without LibTorch.
+// Threading: every function here must be called on the one worker thread that
+// owns LibTorch (InitWorkerThread once first). No exception escapes: failures
+// come back as medq::Result / medq::Status with an ErrorCode.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/result.h"
+
+namespace medq::engine {
+
+struct LoadOptions {
+  // "cpu", "cuda" or "cuda:N".
+  std::string device = "cpu";
+  // "auto" (the checkpoint's dtype on CUDA, fp32 on CPU), "bf16", "fp16", "fp32".
+  // On CPU activations are always float32; "bf16" keeps the weights bf16 in
+  // memory; "fp16" is refused on CPU.
+  std::string dtype = "auto";
+};
+
+struct ModelInfo {
+  std::string architecture;  // e.g. "LlamaForCausalLM"
+  std::string device;        // "cpu" or "cuda:N"
+  std::string dtype;         // weight dtype in memory: "fp32", "bf16" or "fp16"
+  int64_t vocab_size = 0;
+  int64_t max_context = 0;      // max_position_embeddings: prompt + new tokens must fit
+  int64_t parameter_bytes = 0;  // bytes of weights held (shared tensors counted once)
+  std::vector<int32_t> eos_ids;
+  std::optional<int32_t> bos_id;
+};
+
+// A loaded model: opaque, immutable after load. Safe to share between runs on
+// the worker thread; adapted models share the base's untouched weights.
+class Model;
+
+// Loads the model directory `dir` (config.json, model.safetensors or shards
+// with model.safetensors.index.json, optional generation_config.json).
+// Failure: kModelNotFound (no such directory), kInvalidRequest (bad config,
+// unsupported architecture, corrupt/missing/unexpected tensors, bad options;
+// the message names the file, tensor or key), kNotReady (CUDA requested but not
+// available), kGpuOom, kInternal (LibTorch failure; names the model path).
+Result<std::shared_ptr<const Model>> LoadModel(const std::filesystem::path& dir,
+                                               const LoadOptions& options);
+
+// Returns a new model: `base` with the PEFT LoRA adapter in `adapter_dir`
+// (adapter_config.json, adapter_model.safetensors) merged as W + scale·B·A into
+// copies of the targeted weights; every other tensor is shared with `base`,
+// which stays usable unchanged. Failure: kModelNotFound (no such directory),
+// kInvalidRequest (adapter does not fit the base, unsupported options), kGpuOom,
+// kInternal.
+Result<std::shared_ptr<const Model>> ApplyAdapter(std::shared_ptr<const Model> base,
+                                                  const std::filesystem::path& adapter_dir);
+
+// What LoadModel found. The reference lives as long as `model`.
+const ModelInfo& Info(const Model& model);
+
+struct SamplingParams {
+  float temperature = 0;         // 0 = greedy (top_k/top_p/min_p then unused)
+  int top_k = 0;                 // 0 = off
+  float top_p = 1;               // 1 = off
+  float min_p = 0;               // 0 = off
+  float repetition_penalty = 1;  // 1 = off; applies in greedy mode too
+  std::optional<uint64_t> seed;  // same seed, model, device and request: same tokens
+};
+
+struct GenerateRequest {
+  std::vector<int32_t> prompt;  // non-empty, every id in [0, vocab_size)
+  int max_new_tokens = 128;     // >= 0; prompt + max_new_tokens <= max_context
+  SamplingParams sampling;
+  std::optional<std::vector<int32_t>> stop_ids;  // default: the model's eos ids
+};
+
+enum class FinishReason {
+  kStop,       // a stop id was generated (it was passed to on_token)
+  kLength,     // max_new_tokens were generated
+  kCancelled,  // on_token returned false
+};
+
+struct GenerateResult {
+  FinishReason finish = FinishReason::kLength;
+  int prompt_tokens = 0;
+  int new_tokens = 0;  // tokens passed to on_token, the stop id included
+  double prefill_ms = 0;
+  double decode_ms = 0;
+};
+
+// Runs the prompt in one forward pass, then one token per step, calling
+// on_token(id) for each new token in order (the stop token that ends a run
+// included, as transformers returns it). on_token returning false cancels the
+// run after that token. All memory the run used (KV cache, activations) is
+// released when it returns. Failure: kInvalidRequest (bad request: empty
+// prompt, id out of range, too long, bad sampling values), kGpuOom, kInternal.
+// on_token must not throw.
+Result<GenerateResult> Generate(const Model& model, const GenerateRequest& request,
+                                const std::function<bool(int32_t)>& on_token);
+
+// Sets LibTorch's process-wide knobs (intra-op threads; num_threads <= 0 keeps
+// LibTorch's default). Call once, on the worker thread, before anything else.
+void InitWorkerThread(int num_threads);
+
+}  // namespace medq::engine

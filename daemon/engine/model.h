@@ -1,0 +1,52 @@
+// The loaded model behind the opaque engine::Model handle (internal: LibTorch
+// types). Immutable after load; copies share tensor storage.
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include <filesystem>
+#include <vector>
+
+#include "daemon/engine/engine.h"
+#include "daemon/engine/model_config.h"
+
+namespace medq::engine {
+
+// One decoder layer. Undefined tensors are absent (biases, q/k norms).
+// q/k/v rows are stacked in qkv_proj and gate/up rows in gate_up_proj, so a
+// decode step makes 4 Linear calls per layer instead of 7; q_proj, k_proj,
+// v_proj, gate_proj, up_proj (and their biases) are row views into them.
+struct LayerWeights {
+  at::Tensor qkv_proj, qkv_bias;
+  at::Tensor gate_up_proj, gate_up_bias;
+  at::Tensor input_norm, post_norm;
+  at::Tensor q_proj, k_proj, v_proj, o_proj;
+  at::Tensor q_bias, k_bias, v_bias, o_bias;
+  at::Tensor q_norm, k_norm;
+  at::Tensor gate_proj, up_proj, down_proj;
+  at::Tensor gate_bias, up_bias, down_bias;
+};
+
+struct ModelWeights {
+  at::Tensor embed;    // [vocab, hidden], weight dtype
+  at::Tensor norm;     // [hidden]
+  at::Tensor lm_head;  // [vocab, hidden]; the same tensor as embed when tied
+  std::vector<LayerWeights> layers;
+};
+
+class Model {
+ public:
+  std::filesystem::path dir;
+  ModelConfig config;
+  ModelInfo info;
+  ModelWeights weights;
+  at::Device device = at::kCPU;
+  at::ScalarType weight_dtype = at::kFloat;   // projections and embeddings in memory
+  at::ScalarType compute_dtype = at::kFloat;  // activations, norms, biases, KV cache
+  at::Tensor inv_freq;                        // [head_dim / 2] float32 on CPU, scaled
+};
+
+// Bytes held by the model's weights, counting shared storage once.
+int64_t ParameterBytes(const ModelWeights& weights);
+
+}  // namespace medq::engine

@@ -1,0 +1,268 @@
+#include "daemon/engine/model_config.h"
+
+#include <cmath>
+#include <fstream>
+#include <limits>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "daemon/engine/status_macros.h"
+
+namespace medq::engine {
+namespace {
+
+constexpr const char* kArchitectures[] = {"LlamaForCausalLM", "MistralForCausalLM",
+                                          "Qwen2ForCausalLM", "Qwen3ForCausalLM"};
+
+using nlohmann::json;
+
+class Reader {
+ public:
+  Reader(const json& j, const std::string& source) : j_(j), source_(source) {}
+
+  Error Fail(const std::string& key, const std::string& what) const {
+    return Error(ErrorCode::kInvalidRequest,
+                 source_ + ": '" + key + "' " + what + "; fix the model's config");
+  }
+  bool Has(const std::string& key) const {
+    const auto it = j_.find(key);
+    return it != j_.end() && !it->is_null();
+  }
+  // An integer in [lo, hi]; `fallback` when absent (nullopt: required).
+  Result<int64_t> Int(const std::string& key, int64_t lo, int64_t hi,
+                      std::optional<int64_t> fallback = std::nullopt) const {
+    if (!Has(key)) {
+      if (fallback) return *fallback;
+      return Fail(key, "is missing");
+    }
+    const json& v = j_.at(key);
+    if (!v.is_number_integer()) return Fail(key, "is not an integer");
+    const int64_t x = v.get<int64_t>();
+    if (x < lo || x > hi) {
+      return Fail(key, "is " + std::to_string(x) + ", outside [" + std::to_string(lo) + ", " +
+                           std::to_string(hi) + "]");
+    }
+    return x;
+  }
+  // A finite number > 0 and <= hi.
+  Result<double> Positive(const std::string& key, double hi, double fallback) const {
+    if (!Has(key)) return fallback;
+    const json& v = j_.at(key);
+    if (!v.is_number()) return Fail(key, "is not a number");
+    const double x = v.get<double>();
+    if (!std::isfinite(x) || x <= 0 || x > hi) return Fail(key, "is not in (0, " + Num(hi) + "]");
+    return x;
+  }
+  Result<bool> Bool(const std::string& key, bool fallback) const {
+    if (!Has(key)) return fallback;
+    if (!j_.at(key).is_boolean()) return Fail(key, "is not true/false");
+    return j_.at(key).get<bool>();
+  }
+
+ private:
+  static std::string Num(double x) {
+    std::ostringstream s;
+    s << x;
+    return s.str();
+  }
+  const json& j_;
+  const std::string& source_;
+};
+
+// eos_token_id / bos_token_id: an int, a list of ints, or null.
+Result<std::vector<int32_t>> TokenIds(const json& j, const std::string& key,
+                                      const std::string& source) {
+  std::vector<int32_t> ids;
+  const auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return ids;
+  const auto add = [&](const json& v) {
+    if (!v.is_number_integer() || v.get<int64_t>() < 0 ||
+        v.get<int64_t>() > std::numeric_limits<int32_t>::max()) {
+      return false;
+    }
+    ids.push_back(static_cast<int32_t>(v.get<int64_t>()));
+    return true;
+  };
+  bool ok = true;
+  if (it->is_array()) {
+    for (const auto& v : *it)
+      ok = ok && add(v);
+  } else {
+    ok = add(*it);
+  }
+  if (!ok) {
+    return Error(ErrorCode::kInvalidRequest,
+                 source + ": '" + key + "' must be a token id or a list of token ids");
+  }
+  return ids;
+}
+
+Result<RopeScaling> ParseRopeScaling(const json& config, const Reader& r) {
+  RopeScaling rs;
+  const auto it = config.find("rope_scaling");
+  if (it == config.end() || it->is_null()) return rs;
+  if (!it->is_object()) return r.Fail("rope_scaling", "is not an object");
+  std::string type;
+  if (it->contains("rope_type") && (*it)["rope_type"].is_string()) {
+    type = (*it)["rope_type"].get<std::string>();
+  } else if (it->contains("type") && (*it)["type"].is_string()) {
+    type = (*it)["type"].get<std::string>();
+  }
+  const Reader sub(*it, "rope_scaling");
+  if (type == "default") return rs;
+  if (type == "linear") {
+    rs.type = RopeScalingType::kLinear;
+  } else if (type == "llama3") {
+    rs.type = RopeScalingType::kLlama3;
+    MEDQ_ASSIGN_OR_RETURN(rs.low_freq_factor, sub.Positive("low_freq_factor", 1e6, 1.0));
+    MEDQ_ASSIGN_OR_RETURN(rs.high_freq_factor, sub.Positive("high_freq_factor", 1e6, 4.0));
+    MEDQ_ASSIGN_OR_RETURN(rs.original_max_position_embeddings,
+                          sub.Int("original_max_position_embeddings", 1, int64_t{1} << 30, 8192));
+    if (rs.high_freq_factor <= rs.low_freq_factor) {
+      return r.Fail("rope_scaling", "has high_freq_factor <= low_freq_factor");
+    }
+  } else {
+    return r.Fail("rope_scaling",
+                  "has type '" + type + "', which is not supported (supported: linear, llama3)");
+  }
+  if (!sub.Has("factor")) return r.Fail("rope_scaling", "has no 'factor'");
+  MEDQ_ASSIGN_OR_RETURN(rs.factor, sub.Positive("factor", 1e6, 1.0));
+  return rs;
+}
+
+}  // namespace
+
+std::string SupportedArchitectures() {
+  std::string out;
+  for (const char* a : kArchitectures)
+    out += (out.empty() ? "" : ", ") + std::string(a);
+  return out;
+}
+
+Result<ModelConfig> ParseModelConfig(const json& config, const json* generation_config,
+                                     const std::string& source) {
+  if (!config.is_object()) {
+    return Error(ErrorCode::kInvalidRequest, source + " is not a JSON object");
+  }
+  const Reader r(config, source);
+  ModelConfig c;
+  const auto arch = config.find("architectures");
+  if (arch == config.end() || !arch->is_array() || arch->empty() || !(*arch)[0].is_string()) {
+    return r.Fail("architectures", "is missing or not a list of names (supported: " +
+                                       SupportedArchitectures() + ")");
+  }
+  c.architecture = (*arch)[0].get<std::string>();
+  bool known = false;
+  for (const char* a : kArchitectures)
+    known = known || c.architecture == a;
+  if (!known) {
+    return Error(ErrorCode::kInvalidRequest,
+                 source + ": architecture '" + c.architecture +
+                     "' is not supported; supported: " + SupportedArchitectures());
+  }
+  const bool qwen2 = c.architecture == "Qwen2ForCausalLM";
+  const bool qwen3 = c.architecture == "Qwen3ForCausalLM";
+  const bool mistral = c.architecture == "MistralForCausalLM";
+
+  MEDQ_ASSIGN_OR_RETURN(c.vocab_size, r.Int("vocab_size", 1, int64_t{1} << 24));
+  MEDQ_ASSIGN_OR_RETURN(c.hidden_size, r.Int("hidden_size", 1, int64_t{1} << 17));
+  MEDQ_ASSIGN_OR_RETURN(c.intermediate_size, r.Int("intermediate_size", 1, int64_t{1} << 19));
+  MEDQ_ASSIGN_OR_RETURN(c.num_layers, r.Int("num_hidden_layers", 1, 1024));
+  MEDQ_ASSIGN_OR_RETURN(c.num_heads, r.Int("num_attention_heads", 1, 4096));
+  MEDQ_ASSIGN_OR_RETURN(c.num_kv_heads, r.Int("num_key_value_heads", 1, 4096, c.num_heads));
+  if (c.num_heads % c.num_kv_heads != 0) {
+    return r.Fail("num_key_value_heads", "(" + std::to_string(c.num_kv_heads) +
+                                             ") does not divide num_attention_heads (" +
+                                             std::to_string(c.num_heads) + ")");
+  }
+  if (r.Has("head_dim")) {
+    MEDQ_ASSIGN_OR_RETURN(c.head_dim, r.Int("head_dim", 2, 4096));
+  } else {
+    if (c.hidden_size % c.num_heads != 0) {
+      return r.Fail("hidden_size", "(" + std::to_string(c.hidden_size) +
+                                       ") is not divisible by num_attention_heads (" +
+                                       std::to_string(c.num_heads) + ")");
+    }
+    c.head_dim = c.hidden_size / c.num_heads;
+  }
+  if (c.head_dim % 2 != 0) return r.Fail("head_dim", "must be even for rotary embeddings");
+  MEDQ_ASSIGN_OR_RETURN(c.max_position_embeddings,
+                        r.Int("max_position_embeddings", 1, int64_t{1} << 24, 2048));
+  MEDQ_ASSIGN_OR_RETURN(c.rms_norm_eps, r.Positive("rms_norm_eps", 1.0, 1e-6));
+  MEDQ_ASSIGN_OR_RETURN(c.rope_theta, r.Positive("rope_theta", 1e12, 10000.0));
+  MEDQ_ASSIGN_OR_RETURN(c.rope_scaling, ParseRopeScaling(config, r));
+  MEDQ_ASSIGN_OR_RETURN(c.tie_word_embeddings, r.Bool("tie_word_embeddings", false));
+  if (r.Has("hidden_act")) {
+    const auto& act = config.at("hidden_act");
+    if (!act.is_string() ||
+        (act.get<std::string>() != "silu" && act.get<std::string>() != "swish")) {
+      return r.Fail("hidden_act", "is not 'silu', the only activation supported");
+    }
+  }
+  bool attention_bias = false;
+  MEDQ_ASSIGN_OR_RETURN(attention_bias, r.Bool("attention_bias", false));
+  c.qkv_bias = qwen2 || attention_bias;
+  c.o_bias = !qwen2 && attention_bias;
+  if (!qwen2 && !qwen3 && !mistral) MEDQ_ASSIGN_OR_RETURN(c.mlp_bias, r.Bool("mlp_bias", false));
+  c.qk_norm = qwen3;
+  if (mistral && r.Has("sliding_window")) {
+    MEDQ_ASSIGN_OR_RETURN(c.sliding_window, r.Int("sliding_window", 1, int64_t{1} << 30));
+  }
+  if (qwen2 || qwen3) {
+    bool sliding = false;
+    MEDQ_ASSIGN_OR_RETURN(sliding, r.Bool("use_sliding_window", false));
+    if (sliding) return r.Fail("use_sliding_window", "is true, which is not supported");
+  }
+  if (r.Has("torch_dtype") && config.at("torch_dtype").is_string()) {
+    c.torch_dtype = config.at("torch_dtype").get<std::string>();
+  }
+
+  MEDQ_ASSIGN_OR_RETURN(c.eos_ids, TokenIds(config, "eos_token_id", source));
+  if (generation_config != nullptr && generation_config->is_object() &&
+      generation_config->contains("eos_token_id") &&
+      !(*generation_config)["eos_token_id"].is_null()) {
+    MEDQ_ASSIGN_OR_RETURN(c.eos_ids,
+                          TokenIds(*generation_config, "eos_token_id", "generation_config.json"));
+  }
+  std::vector<int32_t> bos;
+  MEDQ_ASSIGN_OR_RETURN(bos, TokenIds(config, "bos_token_id", source));
+  if (bos.size() == 1) c.bos_id = bos[0];
+  return c;
+}
+
+Result<json> ReadJsonFile(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return Error(ErrorCode::kInvalidRequest, "cannot read " + path.string());
+  std::ostringstream text;
+  text << in.rdbuf();
+  json j = json::parse(text.str(), nullptr, false);
+  if (j.is_discarded()) {
+    return Error(ErrorCode::kInvalidRequest, path.string() + " is not well-formed JSON");
+  }
+  return j;
+}
+
+Result<ModelConfig> LoadModelConfig(const std::filesystem::path& dir) {
+  std::error_code ec;
+  if (!std::filesystem::is_directory(dir, ec)) {
+    return Error(ErrorCode::kModelNotFound, "model directory " + dir.string() + " does not exist");
+  }
+  const auto config_path = dir / "config.json";
+  if (!std::filesystem::exists(config_path, ec)) {
+    return Error(ErrorCode::kInvalidRequest,
+                 "model directory " + dir.string() + " has no config.json");
+  }
+  auto config = ReadJsonFile(config_path);
+  if (!config.ok()) return config.error();
+  std::optional<json> gen;
+  const auto gen_path = dir / "generation_config.json";
+  if (std::filesystem::exists(gen_path, ec)) {
+    auto g = ReadJsonFile(gen_path);
+    if (!g.ok()) return g.error();
+    gen = std::move(g).value();
+  }
+  return ParseModelConfig(*config, gen ? &*gen : nullptr, config_path.string());
+}
+
+}  // namespace medq::engine

@@ -1,0 +1,42 @@
+// Choosing the next token from logits with transformers' semantics and order:
+// repetition penalty (over prompt + generated ids), then temperature, top_k,
+// top_p, min_p, then a draw from the softmax (or argmax when greedy).
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include "common/result.h"
+#include "daemon/engine/engine.h"
+
+namespace medq::engine {
+
+// kInvalidRequest naming the field when a value is out of range
+// (temperature < 0, top_k < 0, top_p not in (0, 1], min_p not in [0, 1],
+// repetition_penalty <= 0, or any of them not finite).
+Status ValidateSampling(const SamplingParams& params);
+
+class Sampler {
+ public:
+  // Precondition: ValidateSampling(params) is ok. Without a seed the draws are
+  // seeded from std::random_device.
+  explicit Sampler(const SamplingParams& params);
+
+  // logits: [vocab] float32 on any device. history: prompt + generated ids.
+  // The random draw runs on the CPU, so a seed gives the same tokens whatever
+  // the device (as long as the logits are the same).
+  int32_t Next(const at::Tensor& logits, const std::vector<int32_t>& history);
+
+  // The warped scores before the draw (-inf = excluded), float32 on CPU; for
+  // tests. Greedy params leave the scores after the penalty unchanged.
+  at::Tensor Warp(const at::Tensor& logits, const std::vector<int32_t>& history) const;
+
+ private:
+  SamplingParams params_;
+  std::mt19937_64 rng_;
+};
+
+}  // namespace medq::engine

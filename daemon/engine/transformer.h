@@ -1,0 +1,23 @@
+// The decoder-only transformer forward pass shared by the four supported
+// architectures (internal: LibTorch types; tests call it directly).
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include "daemon/engine/kv_cache.h"
+#include "daemon/engine/model.h"
+
+namespace medq::engine {
+
+enum class LogitsFor { kAllPositions, kLastPosition };
+
+// Runs ids [B, T] (int64, any device) at positions cache.length() ..
+// cache.length() + T - 1, writes their keys/values into `cache` in place and
+// advances it. Returns float32 logits [B, T, vocab] (kAllPositions) or
+// [B, 1, vocab] (kLastPosition: lm_head only on the last position) on the
+// model's device. Precondition: cache.length() + T <= cache.capacity(), ids in
+// [0, vocab). Call under c10::InferenceMode. Throws c10::Error on LibTorch
+// failures (out of memory).
+at::Tensor Forward(const Model& model, const at::Tensor& ids, KvCache& cache, LogitsFor which);
+
+}  // namespace medq::engine

@@ -1,0 +1,110 @@
+// config.json parsing: the fixtures' values, and missing or absurd values
+// refused with the key named.
+#include <catch2/catch.hpp>
+
+#include <nlohmann/json.hpp>
+
+#include "daemon/engine/model_config.h"
+#include "tests/engine/engine_test_util.h"
+
+namespace medq::engine::test {
+namespace {
+
+nlohmann::json FixtureConfig(const char* name) {
+  auto j = ReadJsonFile(medq::test::ModelFixture(name) / "config.json");
+  REQUIRE(j.ok());
+  return *j;
+}
+
+std::string ParseError(const nlohmann::json& j) {
+  auto r = ParseModelConfig(j, nullptr, "config.json");
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.error().code == ErrorCode::kInvalidRequest);
+  CHECK_THAT(r.error().message, Catch::Contains("config.json"));
+  return r.error().message;
+}
+
+TEST_CASE("fixture configs parse to the documented shapes", "[engine][config]") {
+  auto llama = LoadModelConfig(medq::test::ModelFixture("tiny-llama"));
+  REQUIRE(llama.ok());
+  CHECK(llama->architecture == "LlamaForCausalLM");
+  CHECK(llama->head_dim == 16);
+  CHECK(llama->num_kv_heads == 2);
+  CHECK_FALSE(llama->tie_word_embeddings);
+  CHECK(llama->eos_ids == std::vector<int32_t>{2});
+  auto qwen = LoadModelConfig(medq::test::ModelFixture("tiny-qwen2"));
+  REQUIRE(qwen.ok());
+  CHECK(qwen->qkv_bias);
+  CHECK_FALSE(qwen->o_bias);
+  CHECK(qwen->tie_word_embeddings);
+  auto l3 = LoadModelConfig(medq::test::ModelFixture("tiny-llama3"));
+  REQUIRE(l3.ok());
+  CHECK(l3->rope_scaling.type == RopeScalingType::kLlama3);
+  CHECK(l3->rope_scaling.factor == 8.0);
+  CHECK(l3->num_kv_heads == 1);
+}
+
+TEST_CASE("head_dim, eos lists and generation_config override", "[engine][config]") {
+  auto j = FixtureConfig("tiny-llama");
+  j["head_dim"] = 32;
+  j["architectures"] = {"Qwen3ForCausalLM"};
+  auto gen = nlohmann::json{{"eos_token_id", {5, 6}}};
+  auto r = ParseModelConfig(j, &gen, "config.json");
+  REQUIRE(r.ok());
+  CHECK(r->head_dim == 32);
+  CHECK(r->qk_norm);
+  CHECK(r->eos_ids == std::vector<int32_t>{5, 6});
+  j["rope_scaling"] = {{"type", "linear"}, {"factor", 2.0}};
+  r = ParseModelConfig(j, nullptr, "config.json");
+  REQUIRE(r.ok());
+  CHECK(r->rope_scaling.type == RopeScalingType::kLinear);
+}
+
+TEST_CASE("missing or absurd config values are refused naming the key",
+          "[engine][config][corrupt]") {
+  auto j = FixtureConfig("tiny-llama");
+  SECTION("missing hidden_size") {
+    j.erase("hidden_size");
+    CHECK_THAT(ParseError(j), Catch::Contains("'hidden_size' is missing"));
+  }
+  SECTION("zero heads") {
+    j["num_attention_heads"] = 0;
+    CHECK_THAT(ParseError(j), Catch::Contains("'num_attention_heads'"));
+  }
+  SECTION("hidden size not divisible by heads") {
+    j["num_attention_heads"] = 3;
+    j["num_key_value_heads"] = 3;
+    CHECK_THAT(ParseError(j), Catch::Contains("not divisible by num_attention_heads"));
+  }
+  SECTION("kv heads not dividing heads") {
+    j["num_key_value_heads"] = 3;
+    CHECK_THAT(ParseError(j), Catch::Contains("'num_key_value_heads'"));
+  }
+  SECTION("absurd sizes and types") {
+    j["vocab_size"] = int64_t{1} << 40;
+    CHECK_THAT(ParseError(j), Catch::Contains("'vocab_size'"));
+    j["vocab_size"] = "many";
+    CHECK_THAT(ParseError(j), Catch::Contains("'vocab_size' is not an integer"));
+  }
+  SECTION("bad eps and rope") {
+    j["rms_norm_eps"] = -1;
+    CHECK_THAT(ParseError(j), Catch::Contains("'rms_norm_eps'"));
+    j["rms_norm_eps"] = 1e-5;
+    j["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", 4}};
+    CHECK_THAT(ParseError(j), Catch::Contains("yarn"));
+  }
+  SECTION("unknown architecture lists the supported ones") {
+    j["architectures"] = {"GPT2LMHeadModel"};
+    const std::string e = ParseError(j);
+    CHECK_THAT(e, Catch::Contains("GPT2LMHeadModel") && Catch::Contains("LlamaForCausalLM") &&
+                      Catch::Contains("MistralForCausalLM") &&
+                      Catch::Contains("Qwen2ForCausalLM") && Catch::Contains("Qwen3ForCausalLM"));
+  }
+  SECTION("bad eos") {
+    j["eos_token_id"] = "two";
+    CHECK_THAT(ParseError(j), Catch::Contains("eos_token_id"));
+  }
+}
+
+}  // namespace
+}  // namespace medq::engine::test

@@ -1,0 +1,119 @@
+// Helpers shared by the engine tests: reference tensors, fixture folders,
+// temporary directories and a direct forward pass.
+#pragma once
+
+#include <ATen/ATen.h>
+#include <c10/core/InferenceMode.h>
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "daemon/engine/engine.h"
+#include "daemon/engine/kv_cache.h"
+#include "daemon/engine/model.h"
+#include "daemon/engine/safetensors.h"
+#include "daemon/engine/tensor_view.h"
+#include "daemon/engine/transformer.h"
+#include "tests/support/fixtures.h"
+
+namespace medq::engine::test {
+
+namespace fs = std::filesystem;
+
+// Every tensor of a safetensors file, read with the engine's own reader.
+inline std::map<std::string, at::Tensor> ReadTensors(const fs::path& path) {
+  auto file = SafetensorsFile::Open(path);
+  if (!file.ok()) throw std::runtime_error(file.error().message);
+  std::map<std::string, at::Tensor> out;
+  for (const auto& info : (*file)->tensors())
+    out[info.name] = TensorView(*file, info).clone();
+  return out;
+}
+
+// Fixture model folders holding a config.json (the LoRA adapter folder has none).
+inline std::vector<fs::path> ModelFolders() {
+  std::vector<fs::path> out;
+  for (const auto& e : fs::directory_iterator(medq::test::SharedDir() / "fixtures" / "models")) {
+    if (e.is_directory() && fs::exists(e.path() / "config.json")) out.push_back(e.path());
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+inline std::shared_ptr<const Model> MustLoad(const fs::path& dir,
+                                             const std::string& dtype = "auto") {
+  auto m = LoadModel(dir, LoadOptions{"cpu", dtype});
+  if (!m.ok()) throw std::runtime_error(m.error().message);
+  return *m;
+}
+
+inline std::vector<int32_t> ToIds(const at::Tensor& t) {
+  const at::Tensor c = t.to(at::kLong).contiguous();
+  return std::vector<int32_t>(c.data_ptr<int64_t>(), c.data_ptr<int64_t>() + c.numel());
+}
+
+// Logits [T, vocab] at every position of `ids` in one forward pass.
+inline at::Tensor AllLogits(const Model& m, const at::Tensor& ids) {
+  c10::InferenceMode guard;
+  KvCache cache(m, 1, ids.numel());
+  return Forward(m, ids.to(at::kLong).view({1, -1}), cache, LogitsFor::kAllPositions)[0].clone();
+}
+
+inline double MaxAbsDiff(const at::Tensor& a, const at::Tensor& b) {
+  return (a.to(at::kDouble) - b.to(at::kDouble)).abs().max().item<double>();
+}
+
+// Greedy ids with no EOS stop.
+inline std::vector<int32_t> Greedy(const Model& m, const std::vector<int32_t>& prompt, int n) {
+  GenerateRequest r;
+  r.prompt = prompt;
+  r.max_new_tokens = n;
+  r.stop_ids = std::vector<int32_t>{};
+  std::vector<int32_t> out;
+  auto res = Generate(m, r, [&](int32_t id) {
+    out.push_back(id);
+    return true;
+  });
+  if (!res.ok()) throw std::runtime_error(res.error().message);
+  return out;
+}
+
+// A fresh directory under the system temp dir, removed with the object.
+class TempDir {
+ public:
+  TempDir() {
+    static std::atomic<int> counter{0};
+    path_ = fs::temp_directory_path() /
+            ("medq-engine-test-" + std::to_string(::getpid()) + "-" + std::to_string(counter++));
+    fs::remove_all(path_);
+    fs::create_directories(path_);
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  const fs::path& path() const { return path_; }
+
+ private:
+  fs::path path_;
+};
+
+inline void WriteText(const fs::path& path, const std::string& text) {
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << text;
+}
+
+inline std::string ReadText(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+}  // namespace medq::engine::test

@@ -1,0 +1,67 @@
+// The PEFT LoRA fixture: tiny-llama + adapter matches the adapted reference
+// while the base model keeps matching its own.
+#include <catch2/catch.hpp>
+
+#include "tests/engine/engine_test_util.h"
+
+namespace medq::engine::test {
+namespace {
+
+const fs::path kAdapter = medq::test::ModelFixture("tiny-llama-lora");
+
+TEST_CASE("a LoRA adapter matches its reference and leaves the base unchanged", "[engine][lora]") {
+  const auto base = MustLoad(medq::test::ModelFixture("tiny-llama"));
+  auto adapted = ApplyAdapter(base, kAdapter);
+  REQUIRE(adapted.ok());
+  const auto ref = ReadTensors(kAdapter / "reference.safetensors");
+  const auto base_ref =
+      ReadTensors(medq::test::ModelFixture("tiny-llama") / "reference.safetensors");
+  for (const std::string p : {"prompt1", "prompt2"}) {
+    INFO(p);
+    const at::Tensor ids = ref.at("input_ids_" + p);
+    CHECK(MaxAbsDiff(AllLogits(**adapted, ids), ref.at("logits_" + p)) <= 2e-3);
+    CHECK(Greedy(**adapted, ToIds(ids), 24) == ToIds(ref.at("greedy_" + p)));
+    // The base, loaded before and shared, still gives its own reference.
+    CHECK(MaxAbsDiff(AllLogits(*base, base_ref.at("input_ids_" + p)), base_ref.at("logits_" + p)) <=
+          2e-3);
+    CHECK(Greedy(*base, ToIds(base_ref.at("input_ids_" + p)), 24) ==
+          ToIds(base_ref.at("greedy_" + p)));
+  }
+  // Untargeted weights are shared, targeted ones are new tensors.
+  const auto& bl = base->weights.layers[0];
+  const auto& al = (*adapted)->weights.layers[0];
+  // (q/k/v are stacked in one tensor, so an adapted q_proj copies k and v too.)
+  CHECK(bl.gate_up_proj.data_ptr() == al.gate_up_proj.data_ptr());
+  CHECK(bl.input_norm.data_ptr() == al.input_norm.data_ptr());
+  CHECK(bl.qkv_proj.data_ptr() != al.qkv_proj.data_ptr());
+  CHECK(bl.down_proj.data_ptr() != al.down_proj.data_ptr());
+  CHECK(base->weights.embed.data_ptr() == (*adapted)->weights.embed.data_ptr());
+}
+
+TEST_CASE("an adapter that does not fit its base is refused", "[engine][lora]") {
+  // tiny-qwen2 has hidden 32, the adapter was trained for hidden 64.
+  const auto qwen = MustLoad(medq::test::ModelFixture("tiny-qwen2"));
+  auto r = ApplyAdapter(qwen, kAdapter);
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.error().code == ErrorCode::kInvalidRequest);
+  CHECK_THAT(r.error().message, Catch::Contains("do not fit the base weight"));
+
+  const auto base = MustLoad(medq::test::ModelFixture("tiny-llama"));
+  TempDir tmp;
+  fs::copy_file(kAdapter / "adapter_model.safetensors", tmp.path() / "adapter_model.safetensors");
+  std::string config = ReadText(kAdapter / "adapter_config.json");
+  const auto pos = config.find("\"q_proj\"");
+  REQUIRE(pos != std::string::npos);
+  WriteText(tmp.path() / "adapter_config.json", config.replace(pos, 8, "\"qkv_fused\""));
+  r = ApplyAdapter(base, tmp.path());
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.error().code == ErrorCode::kInvalidRequest);
+  CHECK_THAT(r.error().message, Catch::Contains("qkv_fused"));
+
+  r = ApplyAdapter(base, tmp.path() / "missing");
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.error().code == ErrorCode::kModelNotFound);
+}
+
+}  // namespace
+}  // namespace medq::engine::test

@@ -1,0 +1,142 @@
+// Sampling and the generation loop's stop rules, on tiny-llama.
+#include <catch2/catch.hpp>
+
+#include "daemon/engine/sampling.h"
+#include "tests/engine/engine_test_util.h"
+
+namespace medq::engine::test {
+namespace {
+
+struct Run {
+  std::vector<int32_t> ids;
+  GenerateResult result;
+};
+
+Run RunRequest(const Model& m, const GenerateRequest& r, int cancel_after = -1) {
+  Run run;
+  auto res = Generate(m, r, [&](int32_t id) {
+    run.ids.push_back(id);
+    return cancel_after < 0 || static_cast<int>(run.ids.size()) < cancel_after;
+  });
+  REQUIRE(res.ok());
+  run.result = *res;
+  return run;
+}
+
+GenerateRequest Request(const Model& m, float temperature, std::optional<uint64_t> seed) {
+  GenerateRequest r;
+  r.prompt = {1, 6989, 9503, 21829, 2063};
+  r.max_new_tokens = 16;
+  r.stop_ids = std::vector<int32_t>{};
+  r.sampling.temperature = temperature;
+  r.sampling.seed = seed;
+  return r;
+}
+
+TEST_CASE("the same seed gives the same tokens; another seed other tokens", "[engine][sampling]") {
+  const auto m = MustLoad(medq::test::ModelFixture("tiny-llama"));
+  auto r = Request(*m, 1.5f, 42);
+  const Run a = RunRequest(*m, r);
+  const Run b = RunRequest(*m, r);
+  CHECK(a.ids == b.ids);
+  CHECK(a.ids.size() == 16);
+  r.sampling.seed = 43;
+  CHECK(RunRequest(*m, r).ids != a.ids);
+}
+
+TEST_CASE("top_k = 1 sampling equals greedy", "[engine][sampling]") {
+  const auto m = MustLoad(medq::test::ModelFixture("tiny-llama"));
+  const Run greedy = RunRequest(*m, Request(*m, 0, std::nullopt));
+  auto r = Request(*m, 5.0f, 7);
+  r.sampling.top_k = 1;
+  CHECK(RunRequest(*m, r).ids == greedy.ids);
+}
+
+TEST_CASE("warpers keep what transformers keeps", "[engine][sampling]") {
+  const at::Tensor logits = at::tensor({1.0f, 3.0f, 2.0f, 0.0f, -1.0f});
+  const auto kept = [&](SamplingParams p) {
+    const at::Tensor w = Sampler(p).Warp(logits, {});
+    std::vector<int> out;
+    for (int i = 0; i < w.numel(); ++i) {
+      if (std::isfinite(w[i].item<float>())) out.push_back(i);
+    }
+    return out;
+  };
+  SamplingParams p;
+  p.temperature = 1;
+  p.top_k = 2;
+  CHECK(kept(p) == std::vector<int>{1, 2});
+  p.top_k = 0;
+  p.top_p = 0.8f;  // probs ~ .23 .63 .23(2) ...: 0.63 + 0.23 covers 0.8
+  CHECK(kept(p) == std::vector<int>{1, 2});
+  p.top_p = 1;
+  p.min_p = 0.3f;  // keeps probs >= 0.3 * p(1): e^-1 = 0.37 ok, e^-2 = 0.135 not
+  CHECK(kept(p) == std::vector<int>{1, 2});
+  // Repetition penalty divides positive and multiplies negative scores.
+  SamplingParams rep;
+  rep.repetition_penalty = 2;
+  const at::Tensor w = Sampler(rep).Warp(logits, {1, 4});
+  CHECK(w[1].item<float>() == Approx(1.5f));
+  CHECK(w[4].item<float>() == Approx(-2.0f));
+  CHECK(w[0].item<float>() == Approx(1.0f));
+}
+
+TEST_CASE("generation stops on a stop id, on max_new_tokens and on cancellation",
+          "[engine][sampling]") {
+  const auto m = MustLoad(medq::test::ModelFixture("tiny-llama"));
+  const Run full = RunRequest(*m, Request(*m, 0, std::nullopt));
+  REQUIRE(full.ids.size() == 16);
+  CHECK(full.result.finish == FinishReason::kLength);
+  CHECK(full.result.new_tokens == 16);
+  CHECK(full.result.prompt_tokens == 5);
+
+  auto r = Request(*m, 0, std::nullopt);
+  r.stop_ids = std::vector<int32_t>{full.ids[5]};
+  const Run stopped = RunRequest(*m, r);
+  const auto first = std::find(full.ids.begin(), full.ids.end(), full.ids[5]);
+  CHECK(stopped.ids == std::vector<int32_t>(full.ids.begin(), first + 1));
+  CHECK(stopped.result.finish == FinishReason::kStop);
+
+  const Run cancelled = RunRequest(*m, Request(*m, 0, std::nullopt), 3);
+  CHECK(cancelled.ids == std::vector<int32_t>(full.ids.begin(), full.ids.begin() + 3));
+  CHECK(cancelled.result.finish == FinishReason::kCancelled);
+
+  r = Request(*m, 0, std::nullopt);
+  r.max_new_tokens = 0;
+  const Run none = RunRequest(*m, r);
+  CHECK(none.ids.empty());
+  CHECK(none.result.finish == FinishReason::kLength);
+}
+
+TEST_CASE("the model's eos ids stop generation by default", "[engine][sampling]") {
+  const auto m = MustLoad(medq::test::ModelFixture("tiny-llama3"));
+  CHECK(Info(*m).eos_ids == std::vector<int32_t>{128001, 128008, 128009});
+  CHECK(Info(*m).bos_id == 128000);
+  const auto q = MustLoad(medq::test::ModelFixture("tiny-qwen2"));
+  CHECK(Info(*q).eos_ids == std::vector<int32_t>{151645});
+}
+
+TEST_CASE("bad requests are refused with kInvalidRequest", "[engine][sampling]") {
+  const auto m = MustLoad(medq::test::ModelFixture("tiny-llama"));
+  const auto refused = [&](const GenerateRequest& r, const std::string& needle) {
+    auto res = Generate(*m, r, [](int32_t) { return true; });
+    REQUIRE_FALSE(res.ok());
+    CHECK(res.error().code == ErrorCode::kInvalidRequest);
+    CHECK_THAT(res.error().message, Catch::Contains(needle));
+  };
+  auto r = Request(*m, 0, std::nullopt);
+  r.prompt.clear();
+  refused(r, "empty");
+  r = Request(*m, 0, std::nullopt);
+  r.prompt.push_back(32000);
+  refused(r, "outside the vocabulary");
+  r = Request(*m, 0, std::nullopt);
+  r.max_new_tokens = 5000;
+  refused(r, "exceeds the model's context");
+  r = Request(*m, 1, std::nullopt);
+  r.sampling.top_p = 0;
+  refused(r, "top_p");
+}
+
+}  // namespace
+}  // namespace medq::engine::test
