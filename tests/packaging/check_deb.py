@@ -49,6 +49,7 @@ def expected_files(source_dir):
         "/usr/share/man/man5/medqd.conf.5.gz": 0o644,
         "/usr/share/man/man8/medqd.8.gz": 0o644,
         "/usr/share/doc/medq/README.md": 0o644,
+        "/usr/share/doc/medq/changelog.gz": 0o644,
     }
     for doc in glob.glob(os.path.join(source_dir, "docs", "*.md")):
         files["/usr/share/doc/medq/docs/" + os.path.basename(doc)] = 0o644
@@ -67,6 +68,7 @@ def sources(source_dir):
         "/usr/lib/tmpfiles.d/medq.conf": os.path.join(pk, "medq.tmpfiles"),
         "/etc/medq/medqd.conf": os.path.join(pk, "medqd.conf"),
         "/usr/share/doc/medq/README.md": os.path.join(source_dir, "README.md"),
+        "/usr/share/doc/medq/changelog.gz": os.path.join(pk, "debian/changelog"),
     }
     for page in ("medq.1", "medqd.conf.5", "medqd.8"):
         out[f"/usr/share/man/man{page[-1]}/{page}.gz"] = os.path.join(source_dir, "man", page)
@@ -78,9 +80,10 @@ def build_deb(build_dir, out_dir):
     config = os.path.join(build_dir, "CPackConfig.cmake")
     if not os.path.exists(config):
         pkgtest.fail([f"{config} does not exist: configure the build first"])
-    # The gzipped man pages are a build output that CPack installs; make sure
-    # they are current even when only medqd and medq were built.
-    pkgtest.run([pkgtest.need_tool("cmake", "cmake"), "--build", build_dir, "--target", "medq_man"])
+    # The gzipped man pages and changelog are build outputs that CPack
+    # installs: make them current even when only medqd and medq were built.
+    cmake = pkgtest.need_tool("cmake", "cmake")
+    pkgtest.run([cmake, "--build", build_dir, "--target", "medq_doc_files"])
     start = time.monotonic()
     pkgtest.run([cpack, "-G", "DEB", "--config", config, "-B", out_dir], timeout=300)
     debs = glob.glob(os.path.join(out_dir, "*.deb"))
@@ -203,6 +206,17 @@ def check_extracted(root, source_dir):
     return problems
 
 
+def check_changelog(root, deb):
+    """The changelog's newest entry is this package's version."""
+    with gzip.open(root + "/usr/share/doc/medq/changelog.gz", "rt", encoding="utf-8") as f:
+        first = f.readline()
+    version = pkgtest.run(["dpkg-deb", "-f", deb, "Version"]).stdout.strip()
+    if not first.startswith(f"medq ({version}) "):
+        return [f"changelog.gz starts {first.strip()!r}, not with medq ({version}): "
+                "add an entry to packaging/debian/changelog"]
+    return []
+
+
 def run_daemon(root, tmp):
     """Starts the packaged medqd and asks the packaged medq for its health."""
     problems = []
@@ -274,6 +288,7 @@ def main():
         root = os.path.join(tmp, "root")
         pkgtest.run(["dpkg", "-x", deb, root])
         problems += check_extracted(root, source_dir)
+        problems += check_changelog(root, deb)
         problems += run_daemon(root, tmp)
     pkgtest.finish(problems, "the .deb has the expected files and metadata, and its medqd serves "
                              "medq health with the packaged configuration")
