@@ -278,7 +278,7 @@ def main():
     if len(sys.argv) != 5:
         print(__doc__)
         sys.exit(2)
-    source_dir, build_dir, medqd, medq = sys.argv[1:]
+    source_dir, build_dir, medqd, medq = sys.argv[1:3] + [os.path.abspath(p) for p in sys.argv[3:]]
     pkgtest.need_tool("dpkg-deb", "dpkg")
     pkgtest.need_tool("dpkg", "dpkg")
     problems = []

@@ -61,7 +61,11 @@ def verify(source_dir, medqd):
         for mode, sub in (("--system", ""), ("--user", "user")):
             units = staged_units(source_dir, sub, SYSTEM_UNITS, medqd,
                                  os.path.join(tmp, "units-" + (sub or "system")))
-            run_env = dict(env, XDG_RUNTIME_DIR=runtime) if mode == "--user" else env
+            # The user manager reads the caller's ~/.config/systemd/user too:
+            # point it at empty folders so only our units count.
+            run_env = dict(env, XDG_RUNTIME_DIR=runtime, HOME=tmp,
+                           XDG_CONFIG_HOME=os.path.join(tmp, "config"),
+                           XDG_DATA_HOME=os.path.join(tmp, "data")) if mode == "--user" else env
             proc = pkgtest.run([analyze, mode, "verify"] + units, check=False, env=run_env)
             output = (proc.stdout + proc.stderr).strip()
             if proc.returncode != 0 or output:
@@ -194,7 +198,7 @@ def main():
         sys.exit(2)
     what, source_dir = sys.argv[1], sys.argv[2]
     if what == "verify" and len(sys.argv) == 4:
-        verify(source_dir, sys.argv[3])
+        verify(source_dir, os.path.abspath(sys.argv[3]))
     elif what == "policy":
         policy(source_dir)
     elif what == "sysusers":
