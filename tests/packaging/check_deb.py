@@ -26,6 +26,7 @@ import sys
 import tempfile
 import time
 
+sys.dont_write_bytecode = True  # keep the source tree clean of __pycache__
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import pkgtest  # noqa: E402
 
@@ -246,7 +247,8 @@ def run_daemon(root, tmp):
                             f"{health.returncode if health else None} {health and health.stderr})")
             return problems
         print(f"packaged medqd ready after {ready_s:.1f} s")
-        reply = json.loads(pkgtest.run([medq, "--socket", sock, "--json", "health"], env=env).stdout)
+        reply = json.loads(
+            pkgtest.run([medq, "--socket", sock, "--json", "health"], env=env).stdout)
         limits = reply.get("limits", {})
         for key, want in (("max_connections", 256), ("max_message_bytes", 16 << 20),
                           ("idle_timeout_s", 60.0), ("queue_timeout_s", 300.0),
@@ -278,7 +280,8 @@ def main():
     if len(sys.argv) != 5:
         print(__doc__)
         sys.exit(2)
-    source_dir, build_dir, medqd, medq = sys.argv[1:3] + [os.path.abspath(p) for p in sys.argv[3:]]
+    source_dir, build_dir = sys.argv[1:3]
+    medqd, medq = (os.path.abspath(p) for p in sys.argv[3:5])
     pkgtest.need_tool("dpkg-deb", "dpkg")
     pkgtest.need_tool("dpkg", "dpkg")
     problems = []

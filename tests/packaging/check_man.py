@@ -19,6 +19,7 @@ import shutil
 import sys
 import tempfile
 
+sys.dont_write_bytecode = True  # keep the source tree clean of __pycache__
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import pkgtest  # noqa: E402
 

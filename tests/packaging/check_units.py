@@ -16,6 +16,7 @@ import stat
 import sys
 import tempfile
 
+sys.dont_write_bytecode = True  # keep the source tree clean of __pycache__
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import pkgtest  # noqa: E402
 
@@ -136,7 +137,8 @@ def policy(source_dir):
         stop = unit.get("Service", {}).get("TimeoutStopSec", ["90"])[-1]
         if float(stop) <= 30:
             problems.append(f"{name}: TimeoutStopSec={stop} leaves no time for the 30 s drain")
-    pkgtest.finish(problems, "the units carry the required activation, watchdog and sandbox settings")
+    pkgtest.finish(problems,
+                   "the units carry the required activation, watchdog and sandbox settings")
 
 
 def sysusers(source_dir):
