@@ -9,7 +9,11 @@
    (`ldd` + `dpkg -S`).
 3. `dpkg-deb -c`: exactly the expected files, modes and owners.
 4. `dpkg-deb -e`: conffiles names /etc/medq/medqd.conf; scripts parse (sh -n).
-5. `dpkg -x` into a temporary root: the files are the sources (man pages
+5. As root: `dpkg --root` installs it into an empty root (maintainer scripts
+   chrootless, honouring DPKG_ROOT): user medq and /var/lib/medq/models are
+   created there, the host is untouched, the conffile is registered, kept on
+   remove and deleted on purge.
+6. `dpkg -x` into a temporary root: the files are the sources (man pages
    gunzipped), then the extracted medqd runs with the packaged configuration
    on a temporary socket, the extracted `medq health` answers 0 with the
    default limits, and SIGTERM drains it to exit 0 with its socket removed.
@@ -20,6 +24,7 @@ import gzip
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -220,6 +225,71 @@ def check_changelog(root, deb):
     return []
 
 
+def host_state():
+    """What the maintainer scripts must leave alone on the host when they run
+    chrootless for another root."""
+    state = {}
+    for path in ("/etc/passwd", "/etc/group"):
+        with open(path, "rb") as f:
+            state[path] = f.read()
+    for path in ("/run/medq", "/var/lib/medq", "/etc/medq"):
+        state[path] = os.path.exists(path)
+    return state
+
+
+def check_dpkg_install(deb, tmp):
+    """As root: dpkg installs the package into an empty root (its maintainer
+    scripts run chrootless and must honour DPKG_ROOT), registers the conffile,
+    keeps it on remove and deletes it on purge."""
+    if os.geteuid() != 0:
+        print("note: not root, so dpkg --root install, remove and purge did not run")
+        return []
+    problems = []
+    root = os.path.join(tmp, "dpkg-root")
+    for sub in ("var/lib/dpkg/info", "var/lib/dpkg/updates", "var/lib/dpkg/triggers"):
+        os.makedirs(os.path.join(root, sub))
+    for name in ("status", "available"):
+        open(os.path.join(root, "var/lib/dpkg", name), "w", encoding="utf-8").close()
+    dpkg = ["dpkg", "--root=" + root, "--log=/dev/null", "--force-not-root",
+            "--force-script-chrootless"]
+    before = host_state()
+    pkgtest.run(dpkg + ["--force-depends", "-i", deb])
+    if host_state() != before:
+        pkgtest.fail(["the maintainer scripts changed the host instead of DPKG_ROOT"])
+    status = pkgtest.run(dpkg + ["-s", "medq"]).stdout
+    if "Status: install ok installed" not in status:
+        problems.append(f"dpkg --root -i left medq not installed:\n{status}")
+    if not re.search(r"(?m)^Conffiles:\n /etc/medq/medqd\.conf [0-9a-f]{32}$", status):
+        problems.append("dpkg did not register /etc/medq/medqd.conf as a conffile")
+    users = {}
+    with open(os.path.join(root, "etc/passwd"), encoding="utf-8") as f:
+        for line in f:
+            fields = line.split(":")
+            users[fields[0]] = int(fields[2])
+    if shutil.which("systemd-sysusers") is None:
+        print("note: no systemd-sysusers, so postinst created no user; not checked")
+    elif "medq" not in users:
+        problems.append("postinst did not create the user medq (systemd-sysusers)")
+    else:
+        models = os.path.join(root, "var/lib/medq/models")
+        if not os.path.isdir(models) or os.stat(models).st_uid != users["medq"]:
+            problems.append("postinst did not create /var/lib/medq/models owned by medq")
+    conf = os.path.join(root, "etc/medq/medqd.conf")
+    with open(conf, "a", encoding="utf-8") as f:
+        f.write("max_queue = 3\n")
+    pkgtest.run(dpkg + ["-r", "medq"])
+    if os.path.exists(os.path.join(root, "usr/sbin/medqd")):
+        problems.append("dpkg -r left /usr/sbin/medqd behind")
+    if not os.path.exists(conf) or "max_queue = 3" not in open(conf, encoding="utf-8").read():
+        problems.append("dpkg -r did not keep the edited conffile /etc/medq/medqd.conf")
+    pkgtest.run(dpkg + ["-P", "medq"])
+    if os.path.exists(conf):
+        problems.append("dpkg -P did not remove /etc/medq/medqd.conf")
+    if host_state() != before:
+        problems.append("removing or purging medq changed the host instead of DPKG_ROOT")
+    return problems
+
+
 def run_daemon(root, tmp):
     """Starts the packaged medqd and asks the packaged medq for its health."""
     problems = []
@@ -290,6 +360,7 @@ def main():
         problems += check_metadata(deb, medqd, medq)
         problems += check_contents(deb, source_dir)
         problems += check_control(deb, tmp)
+        problems += check_dpkg_install(deb, tmp)
         root = os.path.join(tmp, "root")
         pkgtest.run(["dpkg", "-x", deb, root])
         problems += check_extracted(root, source_dir)
