@@ -8,7 +8,8 @@
    Depends naming the package of every shared library medqd and medq link
    (`ldd` + `dpkg -S`).
 3. `dpkg-deb -c`: exactly the expected files, modes and owners.
-4. `dpkg-deb -e`: conffiles names /etc/medq/medqd.conf; scripts parse (sh -n).
+4. `dpkg-deb -e`: conffiles names /etc/medq/medqd.conf; scripts parse (sh -n)
+   and, where shellcheck is installed, pass it.
 5. As root: `dpkg --root` installs it into an empty root (maintainer scripts
    chrootless, honouring DPKG_ROOT): user medq and /var/lib/medq/models are
    created there, the host is untouched, the conffile is registered, kept on
@@ -195,6 +196,10 @@ def check_control(deb, tmp):
         proc = pkgtest.run(["sh", "-n", path], check=False)
         if proc.returncode != 0:
             problems.append(f"maintainer script {script} does not parse: {proc.stderr}")
+        if shutil.which("shellcheck"):
+            proc = pkgtest.run(["shellcheck", "-s", "sh", path], check=False)
+            if proc.returncode != 0:
+                problems.append(f"shellcheck {script}:\n{proc.stdout}")
     return problems
 
 
