@@ -5,6 +5,7 @@
   check_man.py coverage SOURCE_DIR MEDQD MEDQ    every flag, command, key documented
   check_man.py selftest SOURCE_DIR MEDQD MEDQ    coverage notices a removed flag or key
   check_man.py config   SOURCE_DIR MEDQD         packaging/medqd.conf states the defaults
+  check_man.py exits    SOURCE_DIR               medq.1's exit statuses match common/error.*
 
 `coverage` reads the binaries' --help (medqd --help, medq --help and
 medq <command> --help for every command medq --help lists), extracts every
@@ -223,10 +224,50 @@ def config(source_dir, medqd):
     pkgtest.finish(problems, "packaging/medqd.conf parses and shows exactly the built-in defaults")
 
 
+def exit_statuses(source_dir):
+    """{status: [wire names]} from common/error.h and error.cc: the statuses
+    `medq` exits with and which error code maps to which."""
+    with open(os.path.join(source_dir, "common/error.h"), encoding="utf-8") as f:
+        values = dict(re.findall(r"inline constexpr int (kExit\w+) = (\d+);", f.read()))
+    with open(os.path.join(source_dir, "common/error.cc"), encoding="utf-8") as f:
+        table = re.findall(r'CodeInfo\{ErrorCode::\w+, "([A-Z_]+)", (kExit\w+)\}', f.read())
+    if not values or not table:
+        pkgtest.fail(["cannot read the exit statuses from common/error.h and error.cc"])
+    statuses = {int(v): [] for v in values.values()}
+    for name, constant in table:
+        statuses[int(values[constant])].append(name)
+    return statuses
+
+
+def exits(source_dir):
+    """medq(1)'s EXIT STATUS lists every status, each error code under its own."""
+    text = read_pages(source_dir)["medq.1"]
+    section = re.search(r"(?ms)^\.SH EXIT STATUS$(.*?)^\.SH ", text)
+    if section is None:
+        pkgtest.fail(["man/medq.1 has no EXIT STATUS section"])
+    entries = {int(m.group(1)): m.group(2) for m in
+               re.finditer(r"(?ms)^\.TP\n\.B (\d+)\n(.*?)(?=^\.TP$|\Z)", section.group(1))}
+    problems = []
+    statuses = exit_statuses(source_dir)
+    for status, names in sorted(statuses.items()):
+        if status not in entries:
+            problems.append(f"exit status {status} is not in man/medq.1 EXIT STATUS")
+            continue
+        for name in names:
+            if not pkgtest.mentions(entries[status], name):
+                problems.append(f"error code {name} (exit {status}) is not under {status} in "
+                                f"man/medq.1 EXIT STATUS")
+    for status in entries:
+        if status not in statuses:
+            problems.append(f"man/medq.1 documents exit status {status}, which medq never uses")
+    pkgtest.finish(problems, f"man/medq.1 documents the {len(statuses)} exit statuses and "
+                             f"which error code gives which")
+
+
 def main():
     args = sys.argv[1:]
     commands = {"lint": (lint, 1), "coverage": (coverage, 3), "selftest": (selftest, 3),
-                "config": (config, 2)}
+                "config": (config, 2), "exits": (exits, 1)}
     if not args or args[0] not in commands or len(args) - 1 != commands[args[0]][1]:
         print(__doc__)
         sys.exit(2)
