@@ -61,5 +61,46 @@ TEST_CASE("a shard the index names but that lacks its tensor is refused", "[engi
                                     Catch::Contains("model-00001-of-00002.safetensors"));
 }
 
+TEST_CASE("a bad shard index is refused", "[engine][sharded][corrupt]") {
+  const auto src = medq::test::ModelFixture("tiny-llama-sharded");
+  const auto copy_with_index = [&](const fs::path& dir, const std::string& from,
+                                   const std::string& to) {
+    for (const auto& e : fs::directory_iterator(src)) {
+      if (e.path().filename() != "model.safetensors.index.json") {
+        fs::copy_file(e.path(), dir / e.path().filename());
+      }
+    }
+    std::string index = ReadText(src / "model.safetensors.index.json");
+    const auto pos = index.find(from);
+    REQUIRE(pos != std::string::npos);
+    WriteText(dir / "model.safetensors.index.json", index.replace(pos, from.size(), to));
+  };
+  const std::string norm = "\"model.norm.weight\": \"model-00002-of-00002.safetensors\"";
+  SECTION("a shard outside the model directory") {
+    TempDir tmp;
+    copy_with_index(tmp.path(), norm,
+                    "\"model.norm.weight\": \"../model-00002-of-00002.safetensors\"");
+    auto r = LoadModel(tmp.path(), {});
+    REQUIRE_FALSE(r.ok());
+    CHECK_THAT(r.error().message, Catch::Contains("not a file name in the model directory"));
+  }
+  SECTION("a missing shard") {
+    TempDir tmp;
+    copy_with_index(tmp.path(), norm,
+                    "\"model.norm.weight\": \"model-00003-of-00002.safetensors\"");
+    auto r = LoadModel(tmp.path(), {});
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.error().code == ErrorCode::kInvalidRequest);
+    CHECK_THAT(r.error().message, Catch::Contains("model-00003-of-00002.safetensors"));
+  }
+  SECTION("not JSON") {
+    TempDir tmp;
+    copy_with_index(tmp.path(), "{", "[");
+    auto r = LoadModel(tmp.path(), {});
+    REQUIRE_FALSE(r.ok());
+    CHECK_THAT(r.error().message, Catch::Contains("model.safetensors.index.json"));
+  }
+}
+
 }  // namespace
 }  // namespace medq::engine::test
