@@ -114,7 +114,7 @@ medq::Result<std::string> ChatTemplate::Render(const TemplateInputs& in) const {
     globals->Set("messages", FromJson(in.messages));
     globals->Set("add_generation_prompt", Value::Bool(in.add_generation_prompt));
     globals->Set("tools", FromJson(in.tools));
-    globals->Set("documents", Value::None());
+    globals->Set("documents", FromJson(in.documents));
     const std::pair<const char*, const std::optional<std::string>*> tokens[] = {
         {"bos_token", &tokens_.bos_token},  {"eos_token", &tokens_.eos_token},
         {"unk_token", &tokens_.unk_token},  {"sep_token", &tokens_.sep_token},

@@ -43,10 +43,11 @@ medq::Result<SpecialTokens> SpecialTokensFromConfig(const nlohmann::json& config
 struct TemplateInputs {
   nlohmann::ordered_json messages = nlohmann::ordered_json::array();
   bool add_generation_prompt = true;
-  nlohmann::ordered_json tools;  // null: the template sees `tools` as none
-  nlohmann::ordered_json extra;  // object (or null): extra top-level variables,
-                                 // e.g. {"enable_thinking": false}; they win over
-                                 // the standard ones of the same name
+  nlohmann::ordered_json tools;      // null: the template sees `tools` as none
+  nlohmann::ordered_json documents;  // null: `documents` is none (RAG templates)
+  nlohmann::ordered_json extra;      // object (or null): extra top-level variables,
+                                     // e.g. {"enable_thinking": false}; they win over
+                                     // the standard ones of the same name
 };
 
 class ChatTemplate {
@@ -64,7 +65,7 @@ class ChatTemplate {
   static medq::Result<ChatTemplate> FromSource(std::string source, SpecialTokens tokens);
 
   // Renders with the variables transformers passes: messages,
-  // add_generation_prompt, tools, documents (none), the special tokens set,
+  // add_generation_prompt, tools, documents, the special tokens set,
   // then `in.extra`. Fails with kInvalidRequest, message "chat template error
   // at line L, column C: ...", on any template error (undefined value misuse,
   // type error, unknown filter, raise_exception, limits exceeded). Never throws.

@@ -221,10 +221,7 @@ Value StringMethod(const std::string& name, const Value& self, const CallArgs& a
   if (name == "splitlines") return ToList(PySplitLines(s));
   if (name == "isspace") return AllChars(s, IsPyWhitespace);
   if (name == "isdigit") return AllChars(s, [](char32_t c) { return c >= '0' && c <= '9'; });
-  if (name == "isalpha") {
-    return AllChars(
-        s, [](char32_t c) { return PyUpper(EncodeUtf8({c})) != PyLower(EncodeUtf8({c})); });
-  }
+  if (name == "isalpha") return AllChars(s, IsPyAlpha);
   if (name == "isupper") return Value::Bool(PyUpper(s) == s && PyLower(s) != s);
   if (name == "islower") return Value::Bool(PyLower(s) == s && PyUpper(s) != s);
   throw TemplateError("'str' object has no attribute '" + name + "'");

@@ -143,6 +143,19 @@ bool IsPyWhitespace(char32_t cp) {
   }
 }
 
+bool IsPyAlpha(char32_t cp) {
+  switch (utf8proc_category(static_cast<utf8proc_int32_t>(cp))) {
+    case UTF8PROC_CATEGORY_LU:
+    case UTF8PROC_CATEGORY_LL:
+    case UTF8PROC_CATEGORY_LT:
+    case UTF8PROC_CATEGORY_LM:
+    case UTF8PROC_CATEGORY_LO:
+      return true;
+    default:
+      return false;
+  }
+}
+
 std::string PyStrip(std::string_view s, const std::string* chars, bool left, bool right) {
   const std::vector<char32_t> cps = DecodeUtf8(s);
   std::vector<char32_t> set;

@@ -23,6 +23,8 @@ size_t CodePointCount(std::string_view s);
 
 // Python str.isspace() for one code point.
 bool IsPyWhitespace(char32_t cp);
+// Python str.isalpha() for one code point (Unicode categories L*).
+bool IsPyAlpha(char32_t cp);
 
 // Python str.strip/lstrip/rstrip. `chars` empty-and-not-given means whitespace.
 std::string PyStrip(std::string_view s, const std::string* chars, bool left, bool right);

@@ -80,8 +80,10 @@ TEST_CASE("render sees the variables transformers passes", "[template][api]") {
   CHECK(RenderOrError(*t, in) == "<s>|</s>|False|False|None|None|1|False|c");
 
   in.tools = nlohmann::ordered_json::parse(R"([{"name": "f"}])");
+  in.documents = nlohmann::ordered_json::parse(R"([{"title": "t", "text": "x"}])");
   in.extra = nullptr;
-  CHECK(RenderOrError(*t, in) == "<s>|</s>|False|False|[{'name': 'f'}]|None|1||");
+  CHECK(RenderOrError(*t, in) ==
+        "<s>|</s>|False|False|[{'name': 'f'}]|[{'title': 't', 'text': 'x'}]|1||");
 
   in.extra = nlohmann::ordered_json::array();
   auto out = t->Render(in);

@@ -152,6 +152,20 @@ TEST_CASE("runaway recursion, loops and output are bounded", "[template][errors]
                  "not JSON serializable"));
 }
 
+TEST_CASE("deeply nested input JSON is refused", "[template][errors][limits]") {
+  auto t = ChatTemplate::FromSource("{{ messages|length }}", {});
+  REQUIRE(t.ok());
+  nlohmann::ordered_json deep = "leaf";
+  for (int i = 0; i < 1000; ++i)
+    deep = nlohmann::ordered_json::array({deep});
+  TemplateInputs in;
+  in.messages = nlohmann::ordered_json::array({{{"role", "user"}, {"content", deep}}});
+  auto out = t->Render(in);
+  REQUIRE_FALSE(out.ok());
+  CHECK(out.error().code == medq::ErrorCode::kInvalidRequest);
+  CHECK(Contains(out.error().message, "nested deeper"));
+}
+
 TEST_CASE("every prefix of a real template fails cleanly or renders", "[template][errors]") {
   // Cutting the qwen3 template at every byte yields unterminated tags,
   // strings and blocks of every kind; none may crash.

@@ -212,6 +212,7 @@ CASES = [
     ("upper lower title methods", "{{ 'abC'.upper() }} {{ 'ABc'.lower() }} {{ 'hello wORLD'.title() }} {{ 'hello'.capitalize() }}", {}),
     ("replace format methods", "{{ 'a-b-c'.replace('-', '+') }} {{ 'a-b-c'.replace('-', '', 1) }} {{ '{} and {}'.format(1, 'x') }} {{ '{0}{0}{name}'.format('r', name='n') }} {{ '{{x}}'.format() }}", {}),
     ("misc str methods", "{{ 'a,b'.count(',') }} {{ 'héllo'.find('l') }} {{ '-'.join(['a', 'b']) }} {{ 'a\\nb'.splitlines() }} {{ '12'.isdigit() }} {{ ' '.isspace() }}", {}),
+    ("str predicates", "{{ 'héllo'.isalpha() }} {{ 'a1'.isalpha() }} {{ ''.isalpha() }} {{ 'ABC'.isupper() }} {{ 'abc1'.islower() }} {{ '123'.islower() }} {{ 'Hello World'.istitle() if false else 'x' }}", {}),
     ("qwen style reasoning split", "{% set c = m.content %}{% if '</think>' in c %}{{ c.split('</think>')[0].rstrip('\\n').split('<think>')[-1].lstrip('\\n') }}|{{ c.split('</think>')[-1].lstrip('\\n') }}{% endif %}", {"m": {"content": "<think>\nplan\n</think>\n\nanswer"}}),
     # --- globals ---
     ("dict global", "{{ dict(a=1, b=2) }}", {}),

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstring>
 #include <vector>
 
 #include "daemon/engine/kernels/cpu_features.h"
@@ -120,14 +121,34 @@ torch::Tensor CpuTiledGemmBf16(const torch::Tensor& x, const torch::Tensor& weig
       std::min(out, std::max<int64_t>(kGemmTileMinRows,
                                       kGemmTileBytes / (in * static_cast<int64_t>(sizeof(float)))));
   torch::Tensor y = torch::empty({m, out}, x.options());
+  float* yp = y.data_ptr<float>();
+  const float* bp = b.defined() ? b.data_ptr<float>() : nullptr;
   torch::Tensor tile = torch::empty({tile_rows, in}, x.options());
+  const auto* wp = reinterpret_cast<const uint16_t*>(weight.data_ptr<at::BFloat16>());
+  const DenseKernels& k = ActiveKernels();
   for (int64_t r0 = 0; r0 < out; r0 += tile_rows) {
     const int64_t rows = std::min(tile_rows, out - r0);
+    // Converted with the own kernel and row split: Tensor::copy_ would open
+    // an OpenMP region per tile, which stalls on a busy machine.
     torch::Tensor t = tile.narrow(0, 0, rows);
-    t.copy_(weight.narrow(0, r0, rows));
-    torch::Tensor part =
-        b.defined() ? at::addmm(b.narrow(0, r0, rows), xc, t.t()) : at::mm(xc, t.t());
-    y.narrow(1, r0, rows).copy_(part);
+    float* tp = t.data_ptr<float>();
+    ParallelOverRows(rows, in, sizeof(uint16_t), [&](int64_t begin, int64_t end) {
+      k.bf16_to_f32(wp + (r0 + begin) * in, (end - begin) * in, tp + begin * in);
+    });
+    // GEMM into a fresh contiguous block, then rows copied (bias added) by
+    // hand: addmm and Tensor::copy_ would open OpenMP regions of their own.
+    const torch::Tensor part = at::mm(xc, t.t());
+    const float* pp = part.data_ptr<float>();
+    for (int64_t i = 0; i < m; ++i) {
+      float* dst = yp + i * out + r0;
+      const float* src = pp + i * rows;
+      if (bp != nullptr) {
+        for (int64_t j = 0; j < rows; ++j)
+          dst[j] = src[j] + bp[r0 + j];
+      } else {
+        std::memcpy(dst, src, static_cast<size_t>(rows) * sizeof(float));
+      }
+    }
   }
   return y.view(OutputSizes(x, out));
 }

@@ -30,11 +30,15 @@ using MatMulBf16Fn = void (*)(const uint16_t* w, int64_t in, int64_t out, const 
                               const float* bias, float* y, int64_t row_begin, int64_t row_end,
                               float* scratch);
 
+// dst[i] = float(src[i]) for i in [0, n): bf16 to float32, exact.
+using Bf16ToF32Fn = void (*)(const uint16_t* src, int64_t n, float* dst);
+
 struct DenseKernels {
   const char* name;
   MatVecF32Fn matvec_f32;
   MatVecBf16Fn matvec_bf16;
   MatMulBf16Fn matmul_bf16;
+  Bf16ToF32Fn bf16_to_f32;
 };
 
 // The portable kernels; run on every x86-64 (and any other) CPU.

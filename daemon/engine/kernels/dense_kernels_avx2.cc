@@ -217,10 +217,19 @@ void MatMulBf16(const uint16_t* w, int64_t in, int64_t out, const float* x, int6
   }
 }
 
+void ConvertBf16(const uint16_t* src, int64_t n, float* dst) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    _mm256_storeu_ps(dst + i, Load8(src + i));
+  for (; i < n; ++i)
+    dst[i] = Scalar(src[i]);
+}
+
 }  // namespace
 
 const DenseKernels& Avx2FmaKernels() {
-  static constexpr DenseKernels kTable{"avx2_fma", &MatVecF32, &MatVecBf16, &MatMulBf16};
+  static constexpr DenseKernels kTable{"avx2_fma", &MatVecF32, &MatVecBf16, &MatMulBf16,
+                                       &ConvertBf16};
   return kTable;
 }
 

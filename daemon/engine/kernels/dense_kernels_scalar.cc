@@ -67,10 +67,16 @@ void MatMulBf16(const uint16_t* w, int64_t in, int64_t out, const float* x, int6
   }
 }
 
+void ConvertBf16(const uint16_t* src, int64_t n, float* dst) {
+  for (int64_t i = 0; i < n; ++i)
+    dst[i] = Bf16ToF32(src[i]);
+}
+
 }  // namespace
 
 const DenseKernels& ScalarKernels() {
-  static constexpr DenseKernels kTable{"scalar", &MatVecF32, &MatVecBf16, &MatMulBf16};
+  static constexpr DenseKernels kTable{"scalar", &MatVecF32, &MatVecBf16, &MatMulBf16,
+                                       &ConvertBf16};
   return kTable;
 }
 

@@ -27,11 +27,12 @@ namespace medq::engine {
 //     each weight row once for all rows; from kTiledGemmMinRows rows, weight
 //     tiles converted to float32 and multiplied with BLAS GEMM.
 // Threads: the own kernels split output rows over at::get_num_threads() of
-// the calling thread (4-row blocks, at least 64 KiB of weights per thread;
-// results are bitwise the same for any thread count). LibTorch 1.13 chose 1
-// intra-op thread on our 2-core VM, so the engine should call
-// at::set_num_threads() once at worker start; bench/kernels/README.md says
-// when a second thread pays off and when (a busy machine) it hurts.
+// the calling thread with ShareWork (work_sharing.h: 64 KiB chunks; never
+// waits for a helper that has not started, unlike an OpenMP region), and
+// results are bitwise the same for any thread count. Calls that use helper
+// threads are serialized process-wide. LibTorch 1.13 chose 1 intra-op thread
+// on our 2-core VM, so the engine should call at::set_num_threads() once at
+// worker start; bench/kernels/README.md has the measurements.
 // Autograd: when grad mode is on and an argument requires grad, the baseline
 // path is taken, so gradients stay correct; inference runs in InferenceMode.
 torch::Tensor Linear(const torch::Tensor& x, const torch::Tensor& weight,
