@@ -18,7 +18,8 @@ namespace medq::engine::kernels {
 // Helper threads are started on first use (up to the largest `helpers` ever
 // asked for), live until the process exits, and spin briefly after each job
 // before they sleep. Thread-safety: callers are serialized (one job at a
-// time, which is the engine's one worker thread anyway).
+// time, which is the engine's one worker thread anyway); fn must not call
+// ShareWork itself (it would wait for its own lock).
 void ShareWork(int64_t chunks, int helpers, const std::function<void(int64_t)>& fn);
 
 }  // namespace medq::engine::kernels
