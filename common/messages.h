@@ -43,6 +43,22 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(EffectiveLimits, max_queue, max_
                                                 max_message_bytes, idle_timeout_s, queue_timeout_s,
                                                 drain_timeout_s)
 
+// A model the worker holds in memory.
+struct LoadedModelInfo {
+  std::string name;
+  std::string architecture;
+  std::string device;  // "cpu" or "cuda:N"
+  std::string dtype;   // weights: "fp32", "bf16" or "fp16"
+  int64_t parameter_bytes = 0;
+  bool fell_back_to_cpu = false;  // CUDA ran out of memory while loading it
+  bool has_tokenizer = false;
+  bool has_chat_template = false;
+  double idle_s = 0;
+};
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(LoadedModelInfo, name, architecture, device, dtype,
+                                                parameter_bytes, fell_back_to_cpu, has_tokenizer,
+                                                has_chat_template, idle_s)
+
 struct HealthInfo {
   std::string status;  // "ok", "starting", "draining" or "degraded"
   bool ready = false;  // true when the daemon can serve work now
@@ -54,7 +70,7 @@ struct HealthInfo {
   int active_jobs = 0;
   int queue_length = 0;
   int connections = 0;
-  std::vector<std::string> loaded_models;
+  std::vector<LoadedModelInfo> loaded_models;
   std::vector<std::string> warnings;  // e.g. a device fallback; empty when all is well
   EffectiveLimits limits;
 };

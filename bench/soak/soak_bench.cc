@@ -1,0 +1,217 @@
+// soak_bench: many generations through a real medqd. Prints memory after
+// every request of a sequential run (it must stay flat), throughput and
+// latency percentiles of sequential and concurrent runs, and the daemon's
+// overhead: time to first token through the socket minus the same request on
+// the engine alone, in this process. One JSON object on stdout.
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <iostream>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include "daemon/engine/engine.h"
+#include "ipc/client.h"
+
+extern char** environ;
+
+namespace {
+
+using nlohmann::json;
+using Clock = std::chrono::steady_clock;
+namespace fs = std::filesystem;
+
+double Percentile(std::vector<double> v, double p) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v[std::min(v.size() - 1, static_cast<size_t>(p * static_cast<double>(v.size() - 1) + 0.5))];
+}
+
+json Summary(const std::vector<double>& v) {
+  return {{"p50", Percentile(v, 0.5)}, {"p90", Percentile(v, 0.9)}, {"p99", Percentile(v, 0.99)},
+          {"min", Percentile(v, 0)}, {"max", Percentile(v, 1)}};
+}
+
+struct Sample {
+  double ttft_ms = 0;
+  double total_ms = 0;
+  int tokens = 0;
+};
+
+// One generate request on `client`; exits on failure.
+Sample GenerateOnce(medq::ipc::Client& client, const json& params) {
+  Sample s;
+  const auto t0 = Clock::now();
+  auto id = client.Send("generate", params);
+  if (!id.ok()) {
+    std::cerr << "soak_bench: " << id.error().message << "\n";
+    std::exit(1);
+  }
+  for (;;) {
+    auto reply = client.ReadReply(std::chrono::minutes(10));
+    if (!reply.ok()) {
+      std::cerr << "soak_bench: " << reply.error().message << "\n";
+      std::exit(1);
+    }
+    if ((*reply)["id"] != *id) continue;
+    const std::string event = (*reply)["event"];
+    if (event == "token" && s.ttft_ms == 0) {
+      s.ttft_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+    } else if (event == "error") {
+      std::cerr << "soak_bench: " << reply->dump() << "\n";
+      std::exit(1);
+    } else if (event == "done") {
+      s.total_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+      s.tokens = (*reply)["usage"]["completion_tokens"];
+      return s;
+    }
+  }
+}
+
+int64_t DaemonRss(medq::ipc::Client& client) {
+  auto h = client.Call("health");
+  return h.ok() ? (*h)["result"]["memory"]["rss_bytes"].get<int64_t>() : 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"soak_bench: sequential and concurrent generations through medqd"};
+  std::string model = std::string(MEDQ_SHARED_DIR_DEFAULT) + "/fixtures/models/tiny-llama";
+  std::string medqd = MEDQ_BINARY_DIR "/daemon/medqd";
+  int sequential = 200, concurrent_clients = 8, per_client = 25, max_tokens = 32;
+  app.add_option("--model", model, "Model directory")->capture_default_str();
+  app.add_option("--medqd", medqd, "medqd binary")->capture_default_str();
+  app.add_option("--sequential", sequential, "Sequential requests")->capture_default_str();
+  app.add_option("--clients", concurrent_clients, "Concurrent clients")->capture_default_str();
+  app.add_option("--per-client", per_client, "Requests per concurrent client")->capture_default_str();
+  app.add_option("--max-tokens", max_tokens, "New tokens per request")->capture_default_str();
+  CLI11_PARSE(app, argc, argv);
+
+  // The prompt: ids, so the tokenizer plays no part in the comparison.
+  const json params = {{"prompt_ids", {1, 415, 7749, 403, 10134, 395}},
+                       {"max_tokens", max_tokens}, {"temperature", 0.7}, {"seed", 1}};
+
+  // Engine alone, in this process: the same request, for the overhead figure.
+  medq::engine::InitWorkerThread(0);
+  auto loaded = medq::engine::LoadModel(model, {"cpu", "auto"});
+  if (!loaded.ok()) {
+    std::cerr << "soak_bench: " << loaded.error().message << "\n";
+    return 1;
+  }
+  std::vector<double> engine_ttft;
+  for (int i = 0; i < 20; ++i) {
+    medq::engine::GenerateRequest req;
+    req.prompt = params["prompt_ids"].get<std::vector<int32_t>>();
+    req.max_new_tokens = max_tokens;
+    req.sampling.temperature = 0.7f;
+    req.sampling.seed = 1;
+    const auto t0 = Clock::now();
+    double ttft = 0;
+    auto r = medq::engine::Generate(**loaded, req, [&](int32_t) {
+      if (ttft == 0) ttft = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+      return true;
+    });
+    if (!r.ok()) return 1;
+    engine_ttft.push_back(ttft);
+  }
+  loaded = medq::Error(medq::ErrorCode::kInternal, "released");
+
+  char tmpl[] = "/tmp/medq-soak.XXXXXX";
+  const fs::path dir = mkdtemp(tmpl);
+  const std::string socket = (dir / "medq.sock").string();
+  std::vector<std::string> args = {medqd, "--socket", socket, "--config", "/dev/null",
+                                   "--log-level", "warn", "--max-queue", "64",
+                                   "--models-dir", fs::path(model).parent_path().string(),
+                                   "--model", fs::path(model).filename().string()};
+  std::vector<char*> cargs;
+  for (auto& a : args) cargs.push_back(a.data());
+  cargs.push_back(nullptr);
+  pid_t daemon = -1;
+  posix_spawn(&daemon, cargs[0], nullptr, nullptr, cargs.data(), environ);
+  for (int i = 0; i < 500; ++i) {
+    if (auto c = medq::ipc::Client::Connect(socket); c.ok() && c->Call("health").ok()) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  auto client = medq::ipc::Client::Connect(socket);
+  if (!client.ok()) return 1;
+
+  // Sequential: memory after every request.
+  std::vector<double> ttft, total, rss_mb;
+  int64_t tokens = 0;
+  const auto t_seq = Clock::now();
+  for (int i = 0; i < sequential; ++i) {
+    Sample s = GenerateOnce(*client, params);
+    ttft.push_back(s.ttft_ms);
+    total.push_back(s.total_ms);
+    tokens += s.tokens;
+    rss_mb.push_back(static_cast<double>(DaemonRss(*client)) / (1 << 20));
+  }
+  const double seq_s = std::chrono::duration<double>(Clock::now() - t_seq).count();
+
+  // Concurrent clients, each on its own connection.
+  std::mutex mu;
+  std::vector<double> c_total;
+  int64_t c_tokens = 0;
+  const auto t_conc = Clock::now();
+  std::vector<std::thread> threads;
+  for (int c = 0; c < concurrent_clients; ++c) {
+    threads.emplace_back([&] {
+      auto conn = medq::ipc::Client::Connect(socket);
+      if (!conn.ok()) std::exit(1);
+      for (int i = 0; i < per_client; ++i) {
+        Sample s = GenerateOnce(*conn, params);
+        std::lock_guard lock(mu);
+        c_total.push_back(s.total_ms);
+        c_tokens += s.tokens;
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  const double conc_s = std::chrono::duration<double>(Clock::now() - t_conc).count();
+  const double rss_after_concurrent = static_cast<double>(DaemonRss(*client)) / (1 << 20);
+
+  kill(daemon, SIGTERM);
+  waitpid(daemon, nullptr, 0);
+  fs::remove_all(dir);
+
+  const double rss_first = rss_mb.front(), rss_last = rss_mb.back();
+  json out = {
+      {"benchmark", "soak"},
+      {"model", model},
+      {"max_tokens", max_tokens},
+      {"sequential",
+       {{"requests", sequential},
+        {"requests_per_s", sequential / seq_s},
+        {"tokens_per_s", static_cast<double>(tokens) / seq_s},
+        {"ttft_ms", Summary(ttft)},
+        {"total_ms", Summary(total)},
+        {"rss_mb_after_first", rss_first},
+        {"rss_mb_after_last", rss_last},
+        {"rss_growth_pct", 100 * (rss_last - rss_first) / rss_first},
+        {"rss_mb_max", *std::max_element(rss_mb.begin(), rss_mb.end())},
+        {"rss_mb_each", rss_mb}}},
+      {"concurrent",
+       {{"clients", concurrent_clients},
+        {"requests", concurrent_clients * per_client},
+        {"requests_per_s", concurrent_clients * per_client / conc_s},
+        {"tokens_per_s", static_cast<double>(c_tokens) / conc_s},
+        {"total_ms", Summary(c_total)},
+        {"rss_mb_after", rss_after_concurrent}}},
+      {"overhead",
+       {{"engine_ttft_ms_p50", Percentile(engine_ttft, 0.5)},
+        {"daemon_ttft_ms_p50", Percentile(ttft, 0.5)},
+        {"daemon_minus_engine_ms", Percentile(ttft, 0.5) - Percentile(engine_ttft, 0.5)}}},
+  };
+  std::cout << out.dump(2) << "\n";
+  return 0;
+}

@@ -1,0 +1,243 @@
+#include "cli/generate.h"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cmath>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include "common/generate_params.h"
+
+namespace medq::cli {
+namespace {
+
+using nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+std::atomic<int> g_interrupts{0};
+
+void OnInterrupt(int) {
+  if (++g_interrupts >= 2) _exit(130);  // a second Ctrl-C does not wait for the daemon
+}
+
+struct GenerateFlags {
+  std::string prompt;
+  std::string file;
+  bool chat = false;
+  bool raw = false;
+  bool json = false;
+  bool no_stream = false;
+  bool ids = false;
+  bool verbose = false;
+  GenerateParams params;
+  double queue_timeout_s = 0;
+  std::optional<uint64_t> seed;
+};
+
+Result<std::string> ReadPrompt(const GenerateFlags& f) {
+  if (!f.file.empty()) {
+    std::ifstream in(f.file, std::ios::binary);
+    if (!in) return Error(ErrorCode::kInvalidRequest, "cannot read --file " + f.file);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+  }
+  if (f.prompt == "-" || (f.prompt.empty() && isatty(STDIN_FILENO) == 0)) {
+    std::stringstream ss;
+    ss << std::cin.rdbuf();
+    return ss.str();
+  }
+  if (f.prompt.empty()) {
+    return Error(ErrorCode::kInvalidRequest, "no prompt: give it as an argument, as - for stdin, "
+                                             "or with --file");
+  }
+  return f.prompt;
+}
+
+// Shows the queue position on a terminal's stderr, on one line rewritten in
+// place; Clear() removes it before text is printed.
+class StatusLine {
+ public:
+  StatusLine() : tty_(isatty(STDERR_FILENO) != 0) {}
+  void Show(const std::string& text) {
+    if (!tty_) return;
+    std::cerr << "\r\033[K" << text << std::flush;
+    shown_ = true;
+  }
+  void Clear() {
+    if (!shown_) return;
+    std::cerr << "\r\033[K" << std::flush;
+    shown_ = false;
+  }
+
+ private:
+  bool tty_;
+  bool shown_ = false;
+};
+
+int Run(const GlobalOptions& g, GenerateFlags& f) {
+  if (f.chat && f.raw) {
+    std::cerr << "medq: --chat and --raw exclude each other\n";
+    return kExitUsage;
+  }
+  f.json = f.json || g.json;
+  GenerateParams& p = f.params;
+  if (!p.prompt_ids) {
+    auto prompt = ReadPrompt(f);
+    if (!prompt.ok()) return ReportError(prompt.error());
+    p.prompt = std::move(*prompt);
+  }
+  p.mode = f.chat ? PromptMode::kChat : f.raw ? PromptMode::kRaw : PromptMode::kAuto;
+  if (f.queue_timeout_s > 0) p.queue_timeout_s = f.queue_timeout_s;
+  p.return_ids = f.ids || f.json;
+
+  auto client = ConnectToDaemon(g);
+  if (!client.ok()) return ReportUnreachable(client.error());
+  auto request_id = client->Send("generate", ToJson(p));
+  if (!request_id.ok()) return ReportUnreachable(request_id.error());
+
+  struct sigaction sa {};
+  sa.sa_handler = OnInterrupt;
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+
+  StatusLine status;
+  std::string text;
+  std::vector<int32_t> ids;
+  std::string job;
+  bool cancel_sent = false;
+  const auto t0 = Clock::now();
+  std::optional<double> first_token_ms;
+  const bool stream = !f.no_stream && !f.json;
+  for (;;) {
+    if (g_interrupts > 0 && !cancel_sent && !job.empty()) {
+      cancel_sent = true;
+      status.Clear();
+      auto sent = client->Send("cancel", {{"job", job}});
+      if (!sent.ok()) return 130;
+    }
+    auto reply = client->ReadReply(std::chrono::milliseconds(100));
+    if (!reply.ok()) {
+      if (reply.error().code == ErrorCode::kQueueTimeout) continue;  // just our poll interval
+      status.Clear();
+      return ReportUnreachable(reply.error());
+    }
+    if (reply->value("id", json()) != json(*request_id)) {
+      if (auto error = ipc::ErrorOf(*reply); error && reply->value("id", json()).is_null()) {
+        status.Clear();
+        return ReportError(*error);
+      }
+      continue;  // the cancel op's own reply
+    }
+    const std::string event = reply->value("event", "");
+    if (event == "queued") {
+      job = reply->value("job", job);
+      std::ostringstream line;
+      line << "queued: " << reply->value("position", 0) << " of " << reply->value("queue_length", 0)
+           << ", ~" << static_cast<int>(std::ceil(reply->value("estimated_wait_s", 0.0))) << " s";
+      status.Show(line.str());
+    } else if (event == "started") {
+      job = reply->value("job", job);
+      status.Clear();
+    } else if (event == "token") {
+      if (!first_token_ms) {
+        first_token_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+      }
+      const std::string piece = reply->value("text", "");
+      text += piece;
+      for (const json& id : reply->value("ids", json::array())) ids.push_back(id.get<int32_t>());
+      if (stream && !f.ids) std::cout << piece << std::flush;
+    } else if (event == "error") {
+      status.Clear();
+      if (stream && !text.empty()) std::cout << "\n";
+      return ReportError(DecodeError(*reply));
+    } else if (event == "done") {
+      status.Clear();
+      json out = *reply;
+      const std::string finish = out.value("finish_reason", "");
+      if (f.json) {
+        json result = {{"text", text},
+                       {"finish_reason", finish},
+                       {"model", out.value("model", "")},
+                       {"usage", out.value("usage", json::object())},
+                       {"timings", out.value("timings", json::object())},
+                       {"ids", ids}};
+        if (first_token_ms) result["timings"]["first_token_ms"] = *first_token_ms;
+        std::cout << result.dump() << "\n";
+      } else if (f.ids) {
+        for (size_t i = 0; i < ids.size(); ++i) std::cout << (i ? " " : "") << ids[i];
+        std::cout << "\n";
+      } else {
+        if (!stream) std::cout << text;
+        if (!text.empty() && text.back() != '\n') std::cout << "\n";
+      }
+      std::cout << std::flush;
+      if (f.verbose) {
+        const json usage = out.value("usage", json::object());
+        const json timings = out.value("timings", json::object());
+        const double decode_ms = timings.value("decode_ms", 0.0);
+        const int generated = usage.value("completion_tokens", 0);
+        std::cerr << "prompt " << usage.value("prompt_tokens", 0) << " tokens, generated "
+                  << generated << " tokens (" << finish << "), first token "
+                  << static_cast<int>(first_token_ms.value_or(0)) << " ms, "
+                  << (decode_ms > 0 ? std::round(10 * (generated - 1) / (decode_ms / 1000)) / 10
+                                    : 0)
+                  << " tokens/s\n";
+      }
+      return finish == "cancelled" ? 130 : kExitOk;
+    }
+  }
+}
+
+}  // namespace
+
+Action SetUpGenerate(CLI::App& sub, const GlobalOptions& g) {
+  auto f = std::make_shared<GenerateFlags>();
+  GenerateParams& p = f->params;
+  sub.add_option("prompt", f->prompt, "The prompt; - reads it from stdin");
+  sub.add_option("--file", f->file, "Read the prompt from a file");
+  sub.add_flag("--chat", f->chat,
+               "Render the prompt with the model's chat template (default when it has one)");
+  sub.add_flag("--raw", f->raw, "Send the prompt as is, without the chat template");
+  sub.add_option("--system", p.system, "System message for --chat");
+  sub.add_option("--model", p.model, "Model name (in the daemon's models directory) or path");
+  sub.add_option("--adapter", p.adapter, "PEFT LoRA adapter name or path");
+  sub.add_option("--max-tokens", p.max_tokens, "Most tokens to generate")
+      ->check(CLI::Range(1, kMaxNewTokensLimit))
+      ->capture_default_str();
+  sub.add_option("--temperature", p.temperature, "Sampling temperature; 0 is greedy")
+      ->check(CLI::Range(0.0, 100.0));
+  sub.add_option("--top-k", p.top_k, "Sample among the k most likely tokens; 0 is off")
+      ->check(CLI::NonNegativeNumber);
+  sub.add_option("--top-p", p.top_p, "Nucleus sampling threshold; 1 is off")
+      ->check(CLI::Range(0.0, 1.0));
+  sub.add_option("--min-p", p.min_p, "Drop tokens below min-p times the top probability")
+      ->check(CLI::Range(0.0, 1.0));
+  sub.add_option("--repeat-penalty", p.repeat_penalty, "Repetition penalty; 1 is off")
+      ->check(CLI::PositiveNumber);
+  sub.add_option("--seed", p.seed, "Random seed: the same seed gives the same text");
+  sub.add_option("--stop", p.stop, "Stop when this text appears (repeatable)");
+  sub.add_option("--priority", p.priority, "Queue priority: high, normal or low")
+      ->check(CLI::IsMember({"high", "normal", "low"}));
+  sub.add_option("--timeout", f->queue_timeout_s,
+                 "Longest wait in the queue, in seconds (at most the daemon's queue_timeout_s)")
+      ->check(CLI::PositiveNumber);
+  sub.add_flag("--json", f->json,
+               "Print one JSON object at the end: text, finish reason, token counts, timings");
+  sub.add_flag("--no-stream", f->no_stream, "Print the text at the end instead of as it comes");
+  sub.add_flag("--ids", f->ids, "Print the generated token ids instead of text");
+  sub.add_flag("-v,--verbose", f->verbose,
+               "Finish with a line on stderr: token counts, time to first token, tokens/s");
+  auto prompt_ids = std::make_shared<std::vector<int32_t>>();
+  sub.add_option("--prompt-ids", *prompt_ids, "Send these token ids as the prompt")
+      ->delimiter(',');
+  return [&g, f, prompt_ids] {
+    if (!prompt_ids->empty()) f->params.prompt_ids = *prompt_ids;
+    return Run(g, *f);
+  };
+}
+
+}  // namespace medq::cli

@@ -1,0 +1,10 @@
+// `medq generate`: sends a generate request and streams its events.
+#pragma once
+
+#include "cli/commands.h"
+
+namespace medq::cli {
+
+Action SetUpGenerate(CLI::App& sub, const GlobalOptions& global);
+
+}  // namespace medq::cli

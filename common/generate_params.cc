@@ -1,0 +1,188 @@
+#include "common/generate_params.h"
+
+#include <cmath>
+
+#include "common/protocol.h"
+
+namespace medq {
+namespace {
+
+using nlohmann::json;
+
+Error Invalid(const std::string& field, const std::string& what) {
+  return Error(ErrorCode::kInvalidRequest, "params." + field + " " + what);
+}
+
+// Reads params[key] into `out` when present; an error names the field.
+Status ReadString(const json& p, const char* key, std::string& out) {
+  auto it = p.find(key);
+  if (it == p.end() || it->is_null()) return Status::Ok();
+  if (!it->is_string()) return Invalid(key, "must be a string");
+  out = it->get<std::string>();
+  return Status::Ok();
+}
+
+Status ReadInt(const json& p, const char* key, int64_t lo, int64_t hi, int& out) {
+  auto it = p.find(key);
+  if (it == p.end() || it->is_null()) return Status::Ok();
+  if (!it->is_number_integer()) return Invalid(key, "must be an integer");
+  int64_t v = it->get<int64_t>();
+  if (v < lo || v > hi) {
+    return Invalid(key, "must be between " + std::to_string(lo) + " and " + std::to_string(hi));
+  }
+  out = static_cast<int>(v);
+  return Status::Ok();
+}
+
+Status ReadFloat(const json& p, const char* key, double lo, double hi, bool lo_open, float& out) {
+  auto it = p.find(key);
+  if (it == p.end() || it->is_null()) return Status::Ok();
+  if (!it->is_number()) return Invalid(key, "must be a number");
+  double v = it->get<double>();
+  if (!std::isfinite(v) || v < lo || v > hi || (lo_open && v == lo)) {
+    std::string range = (lo_open ? "(" : "[") + json(lo).dump() + ", " + json(hi).dump() + "]";
+    return Invalid(key, "must be in " + range);
+  }
+  out = static_cast<float>(v);
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<GenerateParams> ParseGenerateParams(const json& p) {
+  if (Status s = RejectUnknownFields(
+          p, {"model",       "adapter", "prompt",          "messages",        "prompt_ids",
+              "mode",        "system",  "template_kwargs", "tools",           "max_tokens",
+              "temperature", "top_k",   "top_p",           "min_p",           "repeat_penalty",
+              "seed",        "stop",    "priority",        "queue_timeout_s", "return_ids"});
+      !s.ok()) {
+    return s.error();
+  }
+  GenerateParams g;
+  Status s;
+  if (!(s = ReadString(p, "model", g.model)).ok()) return s.error();
+  if (!(s = ReadString(p, "adapter", g.adapter)).ok()) return s.error();
+  if (!(s = ReadString(p, "system", g.system)).ok()) return s.error();
+  if (!(s = ReadString(p, "priority", g.priority)).ok()) return s.error();
+  if (g.priority != "high" && g.priority != "normal" && g.priority != "low") {
+    return Invalid("priority", "must be \"high\", \"normal\" or \"low\"");
+  }
+
+  int prompts = 0;
+  if (auto it = p.find("prompt"); it != p.end() && !it->is_null()) {
+    if (!it->is_string()) return Invalid("prompt", "must be a string");
+    if (it->get_ref<const std::string&>().empty()) return Invalid("prompt", "must not be empty");
+    g.prompt = it->get<std::string>();
+    ++prompts;
+  }
+  if (auto it = p.find("messages"); it != p.end() && !it->is_null()) {
+    if (!it->is_array() || it->empty()) return Invalid("messages", "must be a non-empty array");
+    for (const json& m : *it) {
+      if (!m.is_object() || !m.contains("role") || !m["role"].is_string()) {
+        return Invalid("messages", "must hold objects with a string \"role\"");
+      }
+    }
+    g.messages = nlohmann::ordered_json::parse(it->dump());
+    ++prompts;
+  }
+  if (auto it = p.find("prompt_ids"); it != p.end() && !it->is_null()) {
+    if (!it->is_array() || it->empty()) return Invalid("prompt_ids", "must be a non-empty array");
+    std::vector<int32_t> ids;
+    ids.reserve(it->size());
+    for (const json& id : *it) {
+      if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() > INT32_MAX) {
+        return Invalid("prompt_ids", "must hold non-negative integer token ids");
+      }
+      ids.push_back(static_cast<int32_t>(id.get<int64_t>()));
+    }
+    g.prompt_ids = std::move(ids);
+    ++prompts;
+  }
+  if (prompts != 1) {
+    return Error(ErrorCode::kInvalidRequest,
+                 "exactly one of params.prompt, params.messages and params.prompt_ids is needed");
+  }
+
+  if (auto it = p.find("mode"); it != p.end() && !it->is_null()) {
+    const std::string mode = it->is_string() ? it->get<std::string>() : "";
+    if (mode == "auto")
+      g.mode = PromptMode::kAuto;
+    else if (mode == "chat")
+      g.mode = PromptMode::kChat;
+    else if (mode == "raw")
+      g.mode = PromptMode::kRaw;
+    else
+      return Invalid("mode", "must be \"auto\", \"chat\" or \"raw\"");
+  }
+  if (auto it = p.find("template_kwargs"); it != p.end() && !it->is_null()) {
+    if (!it->is_object()) return Invalid("template_kwargs", "must be an object");
+    g.template_kwargs = nlohmann::ordered_json::parse(it->dump());
+  }
+  if (auto it = p.find("tools"); it != p.end() && !it->is_null()) {
+    if (!it->is_array()) return Invalid("tools", "must be an array");
+    g.tools = nlohmann::ordered_json::parse(it->dump());
+  }
+
+  if (!(s = ReadInt(p, "max_tokens", 1, kMaxNewTokensLimit, g.max_tokens)).ok()) return s.error();
+  if (!(s = ReadFloat(p, "temperature", 0, 100, false, g.temperature)).ok()) return s.error();
+  if (!(s = ReadInt(p, "top_k", 0, 1 << 24, g.top_k)).ok()) return s.error();
+  if (!(s = ReadFloat(p, "top_p", 0, 1, true, g.top_p)).ok()) return s.error();
+  if (!(s = ReadFloat(p, "min_p", 0, 1, false, g.min_p)).ok()) return s.error();
+  if (!(s = ReadFloat(p, "repeat_penalty", 0, 100, true, g.repeat_penalty)).ok()) return s.error();
+  if (auto it = p.find("seed"); it != p.end() && !it->is_null()) {
+    if (!it->is_number_unsigned() && !(it->is_number_integer() && it->get<int64_t>() >= 0)) {
+      return Invalid("seed", "must be a non-negative integer");
+    }
+    g.seed = it->get<uint64_t>();
+  }
+  if (auto it = p.find("stop"); it != p.end() && !it->is_null()) {
+    if (!it->is_array() || it->size() > kMaxStopStrings) {
+      return Invalid("stop",
+                     "must be an array of at most " + std::to_string(kMaxStopStrings) + " strings");
+    }
+    for (const json& stop : *it) {
+      if (!stop.is_string() || stop.get_ref<const std::string&>().empty()) {
+        return Invalid("stop", "must hold non-empty strings");
+      }
+      g.stop.push_back(stop.get<std::string>());
+    }
+  }
+  if (auto it = p.find("queue_timeout_s"); it != p.end() && !it->is_null()) {
+    if (!it->is_number() || !(it->get<double>() > 0)) {
+      return Invalid("queue_timeout_s", "must be a positive number");
+    }
+    g.queue_timeout_s = it->get<double>();
+  }
+  if (auto it = p.find("return_ids"); it != p.end() && !it->is_null()) {
+    if (!it->is_boolean()) return Invalid("return_ids", "must be true or false");
+    g.return_ids = it->get<bool>();
+  }
+  return g;
+}
+
+json ToJson(const GenerateParams& g) {
+  json p = json::object();
+  if (!g.model.empty()) p["model"] = g.model;
+  if (!g.adapter.empty()) p["adapter"] = g.adapter;
+  if (g.prompt) p["prompt"] = *g.prompt;
+  if (g.messages) p["messages"] = json::parse(g.messages->dump());
+  if (g.prompt_ids) p["prompt_ids"] = *g.prompt_ids;
+  if (g.mode != PromptMode::kAuto) p["mode"] = g.mode == PromptMode::kChat ? "chat" : "raw";
+  if (!g.system.empty()) p["system"] = g.system;
+  if (!g.template_kwargs.is_null()) p["template_kwargs"] = json::parse(g.template_kwargs.dump());
+  if (!g.tools.is_null()) p["tools"] = json::parse(g.tools.dump());
+  p["max_tokens"] = g.max_tokens;
+  if (g.temperature != 0) p["temperature"] = g.temperature;
+  if (g.top_k != 0) p["top_k"] = g.top_k;
+  if (g.top_p != 1) p["top_p"] = g.top_p;
+  if (g.min_p != 0) p["min_p"] = g.min_p;
+  if (g.repeat_penalty != 1) p["repeat_penalty"] = g.repeat_penalty;
+  if (g.seed) p["seed"] = *g.seed;
+  if (!g.stop.empty()) p["stop"] = g.stop;
+  if (g.priority != "normal") p["priority"] = g.priority;
+  if (g.queue_timeout_s) p["queue_timeout_s"] = *g.queue_timeout_s;
+  if (g.return_ids) p["return_ids"] = true;
+  return p;
+}
+
+}  // namespace medq

@@ -1,0 +1,61 @@
+// The `generate` op's parameters, shared by the CLI (which builds them) and
+// the daemon (which validates them). docs/protocol.md documents each field.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "common/result.h"
+
+namespace medq {
+
+// How a text prompt reaches the model.
+enum class PromptMode {
+  kAuto,  // the chat template when the model has one, else the text as is
+  kChat,  // the chat template (INVALID_REQUEST if the model has none)
+  kRaw,   // the text as is, tokenized with the tokenizer's special tokens
+};
+
+struct GenerateParams {
+  std::string model;    // name in the models directory or absolute path; "" = default
+  std::string adapter;  // PEFT LoRA adapter (name or absolute path); "" = none
+
+  // Exactly one of these three is the prompt.
+  std::optional<std::string> prompt;
+  std::optional<nlohmann::ordered_json> messages;  // [{"role","content"},...]
+  std::optional<std::vector<int32_t>> prompt_ids;
+
+  PromptMode mode = PromptMode::kAuto;  // for `prompt`
+  std::string system;                   // system message when `prompt` goes through the template
+  nlohmann::ordered_json template_kwargs = nullptr;  // extra chat-template variables
+  nlohmann::ordered_json tools = nullptr;            // passed to the chat template
+
+  int max_tokens = 256;
+  float temperature = 0;  // 0: greedy
+  int top_k = 0;
+  float top_p = 1;
+  float min_p = 0;
+  float repeat_penalty = 1;
+  std::optional<uint64_t> seed;
+  std::vector<std::string> stop;  // stop strings, not included in the output
+
+  std::string priority = "normal";        // "high", "normal" or "low"
+  std::optional<double> queue_timeout_s;  // at most the daemon's queue_timeout_s
+  bool return_ids = false;                // token events also carry ids
+};
+
+inline constexpr int kMaxStopStrings = 16;
+inline constexpr int kMaxNewTokensLimit = 1 << 20;
+
+// Validates and reads `params` of a generate request. Unknown keys, wrong
+// types and out-of-range values give INVALID_REQUEST naming the field.
+Result<GenerateParams> ParseGenerateParams(const nlohmann::json& params);
+
+// The JSON form ParseGenerateParams reads (defaults omitted).
+nlohmann::json ToJson(const GenerateParams& params);
+
+}  // namespace medq

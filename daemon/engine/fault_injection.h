@@ -1,0 +1,22 @@
+// Test-only fault injection: makes the next model load or decode step fail
+// exactly as a CUDA out-of-memory error would, so that machines without a GPU
+// exercise the daemon's recovery paths. The daemon arms faults only when
+// started with --test-fault-injection.
+#pragma once
+
+namespace medq::engine {
+
+enum class Fault {
+  kLoadOom,    // the next LoadModel fails with GPU_OOM
+  kDecodeOom,  // the next decode step of a generation fails with GPU_OOM
+};
+
+// Any thread. Arms `fault` for the next time it can happen; arming twice is
+// the same as once.
+void ArmFault(Fault fault);
+
+// Engine internals, worker thread: throws a CUDA-style out-of-memory c10::Error
+// (and disarms) when `fault` is armed.
+void FailIfArmed(Fault fault);
+
+}  // namespace medq::engine

@@ -1,0 +1,51 @@
+// One generation on the worker thread: model, prompt ids, the engine's token
+// loop, detokenization and stop strings. Worker thread only.
+#pragma once
+
+#include <atomic>
+#include <filesystem>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "common/generate_params.h"
+#include "common/result.h"
+#include "daemon/model_store.h"
+
+namespace medq::daemon {
+
+struct GenerateSpec {
+  GenerateParams params;
+  std::string model_name;  // as the request named it (or the default)
+  std::filesystem::path model_dir;
+  std::filesystem::path adapter_dir;  // empty: none
+};
+
+// Called on the worker thread for each piece of stable text (with its ids
+// when the request asked for them).
+using EmitFn = std::function<void(std::string text, std::vector<int32_t> ids)>;
+
+// Runs the generation. `cancel` is set by the loop thread (cancel op, client
+// gone, shutdown); it is checked before each decode step. `heartbeat` is
+// called once per step. Returns the `done` event's fields: finish_reason
+// ("stop", "length" or "cancelled"), usage and timings (load, prefill,
+// decode). Failure: INVALID_REQUEST for a prompt or parameter the model
+// cannot take (the message names the field), or the engine's error.
+Result<nlohmann::json> RunGenerate(ModelStore& models, const GenerateSpec& spec,
+                                   const std::atomic<bool>& cancel, const EmitFn& emit,
+                                   const std::function<void()>& heartbeat);
+
+// The ids a request's prompt stands for with this model (tokenizer and chat
+// template applied as the request's mode says). Also used by the tokenize
+// and apply-template ops.
+Result<std::vector<int32_t>> PromptIds(const LoadedModel& model, const GenerateParams& params);
+
+// The model's chat template rendered with the params' messages (or system
+// and prompt), tools and template kwargs. INVALID_REQUEST when the model has
+// no chat template, or the template fails (line and column in the message).
+Result<std::string> RenderChat(const LoadedModel& model, const GenerateParams& params,
+                               bool add_generation_prompt);
+
+}  // namespace medq::daemon

@@ -1,0 +1,67 @@
+// The daemon's counters and histograms, rendered in the Prometheus text
+// exposition format by the `metrics` op. Loop thread only. Never holds prompt
+// or generated text: only counts and durations.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace medq::daemon {
+
+class Histogram {
+ public:
+  explicit Histogram(std::vector<double> upper_bounds);
+  void Observe(double value);
+  // Appends the _bucket, _sum and _count series of `name`.
+  void Render(std::string& out, const std::string& name) const;
+
+ private:
+  std::vector<double> bounds_;
+  std::vector<uint64_t> counts_;  // per bucket, not cumulative
+  double sum_ = 0;
+  uint64_t count_ = 0;
+};
+
+class Metrics {
+ public:
+  Metrics();
+
+  // A request ended: `outcome` is "ok" or its error code (e.g. "QUEUE_FULL").
+  void CountRequest(std::string_view op, std::string_view outcome);
+  void ObserveQueueWait(double seconds) { queue_wait_.Observe(seconds); }
+  void ObserveFirstToken(double seconds) { first_token_.Observe(seconds); }
+  void ObserveGeneration(double seconds, int64_t tokens);
+  void ObserveModelLoad(double seconds) { model_load_.Observe(seconds); }
+  void CountGpuOom() { ++gpu_oom_; }
+  void CountCpuFallback() { ++cpu_fallbacks_; }
+  void CountCleanup() { ++cleanups_; }
+
+  // Gauges sampled at render time.
+  struct Gauges {
+    int queue_length = 0;
+    int running_jobs = 0;
+    int connections = 0;
+    int loaded_models = 0;
+    int64_t rss_bytes = 0;
+    std::vector<std::pair<int, std::pair<int64_t, int64_t>>> device_bytes;  // index, allocated, reserved
+    bool ready = false;
+  };
+  std::string Render(const Gauges& gauges) const;
+
+ private:
+  std::map<std::pair<std::string, std::string>, uint64_t> requests_;
+  Histogram queue_wait_;
+  Histogram first_token_;
+  Histogram latency_;
+  Histogram model_load_;
+  uint64_t tokens_ = 0;
+  uint64_t gpu_oom_ = 0;
+  uint64_t cpu_fallbacks_ = 0;
+  uint64_t cleanups_ = 0;
+};
+
+}  // namespace medq::daemon

@@ -1,0 +1,72 @@
+// The models the worker has loaded: weights, tokenizer and chat template per
+// model directory (and adapter). Worker thread only: every method touches
+// LibTorch or loaded models.
+#pragma once
+
+#include <chrono>
+#include <filesystem>
+#include <list>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/result.h"
+#include "daemon/engine/engine.h"
+#include "daemon/template/chat_template.h"
+#include "daemon/tokenizer/tokenizer.h"
+
+namespace medq::daemon {
+
+// What a generation needs of a model. Owned by the ModelStore.
+struct LoadedModel {
+  std::string key;  // model dir, plus "+" adapter dir when adapted
+  std::string name;  // as first requested, for logs and `health`
+  std::shared_ptr<const engine::Model> model;
+  std::shared_ptr<const tokenizer::Tokenizer> tokenizer;   // null without tokenizer.json
+  std::optional<chat::ChatTemplate> chat_template;         // none without chat_template
+  double load_ms = 0;
+  bool fell_back_to_cpu = false;
+  std::chrono::steady_clock::time_point last_used;
+};
+
+struct LoadPolicy {
+  std::string device = "auto";      // "auto" (CUDA when available), "cpu", "cuda:N"
+  std::string dtype = "auto";       // engine::LoadOptions::dtype
+  bool cpu_fallback = true;         // on CUDA OOM while loading, load on the CPU
+  int max_loaded = 1;               // least recently used models are unloaded past this
+};
+
+class ModelStore {
+ public:
+  explicit ModelStore(LoadPolicy policy) : policy_(std::move(policy)) {}
+
+  // The loaded model for `dir` (+ `adapter`, may be empty), loading it first
+  // when needed (and unloading the least recently used past max_loaded).
+  // Failure: the engine's, tokenizer's or template's error.
+  Result<LoadedModel*> Acquire(const std::string& name, const std::filesystem::path& dir,
+                               const std::filesystem::path& adapter);
+
+  // Unloads a model by key or name; false when none matched.
+  bool Unload(const std::string& key_or_name);
+  // Unloads models unused for longer than `idle`; returns their names.
+  std::vector<std::string> UnloadIdle(std::chrono::steady_clock::duration idle);
+
+  const std::list<LoadedModel>& loaded() const { return models_; }
+  // How many loads Acquire has done: a caller compares it before and after
+  // to tell whether its Acquire loaded (the new model is then loaded().front()).
+  int loads() const { return loads_; }
+
+ private:
+  Result<LoadedModel> Load(const std::string& name, const std::filesystem::path& dir,
+                           const std::filesystem::path& adapter);
+  Result<std::shared_ptr<const engine::Model>> LoadWeights(const std::filesystem::path& dir,
+                                                           bool* fell_back);
+  std::string ResolveDevice() const;
+
+  LoadPolicy policy_;
+  std::list<LoadedModel> models_;  // most recently used first
+  int loads_ = 0;
+};
+
+}  // namespace medq::daemon

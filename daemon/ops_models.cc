@@ -1,0 +1,207 @@
+// Ops that need a loaded model but generate nothing: models, load, unload,
+// tokenize, detokenize, apply-template. Each runs as a job on the worker,
+// where the models live.
+#include <spdlog/spdlog.h>
+
+#include "common/generate_params.h"
+#include "daemon/generate_job.h"
+#include "daemon/memory.h"
+#include "daemon/model_store.h"
+#include "daemon/ops_internal.h"
+
+namespace medq::daemon {
+namespace {
+
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+using ModelWork = std::function<Result<json>(LoadedModel& model)>;
+
+// Runs `fn` on the worker with the model the params name (loading it when
+// needed), as a normal-priority job; `fn`'s result is the reply.
+void SubmitModelJob(DaemonState& s, const char* op, const json& params, Responder reply,
+                    ModelWork fn) {
+  std::string name = params.value("model", s.config.model);
+  if (name.empty()) {
+    return reply.Fail(Error(ErrorCode::kModelNotFound,
+                            "no model named in params.model and no default model configured"));
+  }
+  auto dir = s.resolver.Resolve(name, "model");
+  if (!dir.ok()) return reply.Fail(dir.error());
+  fs::path adapter;
+  if (std::string a = params.value("adapter", ""); !a.empty()) {
+    auto resolved = s.resolver.Resolve(a, "adapter");
+    if (!resolved.ok()) return reply.Fail(resolved.error());
+    adapter = *resolved;
+  }
+  auto shared_reply = std::make_shared<Responder>(std::move(reply));
+  auto start = [&s, shared_reply, name, dir = *dir, adapter, fn](const std::string& job_id) {
+    ModelStore& models = s.models;
+    s.worker.Submit(
+        [&models, name, dir, adapter, fn]() -> Result<json> {
+          auto model = models.Acquire(name, dir, adapter);
+          if (!model.ok()) return std::move(model).error();
+          auto out = fn(**model);
+          if (!out.ok()) return out;
+          return json{{"reply", std::move(*out)}, {"loaded", DescribeLoaded(models)}};
+        },
+        [&s, shared_reply, job_id](Result<json> result) {
+          if (result.ok()) {
+            s.loaded_models = result->at("loaded");
+            shared_reply->Result(result->at("reply"));
+          } else {
+            shared_reply->Fail(result.error());
+          }
+          s.jobs.Finish(job_id, result.ok() ? JobQueue::Outcome::kCompleted
+                                            : JobQueue::Outcome::kFailed);
+        });
+  };
+  auto job = s.jobs.Submit(op, Priority::kNormal, start,
+                           [shared_reply](const Error& why) { shared_reply->Fail(why); });
+  if (!job.ok()) shared_reply->Fail(job.error());
+}
+
+Status CheckFields(const json& params, std::initializer_list<std::string_view> known) {
+  return RejectUnknownFields(params, known);
+}
+
+}  // namespace
+
+json DescribeLoaded(const ModelStore& models) {
+  json out = json::array();
+  const auto now = std::chrono::steady_clock::now();
+  for (const LoadedModel& m : models.loaded()) {
+    const engine::ModelInfo& info = engine::Info(*m.model);
+    out.push_back(LoadedModelInfo{m.name, info.architecture, info.device, info.dtype,
+                                  info.parameter_bytes, m.fell_back_to_cpu,
+                                  m.tokenizer != nullptr, m.chat_template.has_value(),
+                                  std::chrono::duration<double>(now - m.last_used).count()});
+  }
+  return out;
+}
+
+void ModelsOp(DaemonState& s, const Request& req, Responder reply) {
+  if (Status st = CheckFields(req.params, {}); !st.ok()) return reply.Fail(st.error());
+  reply.Result({{"models_dir", s.resolver.models_dir().string()},
+                {"available", s.resolver.Available()},
+                {"default", s.config.model},
+                {"loaded", s.loaded_models}});
+}
+
+void LoadOp(DaemonState& s, const Request& req, Responder reply) {
+  if (Status st = CheckFields(req.params, {"model", "adapter"}); !st.ok()) {
+    return reply.Fail(st.error());
+  }
+  SubmitModelJob(s, "load", req.params, std::move(reply), [](LoadedModel& m) -> Result<json> {
+    const engine::ModelInfo& info = engine::Info(*m.model);
+    return json{{"model", m.name}, {"device", info.device}, {"dtype", info.dtype},
+                {"load_ms", m.load_ms}};
+  });
+}
+
+void UnloadOp(DaemonState& s, const Request& req, Responder reply) {
+  if (Status st = CheckFields(req.params, {"model"}); !st.ok()) return reply.Fail(st.error());
+  const std::string name = req.params.value("model", "");
+  if (name.empty()) {
+    return reply.Fail(Error(ErrorCode::kInvalidRequest, "params.model must name a loaded model"));
+  }
+  auto shared_reply = std::make_shared<Responder>(std::move(reply));
+  auto start = [&s, shared_reply, name](const std::string& job_id) {
+    ModelStore& models = s.models;
+    s.worker.Submit(
+        [&models, name]() -> Result<json> {
+          bool unloaded = models.Unload(name);
+          ReleaseCachedMemory();
+          if (!unloaded) {
+            return Error(ErrorCode::kModelNotFound, "model \"" + name + "\" is not loaded");
+          }
+          return json{{"reply", {{"model", name}, {"unloaded", true}}},
+                      {"loaded", DescribeLoaded(models)}};
+        },
+        [&s, shared_reply, job_id](Result<json> result) {
+          if (result.ok()) {
+            s.loaded_models = result->at("loaded");
+            shared_reply->Result(result->at("reply"));
+          } else {
+            shared_reply->Fail(result.error());
+          }
+          s.jobs.Finish(job_id, JobQueue::Outcome::kCompleted);
+        });
+  };
+  auto job = s.jobs.Submit("unload", Priority::kHigh, start,
+                           [shared_reply](const Error& why) { shared_reply->Fail(why); });
+  if (!job.ok()) shared_reply->Fail(job.error());
+}
+
+void TokenizeOp(DaemonState& s, const Request& req, Responder reply) {
+  if (Status st = CheckFields(req.params, {"model", "text", "add_special_tokens"}); !st.ok()) {
+    return reply.Fail(st.error());
+  }
+  auto text = req.params.find("text");
+  if (text == req.params.end() || !text->is_string()) {
+    return reply.Fail(Error(ErrorCode::kInvalidRequest, "params.text must be a string"));
+  }
+  const bool special = req.params.value("add_special_tokens", true);
+  SubmitModelJob(s, "tokenize", req.params, std::move(reply),
+                 [text = text->get<std::string>(), special](LoadedModel& m) -> Result<json> {
+                   if (!m.tokenizer) {
+                     return Error(ErrorCode::kInvalidRequest,
+                                  "model " + m.name + " has no tokenizer.json");
+                   }
+                   std::vector<int32_t> ids = m.tokenizer->Encode(text, special);
+                   json tokens = json::array();
+                   for (int32_t id : ids) tokens.push_back(m.tokenizer->IdToToken(id));
+                   return json{{"ids", ids}, {"tokens", tokens}};
+                 });
+}
+
+void DetokenizeOp(DaemonState& s, const Request& req, Responder reply) {
+  if (Status st = CheckFields(req.params, {"model", "ids", "skip_special_tokens"}); !st.ok()) {
+    return reply.Fail(st.error());
+  }
+  auto ids_it = req.params.find("ids");
+  std::vector<int32_t> ids;
+  if (ids_it == req.params.end() || !ids_it->is_array()) {
+    return reply.Fail(Error(ErrorCode::kInvalidRequest, "params.ids must be an array of ids"));
+  }
+  for (const json& id : *ids_it) {
+    if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() > INT32_MAX) {
+      return reply.Fail(Error(ErrorCode::kInvalidRequest, "params.ids must hold token ids"));
+    }
+    ids.push_back(static_cast<int32_t>(id.get<int64_t>()));
+  }
+  const bool skip = req.params.value("skip_special_tokens", false);
+  SubmitModelJob(s, "detokenize", req.params, std::move(reply),
+                 [ids, skip](LoadedModel& m) -> Result<json> {
+                   if (!m.tokenizer) {
+                     return Error(ErrorCode::kInvalidRequest,
+                                  "model " + m.name + " has no tokenizer.json");
+                   }
+                   return json{{"text", m.tokenizer->Decode(ids, skip)}};
+                 });
+}
+
+void ApplyTemplateOp(DaemonState& s, const Request& req, Responder reply) {
+  if (Status st = CheckFields(req.params, {"model", "messages", "tools", "template_kwargs",
+                                           "add_generation_prompt"});
+      !st.ok()) {
+    return reply.Fail(st.error());
+  }
+  json gen = {{"messages", req.params.value("messages", json())}, {"mode", "chat"}};
+  for (const char* key : {"tools", "template_kwargs"}) {
+    if (req.params.contains(key)) gen[key] = req.params[key];
+  }
+  auto params = ParseGenerateParams(gen);
+  if (!params.ok()) return reply.Fail(params.error());
+  const bool add_prompt = req.params.value("add_generation_prompt", true);
+  SubmitModelJob(s, "apply-template", req.params, std::move(reply),
+                 [p = std::move(*params), add_prompt](LoadedModel& m) -> Result<json> {
+                   auto text = RenderChat(m, p, add_prompt);
+                   if (!text.ok()) return std::move(text).error();
+                   json out = {{"prompt", *text}};
+                   if (m.tokenizer) out["ids"] = m.tokenizer->Encode(*text, false);
+                   return out;
+                 });
+}
+
+}  // namespace medq::daemon

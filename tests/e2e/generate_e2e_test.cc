@@ -1,0 +1,603 @@
+// Generation end to end: a real daemon with the fixture models, driven over
+// the socket and through `medq generate`.
+#include <signal.h>
+
+#include <catch2/catch.hpp>
+#include <fstream>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "ipc/client.h"
+#include "tests/e2e/raw_client.h"
+#include "tests/support/daemon_process.h"
+#include "tests/support/fixtures.h"
+#include "tests/support/model_repo.h"
+
+namespace medq::test {
+namespace {
+
+using nlohmann::json;
+using namespace std::chrono_literals;
+
+json Reference(const char* model) {
+  std::ifstream in(ModelFixture(model) / "reference.json");
+  return json::parse(in);
+}
+
+// Sends one generate request and collects its events up to the final one.
+struct Run {
+  std::vector<json> events;
+  const json& final() const { return events.back(); }
+  std::string Text() const {
+    std::string text;
+    for (const json& e : events) {
+      if (e["event"] == "token") text += e["text"].get<std::string>();
+    }
+    return text;
+  }
+  std::vector<int32_t> Ids() const {
+    std::vector<int32_t> ids;
+    for (const json& e : events) {
+      for (const json& id : e.value("ids", json::array())) ids.push_back(id.get<int32_t>());
+    }
+    return ids;
+  }
+  int Count(const std::string& event) const {
+    int n = 0;
+    for (const json& e : events) n += e["event"] == event;
+    return n;
+  }
+};
+
+Run Collect(RawClient& c, const json& id, std::chrono::milliseconds timeout = 60s) {
+  Run run;
+  for (;;) {
+    auto e = c.Read(timeout);
+    REQUIRE(e.has_value());
+    if ((*e)["id"] != id) continue;
+    run.events.push_back(*e);
+    const std::string ev = (*e)["event"];
+    if (ev == "done" || ev == "error" || ev == "result") return run;
+  }
+}
+
+void SendGenerate(RawClient& c, const json& id, const json& params) {
+  REQUIRE(c.Send(json{{"v", 1}, {"id", id}, {"op", "generate"}, {"params", params}}.dump() + "\n"));
+}
+
+Run Generate(const std::string& socket, const json& params) {
+  RawClient c(socket);
+  SendGenerate(c, 1, params);
+  return Collect(c, 1);
+}
+
+std::vector<std::string> DaemonArgs(const ModelRepo& repo, std::vector<std::string> extra = {}) {
+  std::vector<std::string> args = {"--models-dir", repo.dir().string(), "--model", "tiny-llama",
+                                   "--threads", "1"};
+  args.insert(args.end(), extra.begin(), extra.end());
+  return args;
+}
+
+// Waits until `queue` shows `running` running and `waiting` waiting jobs.
+void AwaitQueue(const std::string& socket, size_t running, size_t waiting) {
+  auto client = ipc::Client::Connect(socket);
+  REQUIRE(client.ok());
+  for (int i = 0; i < 500; ++i) {
+    auto q = client->Call("queue", {}, 5s);
+    REQUIRE(q.ok());
+    if ((*q)["result"]["running"].size() == running && (*q)["result"]["waiting"].size() == waiting) {
+      return;
+    }
+    std::this_thread::sleep_for(20ms);
+  }
+  FAIL("queue never showed " << running << " running and " << waiting << " waiting");
+}
+
+}  // namespace
+
+TEST_CASE("greedy output through the daemon equals the reference", "[e2e][generate]") {
+  ModelRepo repo;
+  DaemonProcess d(DaemonArgs(repo));
+  for (const char* model : {"tiny-llama", "tiny-qwen2", "tiny-llama3"}) {
+    json ref = Reference(model)["prompts"]["prompt1"];
+    Run run = Generate(d.socket(), {{"model", model},
+                                    {"prompt_ids", ref["input_ids"]},
+                                    {"max_tokens", 24},
+                                    {"return_ids", true}});
+    CAPTURE(model, run.final().dump());
+    REQUIRE(run.final()["event"] == "done");
+    std::vector<int32_t> expected = ref["greedy_ids"].get<std::vector<int32_t>>();
+    std::vector<int32_t> got = run.Ids();
+    // The reference runs without an end-of-sequence stop; the daemon stops
+    // there, so it matches a prefix ending in that token, or all 24.
+    REQUIRE(!got.empty());
+    REQUIRE(got.size() <= expected.size());
+    CHECK(std::equal(got.begin(), got.end(), expected.begin()));
+    CHECK(run.final()["usage"]["prompt_tokens"] == ref["input_ids"].size());
+    CHECK(run.final()["usage"]["completion_tokens"] == got.size());
+    CHECK(run.final()["finish_reason"] == (got.size() == 24 ? "length" : "stop"));
+  }
+}
+
+TEST_CASE("the LoRA adapter's greedy output equals its reference", "[e2e][generate]") {
+  ModelRepo repo;
+  DaemonProcess d(DaemonArgs(repo));
+  json ref = Reference("tiny-llama-lora")["prompts"]["prompt1"];
+  Run run = Generate(d.socket(), {{"model", "tiny-llama"},
+                                  {"adapter", "tiny-llama-lora"},
+                                  {"prompt_ids", ref["input_ids"]},
+                                  {"max_tokens", 24},
+                                  {"return_ids", true}});
+  REQUIRE(run.final()["event"] == "done");
+  std::vector<int32_t> expected = ref["greedy_ids"].get<std::vector<int32_t>>();
+  std::vector<int32_t> got = run.Ids();
+  REQUIRE(!got.empty());
+  CHECK(std::equal(got.begin(), got.end(), expected.begin()));
+}
+
+TEST_CASE("text in, text out: streamed text equals non-streamed text for one seed",
+          "[e2e][generate]") {
+  ModelRepo repo;
+  DaemonProcess d(DaemonArgs(repo));
+  for (const char* model : {"tiny-llama", "tiny-llama3", "tiny-qwen2"}) {
+    CAPTURE(model);
+    json params = {{"model", model}, {"prompt", "The patient was admitted with"},
+                   {"mode", "raw"},  {"max_tokens", 40},
+                   {"temperature", 0.8}, {"top_p", 0.95}, {"seed", 1234}};
+    Run a = Generate(d.socket(), params);
+    Run b = Generate(d.socket(), params);
+    REQUIRE(a.final()["event"] == "done");
+    CHECK(a.Text() == b.Text());
+    CHECK(a.Count("token") >= 1);
+    // The CLI prints the same text, streamed or not.
+    const std::vector<std::string> args = {"generate", "--model", model, "--raw",
+                                           "--max-tokens", "40", "--temperature", "0.8",
+                                           "--top-p", "0.95", "--seed", "1234",
+                                           "The patient was admitted with"};
+    ProcessResult streamed = RunMedq(d.socket(), args);
+    std::vector<std::string> args2 = args;
+    args2.insert(args2.begin() + 1, "--no-stream");
+    ProcessResult whole = RunMedq(d.socket(), args2);
+    CHECK(streamed.status == 0);
+    CHECK(streamed.out == whole.out);
+    std::string expected = a.Text();
+    if (expected.empty() || expected.back() != '\n') expected += "\n";
+    CHECK(streamed.out == expected);
+  }
+}
+
+TEST_CASE("the token ids through medq generate --ids match the text", "[e2e][generate]") {
+  ModelRepo repo;
+  DaemonProcess d(DaemonArgs(repo));
+  ProcessResult r = RunMedq(d.socket(), {"generate", "--model", "tiny-llama3", "--raw", "--json",
+                                         "--max-tokens", "12", "Hello"});
+  REQUIRE(r.status == 0);
+  json out = json::parse(r.out);
+  CHECK(out["finish_reason"].is_string());
+  CHECK(out["usage"]["prompt_tokens"] == 2);  // <|begin_of_text|> Hello
+  auto client = ipc::Client::Connect(d.socket());
+  REQUIRE(client.ok());
+  auto text = client->Call("detokenize", {{"model", "tiny-llama3"},
+                                          {"ids", out["ids"]},
+                                          {"skip_special_tokens", true}});
+  REQUIRE(text.ok());
+  CHECK((*text)["result"]["text"] == out["text"]);
+}
+
+TEST_CASE("chat prompts go through the model's chat template", "[e2e][generate]") {
+  ModelRepo repo;
+  DaemonProcess d(DaemonArgs(repo));
+  auto client = ipc::Client::Connect(d.socket());
+  REQUIRE(client.ok());
+  json messages = json::array({{{"role", "system"}, {"content", "Be brief."}},
+                               {{"role", "user"}, {"content", "Hi"}}});
+  auto rendered = client->Call("apply-template", {{"model", "tiny-qwen2"}, {"messages", messages}});
+  REQUIRE(rendered.ok());
+  const std::string prompt = (*rendered)["result"]["prompt"];
+  CHECK(prompt == "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n"
+                  "<|im_start|>assistant\n");
+  // generate with the same messages sends exactly those ids.
+  Run run = Generate(d.socket(), {{"model", "tiny-qwen2"}, {"messages", messages},
+                                  {"max_tokens", 1}});
+  REQUIRE(run.final()["event"] == "done");
+  CHECK(run.final()["usage"]["prompt_tokens"] == (*rendered)["result"]["ids"].size());
+  // A prompt in auto mode is the same conversation without the system part.
+  Run plain = Generate(d.socket(), {{"model", "tiny-qwen2"}, {"prompt", "Hi"},
+                                    {"system", "Be brief."}, {"max_tokens", 1}});
+  CHECK(plain.final()["usage"]["prompt_tokens"] == (*rendered)["result"]["ids"].size());
+  // tiny-llama's tokenizer (mistral_v1) has no template: chat mode is refused.
+  Run refused = Generate(d.socket(), {{"model", "tiny-llama"}, {"prompt", "Hi"},
+                                      {"mode", "chat"}});
+  CHECK(refused.final()["code"] == "INVALID_REQUEST");
+}
+
+TEST_CASE("invalid generate requests name the field", "[e2e][generate]") {
+  ModelRepo repo;
+  DaemonProcess d(DaemonArgs(repo));
+  struct Case {
+    json params;
+    std::string code;
+    std::string mentions;
+  };
+  const Case cases[] = {
+      {{{"prompt", ""}}, "INVALID_REQUEST", "params.prompt"},
+      {{{"max_tokens", 5}}, "INVALID_REQUEST", "params.prompt"},
+      {{{"prompt", "x"}, {"max_tokens", 0}}, "INVALID_REQUEST", "params.max_tokens"},
+      {{{"prompt", "x"}, {"max_tokens", 4000}}, "INVALID_REQUEST", "params.max_tokens"},
+      {{{"prompt", std::string(30000, 'a') + " b"}, {"mode", "raw"}}, "INVALID_REQUEST",
+       "params.prompt"},
+      {{{"prompt", "x"}, {"temprature", 0.5}}, "INVALID_REQUEST", "params.temprature"},
+      {{{"prompt", "x"}, {"top_p", 0}}, "INVALID_REQUEST", "params.top_p"},
+      {{{"prompt", "x"}, {"priority", "urgent"}}, "INVALID_REQUEST", "params.priority"},
+      {{{"prompt_ids", {1, 99999999}}}, "INVALID_REQUEST", "params.prompt_ids"},
+      {{{"prompt", "x"}, {"adapter", "tiny-llama-lora"}, {"model", "tiny-qwen2"}},
+       "INVALID_REQUEST", ""},
+      {{{"prompt", "x"}, {"model", "no-such-model"}}, "MODEL_NOT_FOUND", "tiny-llama"},
+      {{{"prompt", "x"}, {"model", "../models/tiny-llama"}}, "MODEL_NOT_FOUND", ""},
+      {{{"prompt", "x"}, {"model", ".."}}, "MODEL_NOT_FOUND", ""},
+  };
+  for (const Case& k : cases) {
+    CAPTURE(k.params.dump());
+    Run run = Generate(d.socket(), k.params);
+    CHECK(run.final()["event"] == "error");
+    CHECK(run.final()["code"] == k.code);
+    CHECK_THAT(run.final()["message"].get<std::string>(), Catch::Contains(k.mentions));
+  }
+}
+
+TEST_CASE("a model name cannot escape the models directory through a symlink", "[e2e][generate]") {
+  ModelRepo repo;
+  TempDir outside;
+  std::filesystem::create_directory_symlink(ModelFixture("tiny-llama"), repo.dir() / "escape");
+  DaemonProcess d(DaemonArgs(repo, {"--allow-model-paths", "false"}));
+  Run run = Generate(d.socket(), {{"model", "escape"}, {"prompt_ids", {1, 2}}});
+  CHECK(run.final()["code"] == "PERMISSION_DENIED");
+  Run path = Generate(d.socket(), {{"model", ModelFixture("tiny-llama").string()},
+                                   {"prompt_ids", {1, 2}}});
+  CHECK(path.final()["code"] == "PERMISSION_DENIED");
+}
+
+TEST_CASE("five concurrent generates with max_queue 3", "[e2e][generate]") {
+  ModelRepo repo;
+  DaemonProcess d(DaemonArgs(repo, {"--max-queue", "3"}));
+  const json long_job = {{"model", "tiny-llama3"}, {"prompt_ids", {128000, 9906}},
+                         {"max_tokens", 100000}};
+  RawClient runner(d.socket());
+  SendGenerate(runner, "run", long_job);
+  AwaitQueue(d.socket(), 1, 0);
+
+  std::vector<std::unique_ptr<RawClient>> waiters;
+  const char* priorities[] = {"low", "normal", "high"};
+  for (int i = 0; i < 3; ++i) {
+    waiters.push_back(std::make_unique<RawClient>(d.socket()));
+    json params = {{"model", "tiny-llama"}, {"prompt_ids", {1, 2, 3}}, {"max_tokens", 4},
+                   {"priority", priorities[i]}};
+    SendGenerate(*waiters.back(), i, params);
+    AwaitQueue(d.socket(), 1, static_cast<size_t>(i + 1));
+  }
+  // The fifth is refused at once.
+  RawClient fifth(d.socket());
+  SendGenerate(fifth, "x", {{"prompt_ids", {1}}});
+  Run refused = Collect(fifth, "x", 5s);
+  CHECK(refused.final()["code"] == "QUEUE_FULL");
+  CHECK(refused.final()["message"] == "Queue full (3/3). Try again later.");
+  CHECK(refused.final()["retry_after_s"].get<double>() >= 1);
+
+  // Positions: high first, then normal, then low.
+  auto client = ipc::Client::Connect(d.socket());
+  auto q = client->Call("queue");
+  REQUIRE(q.ok());
+  const json waiting = (*q)["result"]["waiting"];
+  REQUIRE(waiting.size() == 3);
+  CHECK(waiting[0]["priority"] == "high");
+  CHECK(waiting[1]["priority"] == "normal");
+  CHECK(waiting[2]["priority"] == "low");
+  CHECK(waiting[2]["position"] == 3);
+
+  // Stop the long job; the three run in priority order and all complete.
+  json running = (*q)["result"]["running"][0];
+  auto cancelled = client->Call("cancel", {{"job", running["job"]}});
+  REQUIRE(cancelled.ok());
+  CHECK((*cancelled)["result"]["state"] == "cancelling");
+  Run first = Collect(runner, "run");
+  CHECK(first.final()["finish_reason"] == "cancelled");
+
+  std::vector<std::string> finish_order;
+  std::vector<std::thread> readers;
+  std::mutex mu;
+  for (int i = 0; i < 3; ++i) {
+    Run r = Collect(*waiters[static_cast<size_t>(i)], i);
+    CHECK(r.final()["event"] == "done");
+    // The last queued event each saw gives its final position before start.
+    int last_position = 0;
+    for (const json& e : r.events) {
+      if (e["event"] == "queued") last_position = e["position"];
+    }
+    CHECK(last_position == 1);
+    CHECK(r.Count("started") == 1);
+  }
+  auto totals = client->Call("queue");
+  CHECK((*totals)["result"]["totals"]["rejected"] == 1);
+  CHECK((*totals)["result"]["totals"]["cancelled"] == 1);
+  CHECK((*totals)["result"]["totals"]["processed"].get<int>() >= 3);
+}
+
+TEST_CASE("priority order decides who runs next", "[e2e][generate]") {
+  ModelRepo repo;
+  DaemonProcess d(DaemonArgs(repo, {"--max-queue", "5"}));
+  RawClient runner(d.socket());
+  SendGenerate(runner, "run", {{"model", "tiny-llama3"}, {"prompt_ids", {128000}},
+                               {"max_tokens", 100000}});
+  AwaitQueue(d.socket(), 1, 0);
+  RawClient shared(d.socket());  // all three on one connection: replies tell the order
+  SendGenerate(shared, "low", {{"prompt_ids", {1}}, {"max_tokens", 2}, {"priority", "low"}});
+  SendGenerate(shared, "normal", {{"prompt_ids", {1}}, {"max_tokens", 2}});
+  SendGenerate(shared, "high", {{"prompt_ids", {1}}, {"max_tokens", 2}, {"priority", "high"}});
+  AwaitQueue(d.socket(), 1, 3);
+  auto client = ipc::Client::Connect(d.socket());
+  auto q = client->Call("queue");
+  client->Call("cancel", {{"job", (*q)["result"]["running"][0]["job"]}});
+  std::vector<std::string> started;
+  while (started.size() < 3) {
+    auto e = shared.Read(30s);
+    REQUIRE(e.has_value());
+    if ((*e)["event"] == "started") started.push_back((*e)["id"]);
+  }
+  CHECK(started == std::vector<std::string>{"high", "normal", "low"});
+}
+
+TEST_CASE("a waiting job times out with QUEUE_TIMEOUT and leaves the queue", "[e2e][generate]") {
+  ModelRepo repo;
+  DaemonProcess d(DaemonArgs(repo));
+  RawClient runner(d.socket());
+  SendGenerate(runner, "run", {{"model", "tiny-llama3"}, {"prompt_ids", {128000}},
+                               {"max_tokens", 100000}});
+  AwaitQueue(d.socket(), 1, 0);
+  RawClient waiter(d.socket());
+  SendGenerate(waiter, "w", {{"prompt_ids", {1}}, {"queue_timeout_s", 0.5}});
+  Run timed_out = Collect(waiter, "w", 10s);
+  CHECK(timed_out.final()["code"] == "QUEUE_TIMEOUT");
+  AwaitQueue(d.socket(), 1, 0);
+  auto client = ipc::Client::Connect(d.socket());
+  auto q = client->Call("queue");
+  CHECK((*q)["result"]["totals"]["timed_out"] == 1);
+  client->Call("cancel", {{"job", (*q)["result"]["running"][0]["job"]}});
+  CHECK(Collect(runner, "run").final()["finish_reason"] == "cancelled");
+}
+
+TEST_CASE("cancel while waiting, and a client killed mid-stream frees the lock",
+          "[e2e][generate]") {
+  ModelRepo repo;
+  DaemonProcess d(DaemonArgs(repo));
+  auto runner = std::make_unique<RawClient>(d.socket());
+  SendGenerate(*runner, "run", {{"model", "tiny-llama3"}, {"prompt_ids", {128000}},
+                                {"max_tokens", 100000}});
+  AwaitQueue(d.socket(), 1, 0);
+  REQUIRE(runner->Read(10s).has_value());  // streaming has begun
+
+  RawClient waiter(d.socket());
+  SendGenerate(waiter, "w", {{"prompt_ids", {1}}, {"max_tokens", 2}});
+  AwaitQueue(d.socket(), 1, 1);
+  auto client = ipc::Client::Connect(d.socket());
+  auto q = client->Call("queue");
+  const json waiting_job = (*q)["result"]["waiting"][0]["job"];
+  auto cancelled = client->Call("cancel", {{"job", waiting_job}});
+  REQUIRE(cancelled.ok());
+  CHECK((*cancelled)["result"]["state"] == "cancelled");
+  CHECK(Collect(waiter, "w").final()["code"] == "CANCELLED");
+
+  // Another waits; the streaming client vanishes: the next job runs.
+  RawClient next(d.socket());
+  SendGenerate(next, "n", {{"prompt_ids", {1}}, {"max_tokens", 2}});
+  AwaitQueue(d.socket(), 1, 1);
+  runner.reset();  // the client is killed: its connection closes mid-stream
+  Run done = Collect(next, "n", 30s);
+  CHECK(done.final()["event"] == "done");
+  auto after = client->Call("queue");
+  CHECK((*after)["result"]["totals"]["cancelled"].get<int>() == 2);
+}
+
+TEST_CASE("health and queue answer quickly while a long generation runs", "[e2e][generate]") {
+  ModelRepo repo;
+  DaemonProcess d(DaemonArgs(repo));
+  RawClient runner(d.socket());
+  SendGenerate(runner, "run", {{"model", "tiny-llama3"}, {"prompt_ids", {128000}},
+                               {"max_tokens", 100000}});
+  AwaitQueue(d.socket(), 1, 0);
+  auto client = ipc::Client::Connect(d.socket());
+  std::vector<double> ms;
+  for (int i = 0; i < 20; ++i) {
+    for (const char* op : {"health", "queue"}) {
+      const auto t0 = std::chrono::steady_clock::now();
+      auto r = client->Call(op, {}, 5s);
+      ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
+                       .count());
+      REQUIRE(r.ok());
+    }
+  }
+  std::sort(ms.begin(), ms.end());
+  CHECK(ms[ms.size() / 2] < 50);  // median: robust to a stray scheduling hiccup
+  auto h = client->Call("health");
+  CHECK((*h)["result"]["active_jobs"] == 1);
+  CHECK((*h)["result"]["loaded_models"].size() == 1);
+  auto q = client->Call("queue");
+  client->Call("cancel", {{"job", (*q)["result"]["running"][0]["job"]}});
+  CHECK(Collect(runner, "run").final()["finish_reason"] == "cancelled");
+}
+
+TEST_CASE("stop strings end the output before them", "[e2e][generate]") {
+  ModelRepo repo;
+  DaemonProcess d(DaemonArgs(repo));
+  json params = {{"model", "tiny-llama3"}, {"prompt", "Hello"}, {"mode", "raw"},
+                 {"max_tokens", 30}};
+  Run full = Generate(d.socket(), params);
+  const std::string text = full.Text();
+  REQUIRE(text.size() > 6);
+  const std::string stop = text.substr(text.size() / 2, 3);
+  params["stop"] = {stop};
+  Run stopped = Generate(d.socket(), params);
+  CHECK(stopped.final()["finish_reason"] == "stop");
+  CHECK(stopped.Text() == text.substr(0, text.find(stop)));
+}
+
+}  // namespace medq::test
+
+namespace medq::test {
+
+TEST_CASE("an out-of-memory while loading falls back to the CPU and the request succeeds",
+          "[e2e][generate]") {
+  ModelRepo repo;
+  DaemonProcess d(DaemonArgs(repo, {"--test-fault-injection"}));
+  auto client = ipc::Client::Connect(d.socket());
+  REQUIRE(client.ok());
+  auto armed = client->Call("inject-fault", {{"at", "load"}});
+  REQUIRE(armed.ok());
+  REQUIRE((*armed)["event"] == "result");
+  Run run = Generate(d.socket(), {{"prompt_ids", {1, 2, 3}}, {"max_tokens", 3}});
+  CHECK(run.final()["event"] == "done");
+  auto h = client->Call("health");
+  REQUIRE(h.ok());
+  CHECK((*h)["result"]["status"] == "degraded");
+  CHECK_THAT((*h)["result"]["warnings"].dump(), Catch::Contains("ran out of memory"));
+  CHECK((*h)["result"]["loaded_models"][0]["fell_back_to_cpu"] == true);
+  CHECK_THAT(d.Log(), Catch::Contains("loading it on the CPU instead"));
+}
+
+TEST_CASE("without fallback an out-of-memory while loading is GPU_OOM", "[e2e][generate]") {
+  ModelRepo repo;
+  DaemonProcess d(DaemonArgs(repo, {"--test-fault-injection", "--gpu-fallback", "none"}));
+  auto client = ipc::Client::Connect(d.socket());
+  REQUIRE(client->Call("inject-fault", {{"at", "load"}}).ok());
+  Run failed = Generate(d.socket(), {{"prompt_ids", {1, 2, 3}}, {"max_tokens", 3}});
+  CHECK(failed.final()["code"] == "GPU_OOM");
+  CHECK(failed.final().contains("retry_after_s"));
+  Run next = Generate(d.socket(), {{"prompt_ids", {1, 2, 3}}, {"max_tokens", 3}});
+  CHECK(next.final()["event"] == "done");
+}
+
+TEST_CASE("an out-of-memory in a decode step fails that job only", "[e2e][generate]") {
+  ModelRepo repo;
+  DaemonProcess d(DaemonArgs(repo, {"--test-fault-injection"}));
+  auto client = ipc::Client::Connect(d.socket());
+  REQUIRE(client->Call("inject-fault", {{"at", "decode"}}).ok());
+  Run failed = Generate(d.socket(), {{"prompt_ids", {1, 2, 3}}, {"max_tokens", 8}});
+  CHECK(failed.final()["code"] == "GPU_OOM");
+  CHECK(failed.Count("token") >= 1);  // it failed mid-stream, after the first token
+  Run next = Generate(d.socket(), {{"prompt_ids", {1, 2, 3}}, {"max_tokens", 8}});
+  CHECK(next.final()["event"] == "done");
+  auto q = client->Call("queue");
+  CHECK((*q)["result"]["running"].empty());
+}
+
+TEST_CASE("fault injection is refused unless the daemon was started for it", "[e2e][generate]") {
+  DaemonProcess d;
+  auto client = ipc::Client::Connect(d.socket());
+  auto r = client->Call("inject-fault", {{"at", "load"}});
+  REQUIRE(r.ok());
+  CHECK((*r)["code"] == "PERMISSION_DENIED");
+}
+
+}  // namespace medq::test
+
+namespace medq::test {
+
+TEST_CASE("metrics count requests, tokens and queue waits", "[e2e][generate]") {
+  ModelRepo repo;
+  DaemonProcess d(DaemonArgs(repo));
+  Run run = Generate(d.socket(), {{"prompt_ids", {1, 2, 3}}, {"max_tokens", 5}});
+  REQUIRE(run.final()["event"] == "done");
+  Generate(d.socket(), {{"prompt", "x"}, {"model", "missing"}});
+  ProcessResult r = RunMedq(d.socket(), {"metrics"});
+  REQUIRE(r.status == 0);
+  CHECK_THAT(r.out, Catch::Contains("medq_requests_total{op=\"generate\",outcome=\"ok\"} 1"));
+  CHECK_THAT(r.out, Catch::Contains(
+                        "medq_requests_total{op=\"generate\",outcome=\"MODEL_NOT_FOUND\"} 1"));
+  const int tokens = run.final()["usage"]["completion_tokens"];
+  CHECK_THAT(r.out, Catch::Contains("medq_tokens_generated_total " + std::to_string(tokens)));
+  CHECK_THAT(r.out, Catch::Contains("medq_queue_wait_seconds_count 1"));
+  CHECK_THAT(r.out, Catch::Contains("medq_time_to_first_token_seconds_count 1"));
+  CHECK_THAT(r.out, Catch::Contains("medq_model_load_seconds_count 1"));
+  CHECK_THAT(r.out, Catch::Contains("medq_memory_cleanups_total 1"));
+  CHECK_THAT(r.out, Catch::Contains("medq_ready 1"));
+  // No prompt text ever appears.
+  CHECK(r.out.find("\"x\"") == std::string::npos);
+}
+
+}  // namespace medq::test
+
+namespace medq::test {
+
+TEST_CASE("--preload loads and warms up the model before the daemon is ready", "[e2e][generate]") {
+  ModelRepo repo;
+  DaemonProcess d(DaemonArgs(repo, {"--preload", "tiny-llama3"}));
+  auto client = ipc::Client::Connect(d.socket());
+  json health;
+  for (int i = 0; i < 500; ++i) {
+    health = (*client->Call("health"))["result"];
+    if (health["ready"] == true) break;
+    std::this_thread::sleep_for(20ms);
+  }
+  REQUIRE(health["ready"] == true);
+  REQUIRE(health["loaded_models"].size() == 1);
+  CHECK(health["loaded_models"][0]["name"] == "tiny-llama3");
+  CHECK(health["loaded_models"][0]["device"] == "cpu");
+  CHECK(health["loaded_models"][0]["dtype"] == "fp32");
+  CHECK(health["loaded_models"][0]["has_chat_template"] == true);
+}
+
+TEST_CASE("a preload that fails leaves the daemon not ready, with the reason", "[e2e][generate]") {
+  ModelRepo repo;
+  DaemonProcess d(DaemonArgs(repo, {"--preload", "no-such-model"}));
+  std::this_thread::sleep_for(300ms);
+  ProcessResult r = RunMedq(d.socket(), {"health"});
+  CHECK(r.status == 75);
+  CHECK_THAT(r.out, Catch::Contains("preload failed") && Catch::Contains("no-such-model"));
+}
+
+TEST_CASE("models, load and unload manage what is in memory", "[e2e][generate]") {
+  ModelRepo repo;
+  DaemonProcess d(DaemonArgs(repo));
+  ProcessResult listed = RunMedq(d.socket(), {"--json", "models"});
+  REQUIRE(listed.status == 0);
+  json models = json::parse(listed.out);
+  CHECK(models["available"] ==
+        json::array({"tiny-llama", "tiny-llama-lora", "tiny-llama3", "tiny-qwen2"}));
+  CHECK(models["loaded"].empty());
+  CHECK(RunMedq(d.socket(), {"load", "tiny-qwen2"}).status == 0);
+  // max_loaded_models is 1: loading another replaces it.
+  CHECK(RunMedq(d.socket(), {"load", "tiny-llama"}).status == 0);
+  models = json::parse(RunMedq(d.socket(), {"--json", "models"}).out);
+  REQUIRE(models["loaded"].size() == 1);
+  CHECK(models["loaded"][0]["name"] == "tiny-llama");
+  CHECK(RunMedq(d.socket(), {"unload", "tiny-llama"}).status == 0);
+  CHECK(RunMedq(d.socket(), {"unload", "tiny-llama"}).status == 65);  // MODEL_NOT_FOUND
+  models = json::parse(RunMedq(d.socket(), {"--json", "models"}).out);
+  CHECK(models["loaded"].empty());
+}
+
+TEST_CASE("tokenize and template show what the model receives", "[e2e][generate]") {
+  ModelRepo repo;
+  DaemonProcess d(DaemonArgs(repo));
+  ProcessResult tok = RunMedq(d.socket(), {"--json", "tokenize", "--model", "tiny-llama3", "Hello"});
+  REQUIRE(tok.status == 0);
+  json t = json::parse(tok.out);
+  CHECK(t["ids"] == json::array({128000, 9906}));
+  CHECK(t["tokens"] == json::array({"<|begin_of_text|>", "Hello"}));
+  ProcessResult no_special =
+      RunMedq(d.socket(), {"--json", "tokenize", "--model", "tiny-llama3", "--no-special", "Hello"});
+  CHECK(json::parse(no_special.out)["ids"] == json::array({9906}));
+
+  TempDir dir;
+  std::ofstream(dir.path() / "m.json") << R"([{"role":"user","content":"Hi"}])";
+  ProcessResult tmpl = RunMedq(d.socket(), {"template", "--model", "tiny-qwen2",
+                                            (dir.path() / "m.json").string()});
+  REQUIRE(tmpl.status == 0);
+  CHECK(tmpl.out == "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
+  ProcessResult bare = RunMedq(d.socket(), {"template", "--model", "tiny-qwen2",
+                                            "--no-generation-prompt",
+                                            (dir.path() / "m.json").string()});
+  CHECK(bare.out == "<|im_start|>user\nHi<|im_end|>\n");
+}
+
+}  // namespace medq::test
