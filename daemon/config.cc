@@ -51,9 +51,36 @@ bool GivenOnCommandLine(const std::vector<std::string>& args, const CLI::Option&
 
 }  // namespace
 
+namespace {
+
+// The service keeps models under its StateDirectory; a user daemon under
+// ~/.local/share/medq/models. Absolute model paths are allowed by default
+// only for a user daemon, whose user can read those files anyway.
+std::string DefaultModelsDir() {
+  if (const char* state = std::getenv("STATE_DIRECTORY"); state != nullptr && *state) {
+    std::string dir = state;
+    return dir.substr(0, dir.find(':')) + "/models";
+  }
+  if (getuid() == 0) return "/var/lib/medq/models";
+  if (const char* data = std::getenv("XDG_DATA_HOME"); data != nullptr && *data) {
+    return std::string(data) + "/medq/models";
+  }
+  const char* home = std::getenv("HOME");
+  return std::string(home != nullptr ? home : "") + "/.local/share/medq/models";
+}
+
+bool DefaultAllowModelPaths() {
+  const char* state = std::getenv("STATE_DIRECTORY");
+  return getuid() != 0 && (state == nullptr || *state == '\0');
+}
+
+}  // namespace
+
 ConfigOutcome LoadConfig(int argc, const char* const* argv) {
   Config c;
   c.socket = ipc::DefaultDaemonSocketPath();
+  c.models_dir = DefaultModelsDir();
+  c.allow_model_paths = DefaultAllowModelPaths();
   bool print_config = false;
 
   CLI::App app{
@@ -63,7 +90,11 @@ ConfigOutcome LoadConfig(int argc, const char* const* argv) {
   app.set_version_flag("--version", std::string("medqd ") + kVersion);
   app.set_config("--config", kDefaultConfigFile,
                  "Configuration file (key = value lines) [env MEDQ_CONFIG]");
+  app.allow_config_extras(CLI::config_extras_mode::error);  // a misspelt key is an error
   app.add_flag("--print-config", print_config, "Print the effective configuration and exit");
+  app.add_flag("--test-fault-injection", c.test_fault_injection,
+               "Testing only: enable the inject-fault op, which makes the next model load or "
+               "decode step fail as if the GPU ran out of memory");
 
   // The configuration keys; keep docs (man/medqd.conf.5) in step.
   AddKey(app, "socket", c.socket, "Unix socket to listen on");
@@ -89,6 +120,29 @@ ConfigOutcome LoadConfig(int argc, const char* const* argv) {
       ->check(CLI::Range(0.1, 86400.0));
   AddKey(app, "threads", c.threads, "LibTorch CPU threads; 0 uses every core")
       ->check(CLI::Range(0, 1024));
+  AddKey(app, "aging_s", c.aging_s,
+         "A waiting job moves up one priority class for every this many seconds it waits")
+      ->check(CLI::Range(0.0, 86400.0));
+  AddKey(app, "models_dir", c.models_dir, "Where model and adapter names are looked up");
+  AddKey(app, "allow_model_paths", c.allow_model_paths,
+         "Also accept absolute model and adapter paths (true for a user daemon)");
+  AddKey(app, "model", c.model, "The model used when a request names none (name or path)");
+  AddKey(app, "preload", c.preload, "A model to load at start; ready waits for it");
+  AddKey(app, "device", c.device, "auto (CUDA when available), cpu or cuda:N");
+  AddKey(app, "dtype", c.dtype,
+         "Weight dtype: auto (checkpoint on CUDA, fp32 on CPU), bf16, fp16 or fp32")
+      ->check(CLI::IsMember({"auto", "bf16", "fp16", "fp32"}));
+  AddKey(app, "gpu_fallback", c.gpu_fallback,
+         "On CUDA out-of-memory while loading a model: cpu (load it on the CPU) or none (GPU_OOM)")
+      ->check(CLI::IsMember({"cpu", "none"}));
+  AddKey(app, "max_loaded_models", c.max_loaded_models,
+         "Models kept loaded at once; the least recently used is unloaded")
+      ->check(CLI::Range(1, 64));
+  AddKey(app, "keep_alive_s", c.keep_alive_s, "Unload a model unused this long; 0 keeps it")
+      ->check(CLI::Range(0.0, 1e7));
+  AddKey(app, "cleanup", c.cleanup,
+         "Memory cleanup: after-each job, when idle, or never (weights always stay)")
+      ->check(CLI::IsMember({"after-each", "idle", "never"}));
 
   // Precedence flags > environment > file: a MEDQ_* variable becomes a flag
   // unless the same flag is on the command line; flags always beat the file.
@@ -97,7 +151,7 @@ ConfigOutcome LoadConfig(int argc, const char* const* argv) {
   for (const CLI::Option* opt : app.get_options()) {
     if (opt->get_lnames().empty() || opt->get_lnames()[0] == "help") continue;
     std::string key = opt->get_lnames().back();
-    if (key == "version" || key == "print-config") continue;
+    if (key == "version" || key == "print-config" || key == "test-fault-injection") continue;
     const char* value = std::getenv(EnvName(key).c_str());
     if (value == nullptr || *value == '\0' || GivenOnCommandLine(args, *opt)) continue;
     with_env.push_back("--" + key + "=" + value);
@@ -140,6 +194,17 @@ std::string FormatConfig(const Config& c) {
   out << "max_queue = " << c.max_queue << "\n";
   out << "queue_timeout_s = " << c.queue_timeout_s << "\n";
   out << "threads = " << c.threads << "\n";
+  out << "aging_s = " << c.aging_s << "\n";
+  out << "models_dir = \"" << c.models_dir << "\"\n";
+  out << "allow_model_paths = " << (c.allow_model_paths ? "true" : "false") << "\n";
+  out << "model = \"" << c.model << "\"\n";
+  out << "preload = \"" << c.preload << "\"\n";
+  out << "device = \"" << c.device << "\"\n";
+  out << "dtype = \"" << c.dtype << "\"\n";
+  out << "gpu_fallback = \"" << c.gpu_fallback << "\"\n";
+  out << "max_loaded_models = " << c.max_loaded_models << "\n";
+  out << "keep_alive_s = " << c.keep_alive_s << "\n";
+  out << "cleanup = \"" << c.cleanup << "\"\n";
   return out.str();
 }
 

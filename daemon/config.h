@@ -21,7 +21,23 @@ struct Config {
   double drain_timeout_s = 30;
   int max_queue = 0;  // 0: chosen from the device's memory at start
   double queue_timeout_s = 300;
-  int threads = 0;  // LibTorch intra-op threads; 0: one per core
+  int threads = 0;      // LibTorch intra-op threads; 0: one per core
+  double aging_s = 60;  // a waiting job moves up one priority class per aging_s
+
+  // Models.
+  std::string models_dir;            // names resolve here (default: per-user or service dir)
+  bool allow_model_paths = false;    // also accept absolute model/adapter paths
+  std::string model;                 // the default model when a request names none
+  std::string preload;               // loaded at start; `ready` waits for it
+  std::string device = "auto";       // auto (CUDA when available), cpu, cuda:N
+  std::string dtype = "auto";        // auto, bf16, fp16, fp32
+  std::string gpu_fallback = "cpu";  // on CUDA OOM while loading: cpu or none
+  int max_loaded_models = 1;
+  double keep_alive_s = 300;           // unload a model idle this long; 0 keeps it
+  std::string cleanup = "after-each";  // after-each, idle or never
+
+  // Testing: enables the inject-fault op (command line only).
+  bool test_fault_injection = false;
 };
 
 // What LoadConfig decided: run with a Config, or exit now with a status

@@ -119,6 +119,8 @@ void Connection::Close() {
   if (closing_) return;
   closing_ = true;
   self_while_closing_ = shared_from_this();
+  for (auto& hook : std::exchange(close_hooks_, {}))
+    hook();
   uv_close(reinterpret_cast<uv_handle_t*>(&pipe_), &Connection::OnHandleClosed);
   uv_close(reinterpret_cast<uv_handle_t*>(&idle_timer_), &Connection::OnHandleClosed);
 }

@@ -11,6 +11,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include <uv.h>
 
@@ -48,6 +49,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void Close();
 
   bool closing() const { return closing_; }
+  // Runs `hook` when the connection closes (client gone, idle, shutdown).
+  void AddCloseHook(std::function<void()> hook) { close_hooks_.push_back(std::move(hook)); }
   uint64_t id() const { return id_; }
 
   // Requests whose final reply has not been sent yet; the idle timeout never
@@ -75,6 +78,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   bool reading_ = false;
   bool closing_ = false;
   bool shutting_down_ = false;
+  std::vector<std::function<void()>> close_hooks_;
   std::shared_ptr<Connection> self_while_closing_;  // keeps *this alive until closed
 };
 

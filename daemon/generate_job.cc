@@ -11,7 +11,9 @@ namespace {
 using nlohmann::json;
 using Clock = std::chrono::steady_clock;
 
-Error Invalid(const std::string& msg) { return Error(ErrorCode::kInvalidRequest, msg); }
+Error Invalid(const std::string& msg) {
+  return Error(ErrorCode::kInvalidRequest, msg);
+}
 
 }  // namespace
 
@@ -110,19 +112,21 @@ Result<json> RunGenerate(ModelStore& models, const GenerateSpec& spec,
   if (!tail.empty() || !pending_ids.empty()) emit(std::move(tail), std::exchange(pending_ids, {}));
 
   std::string finish = "length";
-  if (result->finish == engine::FinishReason::kStop || stops.stopped()) finish = "stop";
-  else if (result->finish == engine::FinishReason::kCancelled) finish = "cancelled";
+  if (result->finish == engine::FinishReason::kStop || stops.stopped())
+    finish = "stop";
+  else if (result->finish == engine::FinishReason::kCancelled)
+    finish = "cancelled";
 
-  return json{{"finish_reason", finish},
-              {"model", model.name},
-              {"device", info.device},
-              {"usage",
-               {{"prompt_tokens", result->prompt_tokens},
-                {"completion_tokens", result->new_tokens}}},
-              {"timings",
-               {{"load_ms", load_ms},
-                {"prefill_ms", result->prefill_ms},
-                {"decode_ms", result->decode_ms}}}};
+  return json{
+      {"finish_reason", finish},
+      {"model", model.name},
+      {"device", info.device},
+      {"usage",
+       {{"prompt_tokens", result->prompt_tokens}, {"completion_tokens", result->new_tokens}}},
+      {"timings",
+       {{"load_ms", load_ms},
+        {"prefill_ms", result->prefill_ms},
+        {"decode_ms", result->decode_ms}}}};
 }
 
 }  // namespace medq::daemon

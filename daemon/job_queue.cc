@@ -25,8 +25,7 @@ std::optional<Priority> PriorityFromName(std::string_view name) {
   return std::nullopt;
 }
 
-Result<std::string> JobQueue::Submit(std::string op, Priority priority, StartFn start,
-                                     DropFn drop) {
+Result<std::string> JobQueue::Submit(std::string op, Options options, StartFn start, DropFn drop) {
   const bool can_start_now = waiting_.empty() && running() < concurrency_;
   if (!can_start_now && waiting() >= max_queue_) {
     ++totals_.rejected;
@@ -38,18 +37,75 @@ Result<std::string> JobQueue::Submit(std::string op, Priority priority, StartFn 
   }
   Job job{"j" + std::to_string(next_id_++),
           std::move(op),
-          priority,
+          options.priority,
           Clock::now(),
           {},
+          options.deadline,
           std::move(start),
-          std::move(drop)};
+          std::move(drop),
+          std::move(options.on_position)};
   std::string id = job.id;
-  // Insert after every job of the same or a higher priority: FIFO per class.
-  auto pos = std::find_if(waiting_.begin(), waiting_.end(),
-                          [&](const Job& j) { return j.priority > priority; });
-  waiting_.insert(pos, std::move(job));
+  waiting_.push_back(std::move(job));
+  Reorder();
   StartReady();
+  NotifyPositions();
   return id;
+}
+
+int JobQueue::EffectiveClass(const Job& job, Clock::time_point now) const {
+  int cls = static_cast<int>(job.priority);
+  if (aging_s_ > 0) {
+    const double waited = std::chrono::duration<double>(now - job.enqueued).count();
+    cls -= static_cast<int>(waited / aging_s_);
+  }
+  return std::max(0, cls);
+}
+
+void JobQueue::Reorder() {
+  const auto now = Clock::now();
+  std::stable_sort(waiting_.begin(), waiting_.end(), [&](const Job& a, const Job& b) {
+    const int ca = EffectiveClass(a, now), cb = EffectiveClass(b, now);
+    return ca != cb ? ca < cb : a.enqueued < b.enqueued;
+  });
+}
+
+void JobQueue::NotifyPositions() {
+  int position = 1;
+  for (Job& job : waiting_) {
+    if (job.last_position != position && job.on_position) {
+      job.on_position(job.id, position, waiting(), EstimatedWaitS(static_cast<size_t>(position)));
+    }
+    job.last_position = position++;
+  }
+}
+
+void JobQueue::Tick() {
+  const auto now = Clock::now();
+  std::vector<Job> expired;
+  for (auto it = waiting_.begin(); it != waiting_.end();) {
+    if (it->deadline && now >= *it->deadline) {
+      expired.push_back(std::move(*it));
+      it = waiting_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  for (Job& job : expired) {
+    ++totals_.timed_out;
+    const double waited = std::chrono::duration<double>(now - job.enqueued).count();
+    job.drop(Error(ErrorCode::kQueueTimeout,
+                   "job " + job.id + " waited " + std::to_string(static_cast<int>(waited)) +
+                       " s in the queue without starting; try again later or raise "
+                       "queue_timeout_s",
+                   std::max(1.0, std::ceil(EstimatedWaitS(1)))));
+  }
+  Reorder();
+  NotifyPositions();
+}
+
+bool JobQueue::IsRunning(const std::string& job_id) const {
+  return std::any_of(running_.begin(), running_.end(),
+                     [&](const Job& j) { return j.id == job_id; });
 }
 
 void JobQueue::StartReady() {
@@ -77,6 +133,7 @@ void JobQueue::Finish(const std::string& job_id, Outcome outcome) {
     ++totals_.processed;
   }
   StartReady();
+  NotifyPositions();
 }
 
 bool JobQueue::CancelWaiting(const std::string& job_id) {
@@ -87,6 +144,7 @@ bool JobQueue::CancelWaiting(const std::string& job_id) {
   waiting_.erase(it);
   ++totals_.cancelled;
   drop(Error(ErrorCode::kCancelled, "job " + job_id + " was cancelled while waiting"));
+  NotifyPositions();
   return true;
 }
 
@@ -98,9 +156,9 @@ void JobQueue::DropAllWaiting(const Error& why) {
     job.drop(why);
 }
 
-double JobQueue::EstimatedWaitS(size_t jobs_ahead) const {
+double JobQueue::EstimatedWaitS(size_t position) const {
   const double per_job = mean_service_s_ > 0 ? mean_service_s_ : 1.0;
-  return per_job * static_cast<double>(jobs_ahead) / std::max(1, concurrency_);
+  return per_job * static_cast<double>(position) / std::max(1, concurrency_);
 }
 
 QueueInfo JobQueue::Describe() const {

@@ -4,6 +4,14 @@
 // class, at most `max_queue` waiting in all. At most `concurrency` jobs run at
 // once (1: the generation lock). A job that cannot be queued is refused at
 // once with QUEUE_FULL and a retry hint estimated from recent service times.
+//
+// Aging: every `aging_s` a job has waited moves it up one class (low ->
+// normal -> high), so a low-priority job is never starved: it runs at the
+// latest after jobs that arrived before it in its new class. Order: class
+// after aging, then arrival.
+//
+// A waiting job leaves with QUEUE_TIMEOUT once its deadline passes
+// (ExpireWaiting, called by a timer).
 #pragma once
 
 #include <chrono>
@@ -31,14 +39,34 @@ class JobQueue {
   // Called when the job leaves the queue without running (cancelled, timed
   // out, or the daemon is draining), with the error its client should get.
   using DropFn = std::function<void(const Error& why)>;
+  // Called whenever a waiting job's place changes (and once when queued):
+  // the job's id, its 1-based position, jobs waiting, estimated seconds until
+  // it starts.
+  using PositionFn = std::function<void(const std::string& job_id, int position, int waiting,
+                                        double estimated_wait_s)>;
 
   enum class Outcome { kCompleted, kFailed, kCancelled };
 
-  JobQueue(int max_queue, int concurrency) : max_queue_(max_queue), concurrency_(concurrency) {}
+  JobQueue(int max_queue, int concurrency, double aging_s = 60)
+      : max_queue_(max_queue), concurrency_(concurrency), aging_s_(aging_s) {}
+
+  struct Options {
+    Priority priority = Priority::kNormal;
+    std::optional<Clock::time_point> deadline;  // QUEUE_TIMEOUT after this
+    PositionFn on_position;                     // may be empty
+  };
 
   // Queues a job, or starts it at once when a slot is free and nobody waits.
   // Returns the new job's id, or QUEUE_FULL.
-  Result<std::string> Submit(std::string op, Priority priority, StartFn start, DropFn drop);
+  Result<std::string> Submit(std::string op, Options options, StartFn start, DropFn drop);
+  Result<std::string> Submit(std::string op, Priority priority, StartFn start, DropFn drop) {
+    return Submit(std::move(op), Options{priority, std::nullopt, nullptr}, std::move(start),
+                  std::move(drop));
+  }
+
+  // Drops waiting jobs whose deadline has passed (QUEUE_TIMEOUT) and applies
+  // aging. Call periodically.
+  void Tick();
 
   // A running job ended; starts the next ones.
   void Finish(const std::string& job_id, Outcome outcome);
@@ -46,11 +74,14 @@ class JobQueue {
   // Removes a waiting job (its DropFn gets CANCELLED). Returns false when no
   // such job waits (it may be running: the caller stops it instead).
   bool CancelWaiting(const std::string& job_id);
+  bool IsRunning(const std::string& job_id) const;
 
   // Drops every waiting job with `why` (on shutdown).
   void DropAllWaiting(const Error& why);
 
   QueueInfo Describe() const;
+  // Seconds until a job at `position` (1-based) may start.
+  double EstimatedWaitS(size_t position) const;
   int waiting() const { return static_cast<int>(waiting_.size()); }
   int running() const { return static_cast<int>(running_.size()); }
   int max_queue() const { return max_queue_; }
@@ -64,15 +95,21 @@ class JobQueue {
     Priority priority;
     Clock::time_point enqueued;
     Clock::time_point started;
+    std::optional<Clock::time_point> deadline;
     StartFn start;
     DropFn drop;
+    PositionFn on_position;
+    int last_position = 0;
   };
 
+  int EffectiveClass(const Job& job, Clock::time_point now) const;
+  void Reorder();
   void StartReady();
-  double EstimatedWaitS(size_t jobs_ahead) const;
+  void NotifyPositions();
 
   int max_queue_;
   int concurrency_;
+  double aging_s_;
   uint64_t next_id_ = 1;
   std::deque<Job> waiting_;  // kept in run order: by priority, FIFO within
   std::vector<Job> running_;

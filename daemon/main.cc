@@ -20,6 +20,11 @@ int main(int argc, char** argv) {
   medq::daemon::SetUpLogging(config.log_level);
   spdlog::info("medqd {} starting{}", medq::kVersion,
                config.config_file.empty() ? "" : " with " + config.config_file);
+  if (config.test_fault_injection) {
+    spdlog::warn(
+        "--test-fault-injection is on: clients may make loads and decode steps fail. "
+        "Never use it in production.");
+  }
   medq::daemon::Server server(config, std::vector<std::string>(argv + 1, argv + argc));
   return server.Run();
 }

@@ -27,8 +27,8 @@ void Sample(std::string& out, const std::string& name, double value) {
   out += name + " " + Num(value) + "\n";
 }
 
-const std::vector<double> kLatencyBounds = {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
-                                            1,     2.5,  5,     10,   30,  60,   120, 300};
+const std::vector<double> kLatencyBounds = {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1,
+                                            2.5,   5,    10,    30,   60,  120,  300};
 
 }  // namespace
 
@@ -37,7 +37,8 @@ Histogram::Histogram(std::vector<double> upper_bounds)
 
 void Histogram::Observe(double value) {
   size_t i = 0;
-  while (i < bounds_.size() && value > bounds_[i]) ++i;
+  while (i < bounds_.size() && value > bounds_[i])
+    ++i;
   ++counts_[i];
   sum_ += value;
   ++count_;
@@ -81,7 +82,8 @@ std::string Metrics::Render(const Gauges& g) const {
   Header(out, "medq_time_to_first_token_seconds", "histogram",
          "From submission to the first token of a generation.");
   first_token_.Render(out, "medq_time_to_first_token_seconds");
-  Header(out, "medq_generation_seconds", "histogram", "From submission to the end of a generation.");
+  Header(out, "medq_generation_seconds", "histogram",
+         "From submission to the end of a generation.");
   latency_.Render(out, "medq_generation_seconds");
   Header(out, "medq_model_load_seconds", "histogram", "Model load times.");
   model_load_.Render(out, "medq_model_load_seconds");

@@ -47,7 +47,8 @@ class Metrics {
     int connections = 0;
     int loaded_models = 0;
     int64_t rss_bytes = 0;
-    std::vector<std::pair<int, std::pair<int64_t, int64_t>>> device_bytes;  // index, allocated, reserved
+    std::vector<std::pair<int, std::pair<int64_t, int64_t>>>
+        device_bytes;  // index, allocated, reserved
     bool ready = false;
   };
   std::string Render(const Gauges& gauges) const;

@@ -21,8 +21,9 @@ Result<fs::path> ModelResolver::Resolve(const std::string& name, const char* wha
   if (!name.empty() && name.front() == '/') {
     if (!allow_paths_) {
       return Error(ErrorCode::kPermissionDenied,
-                   std::string(what) + " paths are not allowed by this daemon (allow_model_paths "
-                                       "is off); use a name from its models directory " +
+                   std::string(what) +
+                       " paths are not allowed by this daemon (allow_model_paths "
+                       "is off); use a name from its models directory " +
                        models_dir_.string());
     }
     candidate = name;
@@ -30,9 +31,9 @@ Result<fs::path> ModelResolver::Resolve(const std::string& name, const char* wha
   } else {
     if (name.empty() || name == "." || name == ".." || name.find('/') != std::string::npos ||
         name.find('\0') != std::string::npos) {
-      return Error(ErrorCode::kModelNotFound,
-                   "invalid " + std::string(what) + " name \"" + name +
-                       "\": use the name of a folder in " + models_dir_.string());
+      return Error(ErrorCode::kModelNotFound, "invalid " + std::string(what) + " name \"" + name +
+                                                  "\": use the name of a folder in " +
+                                                  models_dir_.string());
     }
     candidate = models_dir_ / name;
   }
@@ -46,7 +47,8 @@ Result<fs::path> ModelResolver::Resolve(const std::string& name, const char* wha
         msg += " (it holds none)";
       } else {
         msg += "; available:";
-        for (const std::string& n : names) msg += " " + n;
+        for (const std::string& n : names)
+          msg += " " + n;
       }
     }
     return Error(ErrorCode::kModelNotFound, msg);
@@ -54,9 +56,9 @@ Result<fs::path> ModelResolver::Resolve(const std::string& name, const char* wha
   if (from_models_dir) {
     fs::path root = fs::canonical(models_dir_, ec);
     if (ec || !IsInside(real, root)) {
-      return Error(ErrorCode::kPermissionDenied,
-                   std::string(what) + " \"" + name + "\" leads outside the models directory " +
-                       models_dir_.string() + "; refused");
+      return Error(ErrorCode::kPermissionDenied, std::string(what) + " \"" + name +
+                                                     "\" leads outside the models directory " +
+                                                     models_dir_.string() + "; refused");
     }
   }
   return real;

@@ -28,9 +28,10 @@ Result<std::shared_ptr<const engine::Model>> ModelStore::LoadWeights(const fs::p
   // (Also on a CPU-only machine, where only an injected fault gets here: the
   // retry then exercises the same path.)
   if (!model.ok() && model.error().code == ErrorCode::kGpuOom && policy_.cpu_fallback) {
-    spdlog::warn("out of GPU memory loading {}; loading it on the CPU instead (gpu_fallback = "
-                 "cpu). Free GPU memory or pick a smaller model to run it on the GPU.",
-                 dir.string());
+    spdlog::warn(
+        "out of GPU memory loading {}; loading it on the CPU instead (gpu_fallback = "
+        "cpu). Free GPU memory or pick a smaller model to run it on the GPU.",
+        dir.string());
     engine::EmptyDeviceCaches();
     *fell_back = true;
     options.device = "cpu";
@@ -95,8 +96,8 @@ Result<LoadedModel*> ModelStore::Acquire(const std::string& name, const fs::path
   // Make room first: a model being replaced should not share the GPU with
   // its successor while that one loads.
   while (static_cast<int>(models_.size()) >= std::max(1, policy_.max_loaded)) {
-    spdlog::info("unloading {} (least recently used; max_loaded_models = {})",
-                 models_.back().name, policy_.max_loaded);
+    spdlog::info("unloading {} (least recently used; max_loaded_models = {})", models_.back().name,
+                 policy_.max_loaded);
     models_.pop_back();
     engine::EmptyDeviceCaches();
   }

@@ -20,21 +20,21 @@ namespace medq::daemon {
 
 // What a generation needs of a model. Owned by the ModelStore.
 struct LoadedModel {
-  std::string key;  // model dir, plus "+" adapter dir when adapted
+  std::string key;   // model dir, plus "+" adapter dir when adapted
   std::string name;  // as first requested, for logs and `health`
   std::shared_ptr<const engine::Model> model;
-  std::shared_ptr<const tokenizer::Tokenizer> tokenizer;   // null without tokenizer.json
-  std::optional<chat::ChatTemplate> chat_template;         // none without chat_template
+  std::shared_ptr<const tokenizer::Tokenizer> tokenizer;  // null without tokenizer.json
+  std::optional<chat::ChatTemplate> chat_template;        // none without chat_template
   double load_ms = 0;
   bool fell_back_to_cpu = false;
   std::chrono::steady_clock::time_point last_used;
 };
 
 struct LoadPolicy {
-  std::string device = "auto";      // "auto" (CUDA when available), "cpu", "cuda:N"
-  std::string dtype = "auto";       // engine::LoadOptions::dtype
-  bool cpu_fallback = true;         // on CUDA OOM while loading, load on the CPU
-  int max_loaded = 1;               // least recently used models are unloaded past this
+  std::string device = "auto";  // "auto" (CUDA when available), "cpu", "cuda:N"
+  std::string dtype = "auto";   // engine::LoadOptions::dtype
+  bool cpu_fallback = true;     // on CUDA OOM while loading, load on the CPU
+  int max_loaded = 1;           // least recently used models are unloaded past this
 };
 
 class ModelStore {

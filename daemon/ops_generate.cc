@@ -55,9 +55,10 @@ void FinishGenerate(DaemonState& s, const std::string& job_id, Result<json> resu
     // "degraded" with the reason, so that an operator (or systemd) restarts.
     if (result.error().code == ErrorCode::kInternal &&
         ++s.consecutive_internal_errors == kDeviceErrorThreshold) {
-      spdlog::error("{} generations in a row failed with internal errors; the device may be "
-                    "unusable. Last: {}. Restart medqd if this persists.",
-                    kDeviceErrorThreshold, result.error().message);
+      spdlog::error(
+          "{} generations in a row failed with internal errors; the device may be "
+          "unusable. Last: {}. Restart medqd if this persists.",
+          kDeviceErrorThreshold, result.error().message);
       s.warnings.push_back("device errors: " + std::to_string(kDeviceErrorThreshold) +
                            " generations in a row failed; last: " + result.error().message);
     }
@@ -94,6 +95,13 @@ void StartGenerate(DaemonState& s, const std::string& job_id,
       });
     };
     const int loads_before = models.loads();
+    // Load first, and show the model in `health` while it generates.
+    auto model = models.Acquire(spec->model_name, spec->model_dir, spec->adapter_dir);
+    if (!model.ok()) {
+      if (cleanup_after) ReleaseCachedMemory();
+      return std::move(model).error();
+    }
+    worker.PostToLoop([&s, loaded = DescribeLoaded(models)] { s.loaded_models = loaded; });
     auto done = RunGenerate(models, *spec, *cancel, emit, [&worker] { worker.Heartbeat(); });
     // Whatever the outcome, the run's memory is freed before the next job.
     if (cleanup_after) ReleaseCachedMemory();
@@ -135,8 +143,8 @@ void GenerateOp(DaemonState& s, const Request& req, Responder reply) {
     spec->adapter_dir = *adapter;
   }
 
-  const double timeout_s = std::min(s.config.queue_timeout_s,
-                                    spec->params.queue_timeout_s.value_or(s.config.queue_timeout_s));
+  const double timeout_s = std::min(
+      s.config.queue_timeout_s, spec->params.queue_timeout_s.value_or(s.config.queue_timeout_s));
   auto session = std::make_shared<GenerateSession>();
   session->reply = std::make_shared<Responder>(std::move(reply));
   JobQueue::Options options;

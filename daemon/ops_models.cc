@@ -52,8 +52,8 @@ void SubmitModelJob(DaemonState& s, const char* op, const json& params, Responde
           } else {
             shared_reply->Fail(result.error());
           }
-          s.jobs.Finish(job_id, result.ok() ? JobQueue::Outcome::kCompleted
-                                            : JobQueue::Outcome::kFailed);
+          s.jobs.Finish(job_id,
+                        result.ok() ? JobQueue::Outcome::kCompleted : JobQueue::Outcome::kFailed);
         });
   };
   auto job = s.jobs.Submit(op, Priority::kNormal, start,
@@ -73,8 +73,8 @@ json DescribeLoaded(const ModelStore& models) {
   for (const LoadedModel& m : models.loaded()) {
     const engine::ModelInfo& info = engine::Info(*m.model);
     out.push_back(LoadedModelInfo{m.name, info.architecture, info.device, info.dtype,
-                                  info.parameter_bytes, m.fell_back_to_cpu,
-                                  m.tokenizer != nullptr, m.chat_template.has_value(),
+                                  info.parameter_bytes, m.fell_back_to_cpu, m.tokenizer != nullptr,
+                                  m.chat_template.has_value(),
                                   std::chrono::duration<double>(now - m.last_used).count()});
   }
   return out;
@@ -94,8 +94,8 @@ void LoadOp(DaemonState& s, const Request& req, Responder reply) {
   }
   SubmitModelJob(s, "load", req.params, std::move(reply), [](LoadedModel& m) -> Result<json> {
     const engine::ModelInfo& info = engine::Info(*m.model);
-    return json{{"model", m.name}, {"device", info.device}, {"dtype", info.dtype},
-                {"load_ms", m.load_ms}};
+    return json{
+        {"model", m.name}, {"device", info.device}, {"dtype", info.dtype}, {"load_ms", m.load_ms}};
   });
 }
 
@@ -150,7 +150,8 @@ void TokenizeOp(DaemonState& s, const Request& req, Responder reply) {
                    }
                    std::vector<int32_t> ids = m.tokenizer->Encode(text, special);
                    json tokens = json::array();
-                   for (int32_t id : ids) tokens.push_back(m.tokenizer->IdToToken(id));
+                   for (int32_t id : ids)
+                     tokens.push_back(m.tokenizer->IdToToken(id));
                    return json{{"ids", ids}, {"tokens", tokens}};
                  });
 }
@@ -171,19 +172,18 @@ void DetokenizeOp(DaemonState& s, const Request& req, Responder reply) {
     ids.push_back(static_cast<int32_t>(id.get<int64_t>()));
   }
   const bool skip = req.params.value("skip_special_tokens", false);
-  SubmitModelJob(s, "detokenize", req.params, std::move(reply),
-                 [ids, skip](LoadedModel& m) -> Result<json> {
-                   if (!m.tokenizer) {
-                     return Error(ErrorCode::kInvalidRequest,
-                                  "model " + m.name + " has no tokenizer.json");
-                   }
-                   return json{{"text", m.tokenizer->Decode(ids, skip)}};
-                 });
+  SubmitModelJob(
+      s, "detokenize", req.params, std::move(reply), [ids, skip](LoadedModel& m) -> Result<json> {
+        if (!m.tokenizer) {
+          return Error(ErrorCode::kInvalidRequest, "model " + m.name + " has no tokenizer.json");
+        }
+        return json{{"text", m.tokenizer->Decode(ids, skip)}};
+      });
 }
 
 void ApplyTemplateOp(DaemonState& s, const Request& req, Responder reply) {
-  if (Status st = CheckFields(req.params, {"model", "messages", "tools", "template_kwargs",
-                                           "add_generation_prompt"});
+  if (Status st = CheckFields(
+          req.params, {"model", "messages", "tools", "template_kwargs", "add_generation_prompt"});
       !st.ok()) {
     return reply.Fail(st.error());
   }

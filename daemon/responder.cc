@@ -6,8 +6,12 @@
 
 namespace medq::daemon {
 
-Responder::Responder(std::weak_ptr<Connection> connection, nlohmann::json id, std::string op)
-    : connection_(std::move(connection)), id_(std::move(id)), op_(std::move(op)) {
+Responder::Responder(std::weak_ptr<Connection> connection, nlohmann::json id, std::string op,
+                     Metrics* metrics)
+    : connection_(std::move(connection)),
+      id_(std::move(id)),
+      op_(std::move(op)),
+      metrics_(metrics) {
   if (auto c = connection_.lock()) c->BeginRequest();
 }
 
@@ -15,6 +19,7 @@ Responder::Responder(Responder&& other) noexcept
     : connection_(std::move(other.connection_)),
       id_(std::move(other.id_)),
       op_(std::move(other.op_)),
+      metrics_(other.metrics_),
       answered_(std::exchange(other.answered_, true)) {}
 
 Responder::~Responder() {
@@ -31,17 +36,33 @@ void Responder::Event(std::string_view event, nlohmann::json fields) const {
 void Responder::Result(const nlohmann::json& result) {
   if (answered_) return;
   if (auto c = connection_.lock()) c->Write(EncodeResult(id_, result));
-  Finish();
+  Finish("ok");
+}
+
+void Responder::Done(nlohmann::json fields) {
+  if (answered_) return;
+  if (auto c = connection_.lock()) c->Write(EncodeEvent(id_, "done", std::move(fields)));
+  Finish("ok");
+}
+
+void Responder::OnClientGone(std::function<void()> hook) {
+  auto c = connection_.lock();
+  if (c == nullptr || c->closing()) {
+    hook();
+    return;
+  }
+  c->AddCloseHook(std::move(hook));
 }
 
 void Responder::Fail(const Error& error) {
   if (answered_) return;
   if (auto c = connection_.lock()) c->Write(EncodeError(id_, error));
-  Finish();
+  Finish(ErrorCodeName(error.code));
 }
 
-void Responder::Finish() {
+void Responder::Finish(std::string_view outcome) {
   answered_ = true;
+  if (metrics_ != nullptr) metrics_->CountRequest(op_, outcome);
   if (auto c = connection_.lock()) c->EndRequest();
 }
 

@@ -6,6 +6,7 @@
 // dropped silently.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string_view>
 
@@ -13,12 +14,15 @@
 
 #include "common/error.h"
 #include "daemon/connection.h"
+#include "daemon/metrics.h"
 
 namespace medq::daemon {
 
 class Responder {
  public:
-  Responder(std::weak_ptr<Connection> connection, nlohmann::json id, std::string op);
+  // `metrics` (may be null) counts the request's outcome when it ends.
+  Responder(std::weak_ptr<Connection> connection, nlohmann::json id, std::string op,
+            Metrics* metrics);
   Responder(Responder&& other) noexcept;
   Responder& operator=(Responder&&) = delete;
   Responder(const Responder&) = delete;
@@ -26,9 +30,14 @@ class Responder {
 
   // An intermediate event of a streaming op (queued, started, token...).
   void Event(std::string_view event, nlohmann::json fields) const;
-  // The final reply.
+  // The final reply: `result` (simple ops), `done` (streaming ops) or `error`.
   void Result(const nlohmann::json& result);
+  void Done(nlohmann::json fields);
   void Fail(const Error& error);
+
+  // Runs `hook` on the loop thread if the client disconnects before the
+  // final reply (e.g. to cancel its job). Nothing happens after the reply.
+  void OnClientGone(std::function<void()> hook);
 
   bool answered() const { return answered_; }
   // True when the client disconnected; work for it may stop.
@@ -36,11 +45,12 @@ class Responder {
   const std::string& op() const { return op_; }
 
  private:
-  void Finish();
+  void Finish(std::string_view outcome);
 
   std::weak_ptr<Connection> connection_;
   nlohmann::json id_;
   std::string op_;
+  Metrics* metrics_;
   bool answered_ = false;
 };
 

@@ -5,9 +5,11 @@
 #include <cstring>
 
 #include "common/protocol.h"
+#include "daemon/engine/engine.h"
 #include "daemon/logging.h"
 #include "daemon/memory.h"
 #include "daemon/ops.h"
+#include "daemon/ops_internal.h"
 #include "daemon/systemd.h"
 
 namespace medq::daemon {
@@ -17,6 +19,7 @@ using nlohmann::json;
 
 constexpr uint64_t kMemoryRefreshMs = 5000;
 constexpr uint64_t kDrainPollMs = 50;
+constexpr uint64_t kTickMs = 500;
 constexpr uint64_t kForceCloseMs = 2000;  // after shutdown, for clients that never read
 constexpr size_t kMaxPendingWriteBytes = 64u << 20;
 
@@ -47,8 +50,10 @@ Server::Server(Config config, std::vector<std::string> args)
       args_(std::move(args)),
       handoff_(InitLoop(&loop_)),
       worker_(handoff_, config_.threads),
-      jobs_(config_.max_queue > 0 ? config_.max_queue : 5, /*concurrency=*/1),
-      state_(config_, jobs_, worker_),
+      jobs_(config_.max_queue > 0 ? config_.max_queue : 5, /*concurrency=*/1, config_.aging_s),
+      models_(LoadPolicy{config_.device, config_.dtype, config_.gpu_fallback == "cpu",
+                         config_.max_loaded_models}),
+      state_(config_, jobs_, worker_, models_),
       peers_(config_.socket_group) {
   state_.limits.max_queue = jobs_.max_queue();
   state_.limits.max_connections = config_.max_connections;
@@ -108,17 +113,20 @@ int Server::Run() {
                      jobs_.set_max_queue(DefaultMaxQueue(state_.last_memory));
                      state_.limits.max_queue = jobs_.max_queue();
                    }
-                   state_.ready = !state_.draining;
-                   const std::string status =
-                       "ready: " + std::to_string(state_.last_memory.devices.size()) +
-                       " CUDA device(s), max_queue " + std::to_string(jobs_.max_queue());
-                   spdlog::info("{}", status);
-                   NotifyReady(status);
+                   if (config_.preload.empty()) {
+                     MarkReady();
+                   } else {
+                     Preload();
+                   }
                  });
   uv_timer_start(
       &memory_timer_, [](uv_timer_t* t) { static_cast<Server*>(t->data)->RefreshMemory(); },
       kMemoryRefreshMs, kMemoryRefreshMs);
 
+  uv_timer_init(&loop_, &tick_timer_);
+  tick_timer_.data = this;
+  uv_timer_start(
+      &tick_timer_, [](uv_timer_t* t) { static_cast<Server*>(t->data)->Tick(); }, kTickMs, kTickMs);
   uv_timer_init(&loop_, &watchdog_timer_);
   watchdog_timer_.data = this;
   if (auto interval = WatchdogPingInterval()) {
@@ -133,6 +141,100 @@ int Server::Run() {
   uv_run(&loop_, UV_RUN_DEFAULT);
   spdlog::info("medqd stopped");
   return 0;
+}
+
+void Server::MarkReady() {
+  if (state_.draining) return;
+  state_.ready = true;
+  const std::string status = "ready: " + std::to_string(state_.last_memory.devices.size()) +
+                             " CUDA device(s), max_queue " + std::to_string(jobs_.max_queue());
+  spdlog::info("{}", status);
+  NotifyReady(status);
+}
+
+// Loads the preload model as a job; the daemon becomes ready when it is
+// loaded and has generated one token (the warm-up), or stays not ready with
+// the reason in `health` when that fails.
+void Server::Preload() {
+  auto dir = state_.resolver.Resolve(config_.preload, "model");
+  if (!dir.ok()) {
+    spdlog::error("cannot preload {}: {}", config_.preload, dir.error().message);
+    state_.warnings.push_back("preload failed: " + dir.error().message);
+    return;
+  }
+  auto start = [this, dir = *dir](const std::string& job_id) {
+    ModelStore& models = models_;
+    const std::string name = config_.preload;
+    worker_.Submit(
+        [&models, name, dir]() -> Result<json> {
+          auto model = models.Acquire(name, dir, {});
+          if (!model.ok()) return std::move(model).error();
+          // Ready means "can generate now": prove it with one token.
+          const engine::ModelInfo& info = engine::Info(*(*model)->model);
+          engine::GenerateRequest warm_up;
+          warm_up.prompt = {info.bos_id.value_or(0)};
+          warm_up.max_new_tokens = 1;
+          auto warmed = engine::Generate(*(*model)->model, warm_up, [](int32_t) { return true; });
+          if (!warmed.ok()) {
+            return Error(warmed.error().code, "warm-up generation on " + info.device +
+                                                  " failed: " + warmed.error().message);
+          }
+          ReleaseCachedMemory();
+          return json{{"loaded", DescribeLoaded(models)}, {"memory", TakeMemorySnapshot()}};
+        },
+        [this, job_id](Result<json> result) {
+          jobs_.Finish(job_id,
+                       result.ok() ? JobQueue::Outcome::kCompleted : JobQueue::Outcome::kFailed);
+          if (!result.ok()) {
+            spdlog::error("cannot preload {}: {}", config_.preload, result.error().message);
+            state_.warnings.push_back("preload failed: " + result.error().message);
+            return;
+          }
+          state_.loaded_models = result->at("loaded");
+          state_.last_memory = result->at("memory").get<MemorySnapshot>();
+          MarkReady();
+        });
+  };
+  auto job = jobs_.Submit("load", Priority::kHigh, start, [](const Error&) {});
+  if (!job.ok()) spdlog::error("cannot queue the preload: {}", job.error().message);
+}
+
+// Twice a second: queue timeouts and aging, idle model unloading, and the
+// `idle` cleanup policy.
+void Server::Tick() {
+  jobs_.Tick();
+  const auto now = std::chrono::steady_clock::now();
+  if (jobs_.running() > 0 || jobs_.waiting() > 0) {
+    last_busy_ = now;
+    idle_cleanup_done_ = false;
+    unload_checked_ = false;
+    return;
+  }
+  const bool unload_idle =
+      config_.keep_alive_s > 0 && !unload_checked_ && !state_.loaded_models.empty() &&
+      std::chrono::duration<double>(now - last_busy_).count() >= config_.keep_alive_s;
+  const bool cleanup = config_.cleanup == "idle" && !idle_cleanup_done_;
+  if (!unload_idle && !cleanup) return;
+  idle_cleanup_done_ = true;
+  unload_checked_ = unload_checked_ || unload_idle;
+  ModelStore& models = models_;
+  const auto keep_alive = std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+      std::chrono::duration<double>(config_.keep_alive_s));
+  worker_.Submit(
+      [&models, unload_idle, cleanup, keep_alive]() -> Result<json> {
+        std::vector<std::string> unloaded;
+        if (unload_idle) unloaded = models.UnloadIdle(keep_alive);
+        if (cleanup || !unloaded.empty()) ReleaseCachedMemory();
+        return json{{"unloaded", unloaded}, {"loaded", DescribeLoaded(models)}};
+      },
+      [this](Result<json> result) {
+        if (!result.ok()) return;
+        for (const auto& name : result->at("unloaded")) {
+          spdlog::info("unloaded {} after {} s unused (keep_alive_s)", name.get<std::string>(),
+                       config_.keep_alive_s);
+        }
+        state_.loaded_models = result->at("loaded");
+      });
 }
 
 void Server::OnConnection(uv_stream_t* listener, int status) {
@@ -196,21 +298,22 @@ void Server::OnLine(Connection& conn, std::string line) {
   json id;
   auto request = ParseRequest(line, &id);
   if (!request.ok()) {
+    state_.metrics.CountRequest("-", ErrorCodeName(request.error().code));
     conn.Write(EncodeError(id, request.error()));
     return;
   }
   const OpSpec* op = FindOp(request->op);
   if (op == nullptr) {
+    state_.metrics.CountRequest("-", "UNKNOWN_OP");
     conn.Write(EncodeError(id, Error(ErrorCode::kUnknownOp, "unknown op \"" + request->op +
                                                                 "\"; known ops: " + KnownOps())));
     return;
   }
+  Responder reply(conn.weak_from_this(), request->id, request->op, &state_.metrics);
   if (state_.draining && op->starts_work) {
-    conn.Write(EncodeError(
-        id, Error(ErrorCode::kNotReady, "medqd is shutting down; retry once it is back")));
+    reply.Fail(Error(ErrorCode::kNotReady, "medqd is shutting down; retry once it is back"));
     return;
   }
-  Responder reply(conn.weak_from_this(), request->id, request->op);
   try {
     op->handler(state_, *request, std::move(reply));
   } catch (const std::exception& e) {
@@ -290,8 +393,12 @@ void Server::FinishIfDrained() {
   const bool idle = jobs_.running() == 0;
   if (!idle && std::chrono::steady_clock::now() < drain_deadline_) return;
   if (!idle) {
-    spdlog::warn("drain timeout ({} s) passed with {} job(s) running; stopping anyway",
+    // Running generations stop within one decode step once cancelled; the
+    // worker is joined in CloseEverything.
+    spdlog::warn("drain timeout ({} s) passed with {} job(s) running; cancelling them",
                  config_.drain_timeout_s, jobs_.running());
+    for (auto& [id, session] : state_.sessions)
+      *session->cancel = true;
   }
   CloseEverything();
 }
@@ -337,7 +444,8 @@ void Server::CloseEverything() {
        {reinterpret_cast<uv_handle_t*>(&sigterm_), reinterpret_cast<uv_handle_t*>(&sigint_),
         reinterpret_cast<uv_handle_t*>(&sighup_), reinterpret_cast<uv_handle_t*>(&drain_timer_),
         reinterpret_cast<uv_handle_t*>(&memory_timer_),
-        reinterpret_cast<uv_handle_t*>(&watchdog_timer_)}) {
+        reinterpret_cast<uv_handle_t*>(&watchdog_timer_),
+        reinterpret_cast<uv_handle_t*>(&tick_timer_)}) {
     close_if_open(h);
   }
 }

@@ -17,6 +17,7 @@
 #include "daemon/handoff.h"
 #include "daemon/job_queue.h"
 #include "daemon/listen_socket.h"
+#include "daemon/model_store.h"
 #include "daemon/peer_auth.h"
 #include "daemon/state.h"
 #include "daemon/worker.h"
@@ -47,6 +48,9 @@ class Server {
   void RefreshMemory();
   void CloseEverything();
   void PingWatchdog();
+  void Tick();
+  void Preload();
+  void MarkReady();
 
   Config config_;
   std::vector<std::string> args_;
@@ -54,6 +58,7 @@ class Server {
   Handoff handoff_;
   Worker worker_;
   JobQueue jobs_;
+  ModelStore models_;  // worker thread only
   DaemonState state_;
   PeerPolicy peers_;
   ListeningSocket socket_;
@@ -65,6 +70,12 @@ class Server {
   std::chrono::steady_clock::time_point drain_deadline_;
   uv_timer_t memory_timer_{};
   uv_timer_t watchdog_timer_{};
+  uv_timer_t tick_timer_{};
+  // Tick's bookkeeping of idle periods: one idle cleanup and one keep-alive
+  // unload check per idle period.
+  std::chrono::steady_clock::time_point last_busy_ = std::chrono::steady_clock::now();
+  bool idle_cleanup_done_ = true;
+  bool unload_checked_ = false;
   std::chrono::milliseconds watchdog_interval_{0};
   uint64_t next_connection_id_ = 1;
   std::map<uint64_t, std::shared_ptr<Connection>> connections_;

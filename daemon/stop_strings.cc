@@ -21,7 +21,8 @@ std::string StopStrings::Push(std::string_view text) {
   pending_.append(text);
   if (stops_.empty()) return std::exchange(pending_, {});
   size_t first = std::string::npos;
-  for (const std::string& stop : stops_) first = std::min(first, pending_.find(stop));
+  for (const std::string& stop : stops_)
+    first = std::min(first, pending_.find(stop));
   if (first != std::string::npos) {
     stopped_ = true;
     std::string out = pending_.substr(0, first);
@@ -29,7 +30,8 @@ std::string StopStrings::Push(std::string_view text) {
     return out;
   }
   size_t hold = 0;
-  for (const std::string& stop : stops_) hold = std::max(hold, PartialMatch(pending_, stop));
+  for (const std::string& stop : stops_)
+    hold = std::max(hold, PartialMatch(pending_, stop));
   std::string out = pending_.substr(0, pending_.size() - hold);
   pending_.erase(0, pending_.size() - hold);
   return out;

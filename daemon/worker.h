@@ -33,6 +33,10 @@ class Worker {
   // the loop thread. An exception escaping `work` becomes INTERNAL.
   void Submit(Work work, Done done);
 
+  // Worker thread: runs `completion` on the loop thread (e.g. a token event
+  // of a running task).
+  void PostToLoop(Handoff::Closure completion) { handoff_.PostToLoop(std::move(completion)); }
+
   // Worker thread: "still making progress" from inside a long task (each
   // decode step calls it), for the watchdog.
   void Heartbeat();

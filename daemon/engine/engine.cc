@@ -2,9 +2,14 @@
 // exceptions become medq::Error values.
 #include "daemon/engine/engine.h"
 
+#include "daemon/engine/fault_injection.h"
+
 #include <ATen/Parallel.h>
+
 #include <c10/core/InferenceMode.h>
 #include <torch/cuda.h>
+#include <algorithm>
+#include <thread>
 
 #include "daemon/engine/checkpoint.h"
 #include "daemon/engine/generate.h"
@@ -124,6 +129,7 @@ Result<std::shared_ptr<const Model>> Load(const std::filesystem::path& dir, cons
 Result<std::shared_ptr<const Model>> LoadModel(const std::filesystem::path& dir,
                                                const LoadOptions& options) {
   try {
+    FailIfArmed(Fault::kLoadOom);
     return Load(dir, options);
   } catch (...) {
     return ErrorFromCurrentException("loading model " + dir.string());
@@ -155,7 +161,11 @@ Result<GenerateResult> Generate(const Model& model, const GenerateRequest& reque
 }
 
 void InitWorkerThread(int num_threads) {
-  if (num_threads > 0) at::set_num_threads(num_threads);
+  // LibTorch's own default can be a single intra-op thread (seen on 2-core
+  // VMs), so 0 means every core, explicitly.
+  at::set_num_threads(num_threads > 0
+                          ? num_threads
+                          : static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
   // fp32 on a GPU means fp32: TF32 matmuls would move logits by ~1e-2.
   at::globalContext().setAllowTF32CuBLAS(false);
   at::globalContext().setAllowTF32CuDNN(false);

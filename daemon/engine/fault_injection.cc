@@ -16,12 +16,15 @@ std::atomic<bool>& Flag(Fault fault) {
 
 }  // namespace
 
-void ArmFault(Fault fault) { Flag(fault) = true; }
+void ArmFault(Fault fault) {
+  Flag(fault) = true;
+}
 
 void FailIfArmed(Fault fault) {
   if (Flag(fault).exchange(false)) {
-    TORCH_CHECK(false, "CUDA out of memory. Tried to allocate 2.00 GiB (injected by "
-                       "medqd --test-fault-injection)");
+    TORCH_CHECK(false,
+                "CUDA out of memory. Tried to allocate 2.00 GiB (injected by "
+                "medqd --test-fault-injection)");
   }
 }
 

@@ -1,5 +1,7 @@
 #include "daemon/engine/generate.h"
 
+#include "daemon/engine/fault_injection.h"
+
 #include <c10/core/InferenceMode.h>
 
 #include <algorithm>
@@ -84,6 +86,7 @@ Result<GenerateResult> RunGeneration(const Model& m, const GenerateRequest& r,
       break;
     }
     step_ids.fill_(static_cast<int64_t>(next));
+    FailIfArmed(Fault::kDecodeOom);
     logits = Forward(m, step_ids, cache, LogitsFor::kLastPosition);
     next = sampler.Next(logits.view({-1}), history);
   }

@@ -1,6 +1,8 @@
 #include "daemon/job_queue.h"
 
 #include <catch2/catch.hpp>
+#include <map>
+#include <thread>
 
 namespace medq::daemon {
 namespace {
@@ -97,6 +99,67 @@ TEST_CASE("priority names round-trip", "[queue]") {
     CHECK(PriorityFromName(PriorityName(p)) == p);
   }
   CHECK_FALSE(PriorityFromName("urgent").has_value());
+}
+
+}  // namespace medq::daemon
+
+namespace medq::daemon {
+
+TEST_CASE("waiting jobs hear their position whenever it changes", "[queue]") {
+  JobQueue q(5, 1);
+  Recorder r;
+  std::map<std::string, std::vector<int>> positions;
+  auto track = [&](Priority p) {
+    JobQueue::Options o;
+    o.priority = p;
+    o.on_position = [&](const std::string& id, int position, int waiting, double wait_s) {
+      positions[id].push_back(position);
+      CHECK(waiting == q.waiting());
+      CHECK(wait_s > 0);
+    };
+    return q.Submit("gen", std::move(o), r.Start(), r.Drop());
+  };
+  auto running = track(Priority::kNormal);
+  CHECK(positions.empty());  // started at once: never queued
+  auto a = track(Priority::kNormal);
+  auto b = track(Priority::kNormal);
+  auto c = track(Priority::kHigh);  // jumps ahead: a and b move back
+  CHECK(positions[*a] == std::vector<int>{1, 2});
+  CHECK(positions[*b] == std::vector<int>{2, 3});
+  CHECK(positions[*c] == std::vector<int>{1});
+  q.Finish(*running, JobQueue::Outcome::kCompleted);  // c starts; a and b move up
+  CHECK(positions[*a] == std::vector<int>{1, 2, 1});
+  CHECK(positions[*b] == std::vector<int>{2, 3, 2});
+}
+
+TEST_CASE("a job past its deadline leaves the queue with QUEUE_TIMEOUT", "[queue]") {
+  JobQueue q(5, 1);
+  Recorder r;
+  REQUIRE(q.Submit("gen", Priority::kNormal, r.Start(), r.Drop()).ok());
+  JobQueue::Options o;
+  o.deadline = JobQueue::Clock::now() - std::chrono::milliseconds(1);
+  REQUIRE(q.Submit("gen", std::move(o), r.Start(), r.Drop()).ok());
+  REQUIRE(q.Submit("gen", Priority::kNormal, r.Start(), r.Drop()).ok());
+  q.Tick();
+  CHECK(r.dropped == std::vector<ErrorCode>{ErrorCode::kQueueTimeout});
+  CHECK(q.waiting() == 1);
+  CHECK(q.totals().timed_out == 1);
+}
+
+TEST_CASE("aging lifts a low-priority job so it is never starved", "[queue]") {
+  JobQueue q(10, 1, /*aging_s=*/0.05);
+  Recorder r;
+  auto running = q.Submit("gen", Priority::kHigh, r.Start(), r.Drop());
+  auto low = q.Submit("gen", Priority::kLow, r.Start(), r.Drop());
+  std::this_thread::sleep_for(std::chrono::milliseconds(120));  // two aging steps: low -> high
+  auto high = q.Submit("gen", Priority::kHigh, r.Start(), r.Drop());
+  q.Tick();
+  QueueInfo info = q.Describe();
+  REQUIRE(info.waiting.size() == 2);
+  CHECK(info.waiting[0].job == *low);  // aged into high, and it arrived first
+  CHECK(info.waiting[1].job == *high);
+  q.Finish(*running, JobQueue::Outcome::kCompleted);
+  CHECK(r.started.back() == *low);
 }
 
 }  // namespace medq::daemon

@@ -14,7 +14,8 @@ TEST_CASE("text without stop strings passes straight through", "[stop]") {
 TEST_CASE("a stop string split across pieces is caught and never emitted", "[stop]") {
   StopStrings s({"###"});
   std::string out;
-  for (const char* piece : {"Answer: 4", "2 #", "#", "# more"}) out += s.Push(piece);
+  for (const char* piece : {"Answer: 4", "2 #", "#", "# more"})
+    out += s.Push(piece);
   CHECK(s.stopped());
   CHECK(out == "Answer: 42 ");
   CHECK(s.Push("later").empty());

@@ -39,13 +39,15 @@ struct Run {
   std::vector<int32_t> Ids() const {
     std::vector<int32_t> ids;
     for (const json& e : events) {
-      for (const json& id : e.value("ids", json::array())) ids.push_back(id.get<int32_t>());
+      for (const json& id : e.value("ids", json::array()))
+        ids.push_back(id.get<int32_t>());
     }
     return ids;
   }
   int Count(const std::string& event) const {
     int n = 0;
-    for (const json& e : events) n += e["event"] == event;
+    for (const json& e : events)
+      n += e["event"] == event;
     return n;
   }
 };
@@ -73,8 +75,8 @@ Run Generate(const std::string& socket, const json& params) {
 }
 
 std::vector<std::string> DaemonArgs(const ModelRepo& repo, std::vector<std::string> extra = {}) {
-  std::vector<std::string> args = {"--models-dir", repo.dir().string(), "--model", "tiny-llama",
-                                   "--threads", "1"};
+  std::vector<std::string> args = {"--models-dir", repo.dir().string(), "--model",
+                                   "tiny-llama",   "--threads",         "1"};
   args.insert(args.end(), extra.begin(), extra.end());
   return args;
 }
@@ -86,7 +88,8 @@ void AwaitQueue(const std::string& socket, size_t running, size_t waiting) {
   for (int i = 0; i < 500; ++i) {
     auto q = client->Call("queue", {}, 5s);
     REQUIRE(q.ok());
-    if ((*q)["result"]["running"].size() == running && (*q)["result"]["waiting"].size() == waiting) {
+    if ((*q)["result"]["running"].size() == running &&
+        (*q)["result"]["waiting"].size() == waiting) {
       return;
     }
     std::this_thread::sleep_for(20ms);
@@ -142,18 +145,28 @@ TEST_CASE("text in, text out: streamed text equals non-streamed text for one see
   DaemonProcess d(DaemonArgs(repo));
   for (const char* model : {"tiny-llama", "tiny-llama3", "tiny-qwen2"}) {
     CAPTURE(model);
-    json params = {{"model", model}, {"prompt", "The patient was admitted with"},
-                   {"mode", "raw"},  {"max_tokens", 40},
-                   {"temperature", 0.8}, {"top_p", 0.95}, {"seed", 1234}};
+    json params = {{"model", model},     {"prompt", "The patient was admitted with"},
+                   {"mode", "raw"},      {"max_tokens", 40},
+                   {"temperature", 0.8}, {"top_p", 0.95},
+                   {"seed", 1234}};
     Run a = Generate(d.socket(), params);
     Run b = Generate(d.socket(), params);
     REQUIRE(a.final()["event"] == "done");
     CHECK(a.Text() == b.Text());
     CHECK(a.Count("token") >= 1);
     // The CLI prints the same text, streamed or not.
-    const std::vector<std::string> args = {"generate", "--model", model, "--raw",
-                                           "--max-tokens", "40", "--temperature", "0.8",
-                                           "--top-p", "0.95", "--seed", "1234",
+    const std::vector<std::string> args = {"generate",
+                                           "--model",
+                                           model,
+                                           "--raw",
+                                           "--max-tokens",
+                                           "40",
+                                           "--temperature",
+                                           "0.8",
+                                           "--top-p",
+                                           "0.95",
+                                           "--seed",
+                                           "1234",
                                            "The patient was admitted with"};
     ProcessResult streamed = RunMedq(d.socket(), args);
     std::vector<std::string> args2 = args;
@@ -178,9 +191,8 @@ TEST_CASE("the token ids through medq generate --ids match the text", "[e2e][gen
   CHECK(out["usage"]["prompt_tokens"] == 2);  // <|begin_of_text|> Hello
   auto client = ipc::Client::Connect(d.socket());
   REQUIRE(client.ok());
-  auto text = client->Call("detokenize", {{"model", "tiny-llama3"},
-                                          {"ids", out["ids"]},
-                                          {"skip_special_tokens", true}});
+  auto text = client->Call(
+      "detokenize", {{"model", "tiny-llama3"}, {"ids", out["ids"]}, {"skip_special_tokens", true}});
   REQUIRE(text.ok());
   CHECK((*text)["result"]["text"] == out["text"]);
 }
@@ -190,25 +202,26 @@ TEST_CASE("chat prompts go through the model's chat template", "[e2e][generate]"
   DaemonProcess d(DaemonArgs(repo));
   auto client = ipc::Client::Connect(d.socket());
   REQUIRE(client.ok());
-  json messages = json::array({{{"role", "system"}, {"content", "Be brief."}},
-                               {{"role", "user"}, {"content", "Hi"}}});
+  json messages = json::array(
+      {{{"role", "system"}, {"content", "Be brief."}}, {{"role", "user"}, {"content", "Hi"}}});
   auto rendered = client->Call("apply-template", {{"model", "tiny-qwen2"}, {"messages", messages}});
   REQUIRE(rendered.ok());
   const std::string prompt = (*rendered)["result"]["prompt"];
-  CHECK(prompt == "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n"
-                  "<|im_start|>assistant\n");
+  CHECK(prompt ==
+        "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n"
+        "<|im_start|>assistant\n");
   // generate with the same messages sends exactly those ids.
-  Run run = Generate(d.socket(), {{"model", "tiny-qwen2"}, {"messages", messages},
-                                  {"max_tokens", 1}});
+  Run run =
+      Generate(d.socket(), {{"model", "tiny-qwen2"}, {"messages", messages}, {"max_tokens", 1}});
   REQUIRE(run.final()["event"] == "done");
   CHECK(run.final()["usage"]["prompt_tokens"] == (*rendered)["result"]["ids"].size());
   // A prompt in auto mode is the same conversation without the system part.
-  Run plain = Generate(d.socket(), {{"model", "tiny-qwen2"}, {"prompt", "Hi"},
-                                    {"system", "Be brief."}, {"max_tokens", 1}});
+  Run plain = Generate(
+      d.socket(),
+      {{"model", "tiny-qwen2"}, {"prompt", "Hi"}, {"system", "Be brief."}, {"max_tokens", 1}});
   CHECK(plain.final()["usage"]["prompt_tokens"] == (*rendered)["result"]["ids"].size());
   // tiny-llama's tokenizer (mistral_v1) has no template: chat mode is refused.
-  Run refused = Generate(d.socket(), {{"model", "tiny-llama"}, {"prompt", "Hi"},
-                                      {"mode", "chat"}});
+  Run refused = Generate(d.socket(), {{"model", "tiny-llama"}, {"prompt", "Hi"}, {"mode", "chat"}});
   CHECK(refused.final()["code"] == "INVALID_REQUEST");
 }
 
@@ -225,14 +238,16 @@ TEST_CASE("invalid generate requests name the field", "[e2e][generate]") {
       {{{"max_tokens", 5}}, "INVALID_REQUEST", "params.prompt"},
       {{{"prompt", "x"}, {"max_tokens", 0}}, "INVALID_REQUEST", "params.max_tokens"},
       {{{"prompt", "x"}, {"max_tokens", 4000}}, "INVALID_REQUEST", "params.max_tokens"},
-      {{{"prompt", std::string(30000, 'a') + " b"}, {"mode", "raw"}}, "INVALID_REQUEST",
+      {{{"prompt", std::string(30000, 'a') + " b"}, {"mode", "raw"}},
+       "INVALID_REQUEST",
        "params.prompt"},
       {{{"prompt", "x"}, {"temprature", 0.5}}, "INVALID_REQUEST", "params.temprature"},
       {{{"prompt", "x"}, {"top_p", 0}}, "INVALID_REQUEST", "params.top_p"},
       {{{"prompt", "x"}, {"priority", "urgent"}}, "INVALID_REQUEST", "params.priority"},
       {{{"prompt_ids", {1, 99999999}}}, "INVALID_REQUEST", "params.prompt_ids"},
       {{{"prompt", "x"}, {"adapter", "tiny-llama-lora"}, {"model", "tiny-qwen2"}},
-       "INVALID_REQUEST", ""},
+       "INVALID_REQUEST",
+       ""},
       {{{"prompt", "x"}, {"model", "no-such-model"}}, "MODEL_NOT_FOUND", "tiny-llama"},
       {{{"prompt", "x"}, {"model", "../models/tiny-llama"}}, "MODEL_NOT_FOUND", ""},
       {{{"prompt", "x"}, {"model", ".."}}, "MODEL_NOT_FOUND", ""},
@@ -253,16 +268,16 @@ TEST_CASE("a model name cannot escape the models directory through a symlink", "
   DaemonProcess d(DaemonArgs(repo, {"--allow-model-paths", "false"}));
   Run run = Generate(d.socket(), {{"model", "escape"}, {"prompt_ids", {1, 2}}});
   CHECK(run.final()["code"] == "PERMISSION_DENIED");
-  Run path = Generate(d.socket(), {{"model", ModelFixture("tiny-llama").string()},
-                                   {"prompt_ids", {1, 2}}});
+  Run path = Generate(d.socket(),
+                      {{"model", ModelFixture("tiny-llama").string()}, {"prompt_ids", {1, 2}}});
   CHECK(path.final()["code"] == "PERMISSION_DENIED");
 }
 
 TEST_CASE("five concurrent generates with max_queue 3", "[e2e][generate]") {
   ModelRepo repo;
   DaemonProcess d(DaemonArgs(repo, {"--max-queue", "3"}));
-  const json long_job = {{"model", "tiny-llama3"}, {"prompt_ids", {128000, 9906}},
-                         {"max_tokens", 100000}};
+  const json long_job = {
+      {"model", "tiny-llama3"}, {"prompt_ids", {128000, 9906}}, {"max_tokens", 100000}};
   RawClient runner(d.socket());
   SendGenerate(runner, "run", long_job);
   AwaitQueue(d.socket(), 1, 0);
@@ -271,7 +286,9 @@ TEST_CASE("five concurrent generates with max_queue 3", "[e2e][generate]") {
   const char* priorities[] = {"low", "normal", "high"};
   for (int i = 0; i < 3; ++i) {
     waiters.push_back(std::make_unique<RawClient>(d.socket()));
-    json params = {{"model", "tiny-llama"}, {"prompt_ids", {1, 2, 3}}, {"max_tokens", 4},
+    json params = {{"model", "tiny-llama"},
+                   {"prompt_ids", {1, 2, 3}},
+                   {"max_tokens", 4},
                    {"priority", priorities[i]}};
     SendGenerate(*waiters.back(), i, params);
     AwaitQueue(d.socket(), 1, static_cast<size_t>(i + 1));
@@ -327,8 +344,8 @@ TEST_CASE("priority order decides who runs next", "[e2e][generate]") {
   ModelRepo repo;
   DaemonProcess d(DaemonArgs(repo, {"--max-queue", "5"}));
   RawClient runner(d.socket());
-  SendGenerate(runner, "run", {{"model", "tiny-llama3"}, {"prompt_ids", {128000}},
-                               {"max_tokens", 100000}});
+  SendGenerate(runner, "run",
+               {{"model", "tiny-llama3"}, {"prompt_ids", {128000}}, {"max_tokens", 100000}});
   AwaitQueue(d.socket(), 1, 0);
   RawClient shared(d.socket());  // all three on one connection: replies tell the order
   SendGenerate(shared, "low", {{"prompt_ids", {1}}, {"max_tokens", 2}, {"priority", "low"}});
@@ -337,7 +354,7 @@ TEST_CASE("priority order decides who runs next", "[e2e][generate]") {
   AwaitQueue(d.socket(), 1, 3);
   auto client = ipc::Client::Connect(d.socket());
   auto q = client->Call("queue");
-  client->Call("cancel", {{"job", (*q)["result"]["running"][0]["job"]}});
+  REQUIRE(client->Call("cancel", {{"job", (*q)["result"]["running"][0]["job"]}}).ok());
   std::vector<std::string> started;
   while (started.size() < 3) {
     auto e = shared.Read(30s);
@@ -351,8 +368,8 @@ TEST_CASE("a waiting job times out with QUEUE_TIMEOUT and leaves the queue", "[e
   ModelRepo repo;
   DaemonProcess d(DaemonArgs(repo));
   RawClient runner(d.socket());
-  SendGenerate(runner, "run", {{"model", "tiny-llama3"}, {"prompt_ids", {128000}},
-                               {"max_tokens", 100000}});
+  SendGenerate(runner, "run",
+               {{"model", "tiny-llama3"}, {"prompt_ids", {128000}}, {"max_tokens", 100000}});
   AwaitQueue(d.socket(), 1, 0);
   RawClient waiter(d.socket());
   SendGenerate(waiter, "w", {{"prompt_ids", {1}}, {"queue_timeout_s", 0.5}});
@@ -362,7 +379,7 @@ TEST_CASE("a waiting job times out with QUEUE_TIMEOUT and leaves the queue", "[e
   auto client = ipc::Client::Connect(d.socket());
   auto q = client->Call("queue");
   CHECK((*q)["result"]["totals"]["timed_out"] == 1);
-  client->Call("cancel", {{"job", (*q)["result"]["running"][0]["job"]}});
+  REQUIRE(client->Call("cancel", {{"job", (*q)["result"]["running"][0]["job"]}}).ok());
   CHECK(Collect(runner, "run").final()["finish_reason"] == "cancelled");
 }
 
@@ -371,8 +388,8 @@ TEST_CASE("cancel while waiting, and a client killed mid-stream frees the lock",
   ModelRepo repo;
   DaemonProcess d(DaemonArgs(repo));
   auto runner = std::make_unique<RawClient>(d.socket());
-  SendGenerate(*runner, "run", {{"model", "tiny-llama3"}, {"prompt_ids", {128000}},
-                                {"max_tokens", 100000}});
+  SendGenerate(*runner, "run",
+               {{"model", "tiny-llama3"}, {"prompt_ids", {128000}}, {"max_tokens", 100000}});
   AwaitQueue(d.socket(), 1, 0);
   REQUIRE(runner->Read(10s).has_value());  // streaming has begun
 
@@ -402,17 +419,21 @@ TEST_CASE("health and queue answer quickly while a long generation runs", "[e2e]
   ModelRepo repo;
   DaemonProcess d(DaemonArgs(repo));
   RawClient runner(d.socket());
-  SendGenerate(runner, "run", {{"model", "tiny-llama3"}, {"prompt_ids", {128000}},
-                               {"max_tokens", 100000}});
-  AwaitQueue(d.socket(), 1, 0);
+  SendGenerate(runner, "run",
+               {{"model", "tiny-llama3"}, {"prompt_ids", {128000}}, {"max_tokens", 100000}});
+  for (;;) {  // wait until tokens flow: the model is loaded and decoding
+    auto e = runner.Read(30s);
+    REQUIRE(e.has_value());
+    if ((*e)["event"] == "token") break;
+  }
   auto client = ipc::Client::Connect(d.socket());
   std::vector<double> ms;
   for (int i = 0; i < 20; ++i) {
     for (const char* op : {"health", "queue"}) {
       const auto t0 = std::chrono::steady_clock::now();
       auto r = client->Call(op, {}, 5s);
-      ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
-                       .count());
+      ms.push_back(
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
       REQUIRE(r.ok());
     }
   }
@@ -422,15 +443,15 @@ TEST_CASE("health and queue answer quickly while a long generation runs", "[e2e]
   CHECK((*h)["result"]["active_jobs"] == 1);
   CHECK((*h)["result"]["loaded_models"].size() == 1);
   auto q = client->Call("queue");
-  client->Call("cancel", {{"job", (*q)["result"]["running"][0]["job"]}});
+  REQUIRE(client->Call("cancel", {{"job", (*q)["result"]["running"][0]["job"]}}).ok());
   CHECK(Collect(runner, "run").final()["finish_reason"] == "cancelled");
 }
 
 TEST_CASE("stop strings end the output before them", "[e2e][generate]") {
   ModelRepo repo;
   DaemonProcess d(DaemonArgs(repo));
-  json params = {{"model", "tiny-llama3"}, {"prompt", "Hello"}, {"mode", "raw"},
-                 {"max_tokens", 30}};
+  json params = {
+      {"model", "tiny-llama3"}, {"prompt", "Hello"}, {"mode", "raw"}, {"max_tokens", 30}};
   Run full = Generate(d.socket(), params);
   const std::string text = full.Text();
   REQUIRE(text.size() > 6);
@@ -511,8 +532,8 @@ TEST_CASE("metrics count requests, tokens and queue waits", "[e2e][generate]") {
   ProcessResult r = RunMedq(d.socket(), {"metrics"});
   REQUIRE(r.status == 0);
   CHECK_THAT(r.out, Catch::Contains("medq_requests_total{op=\"generate\",outcome=\"ok\"} 1"));
-  CHECK_THAT(r.out, Catch::Contains(
-                        "medq_requests_total{op=\"generate\",outcome=\"MODEL_NOT_FOUND\"} 1"));
+  CHECK_THAT(r.out,
+             Catch::Contains("medq_requests_total{op=\"generate\",outcome=\"MODEL_NOT_FOUND\"} 1"));
   const int tokens = run.final()["usage"]["completion_tokens"];
   CHECK_THAT(r.out, Catch::Contains("medq_tokens_generated_total " + std::to_string(tokens)));
   CHECK_THAT(r.out, Catch::Contains("medq_queue_wait_seconds_count 1"));
@@ -528,7 +549,8 @@ TEST_CASE("metrics count requests, tokens and queue waits", "[e2e][generate]") {
 
 namespace medq::test {
 
-TEST_CASE("--preload loads and warms up the model before the daemon is ready", "[e2e][generate]") {
+TEST_CASE("a preloaded model is loaded and warmed up before the daemon is ready",
+          "[e2e][generate]") {
   ModelRepo repo;
   DaemonProcess d(DaemonArgs(repo, {"--preload", "tiny-llama3"}));
   auto client = ipc::Client::Connect(d.socket());
@@ -548,7 +570,8 @@ TEST_CASE("--preload loads and warms up the model before the daemon is ready", "
 
 TEST_CASE("a preload that fails leaves the daemon not ready, with the reason", "[e2e][generate]") {
   ModelRepo repo;
-  DaemonProcess d(DaemonArgs(repo, {"--preload", "no-such-model"}));
+  DaemonProcess d(DaemonArgs(repo, {"--preload", "no-such-model"}), std::chrono::seconds(30),
+                  /*wait_until_ready=*/false);
   std::this_thread::sleep_for(300ms);
   ProcessResult r = RunMedq(d.socket(), {"health"});
   CHECK(r.status == 75);
@@ -579,24 +602,25 @@ TEST_CASE("models, load and unload manage what is in memory", "[e2e][generate]")
 TEST_CASE("tokenize and template show what the model receives", "[e2e][generate]") {
   ModelRepo repo;
   DaemonProcess d(DaemonArgs(repo));
-  ProcessResult tok = RunMedq(d.socket(), {"--json", "tokenize", "--model", "tiny-llama3", "Hello"});
+  ProcessResult tok =
+      RunMedq(d.socket(), {"--json", "tokenize", "--model", "tiny-llama3", "Hello"});
   REQUIRE(tok.status == 0);
   json t = json::parse(tok.out);
   CHECK(t["ids"] == json::array({128000, 9906}));
   CHECK(t["tokens"] == json::array({"<|begin_of_text|>", "Hello"}));
-  ProcessResult no_special =
-      RunMedq(d.socket(), {"--json", "tokenize", "--model", "tiny-llama3", "--no-special", "Hello"});
+  ProcessResult no_special = RunMedq(
+      d.socket(), {"--json", "tokenize", "--model", "tiny-llama3", "--no-special", "Hello"});
   CHECK(json::parse(no_special.out)["ids"] == json::array({9906}));
 
   TempDir dir;
   std::ofstream(dir.path() / "m.json") << R"([{"role":"user","content":"Hi"}])";
-  ProcessResult tmpl = RunMedq(d.socket(), {"template", "--model", "tiny-qwen2",
-                                            (dir.path() / "m.json").string()});
+  ProcessResult tmpl =
+      RunMedq(d.socket(), {"template", "--model", "tiny-qwen2", (dir.path() / "m.json").string()});
   REQUIRE(tmpl.status == 0);
   CHECK(tmpl.out == "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
-  ProcessResult bare = RunMedq(d.socket(), {"template", "--model", "tiny-qwen2",
-                                            "--no-generation-prompt",
-                                            (dir.path() / "m.json").string()});
+  ProcessResult bare =
+      RunMedq(d.socket(), {"template", "--model", "tiny-qwen2", "--no-generation-prompt",
+                           (dir.path() / "m.json").string()});
   CHECK(bare.out == "<|im_start|>user\nHi<|im_end|>\n");
 }
 

@@ -52,8 +52,8 @@ TempDir::~TempDir() {
   std::filesystem::remove_all(path_, ec);
 }
 
-DaemonProcess::DaemonProcess(std::vector<std::string> extra_args,
-                             std::chrono::milliseconds startup) {
+DaemonProcess::DaemonProcess(std::vector<std::string> extra_args, std::chrono::milliseconds startup,
+                             bool wait_until_ready) {
   socket_ = (dir_.path() / "medq.sock").string();
   std::vector<std::string> argv = {MedqdPath().string(), "--config",
                                    (dir_.path() / "none.conf").string()};
@@ -84,7 +84,8 @@ DaemonProcess::DaemonProcess(std::vector<std::string> extra_args,
       FAIL("medqd exited during startup with status " << StatusOf(wstatus) << ":\n" << Log());
     }
     if (auto client = ipc::Client::Connect(socket_); client.ok()) {
-      if (auto reply = client->Call("health", {}, std::chrono::seconds(5)); reply.ok()) return;
+      auto reply = client->Call("health", {}, std::chrono::seconds(5));
+      if (reply.ok() && (!wait_until_ready || (*reply)["result"].value("ready", false))) return;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }

@@ -32,10 +32,12 @@ class TempDir {
 class DaemonProcess {
  public:
   // Starts medqd with `--config <dir>/none.conf --socket <dir>/medq.sock`
-  // (unless `extra_args` names its own --socket) plus `extra_args`, stderr to <dir>/medqd.log, and
-  // waits until its socket answers `health` (REQUIREs it within `startup`).
+  // (unless `extra_args` names its own --socket) plus `extra_args`, stderr to
+  // <dir>/medqd.log, and waits until `health` says ready (or, without
+  // `wait_until_ready`, merely answers); REQUIREs it within `startup`.
   explicit DaemonProcess(std::vector<std::string> extra_args = {},
-                         std::chrono::milliseconds startup = std::chrono::seconds(20));
+                         std::chrono::milliseconds startup = std::chrono::seconds(30),
+                         bool wait_until_ready = true);
   ~DaemonProcess();
   DaemonProcess(const DaemonProcess&) = delete;
   DaemonProcess& operator=(const DaemonProcess&) = delete;

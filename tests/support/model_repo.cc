@@ -13,7 +13,8 @@ void LinkAll(const fs::path& from, const fs::path& to) {
   fs::create_directories(to);
   for (const auto& entry : fs::directory_iterator(from)) {
     const std::string name = entry.path().filename().string();
-    if (name.rfind("reference", 0) == 0 || name == "README.md" || name.find(".jsonl") != std::string::npos) {
+    if (name.rfind("reference", 0) == 0 || name == "README.md" ||
+        name.find(".jsonl") != std::string::npos) {
       continue;
     }
     fs::create_symlink(entry.path(), to / name);
