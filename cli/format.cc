@@ -63,10 +63,11 @@ std::string FormatHealth(const HealthInfo& h) {
   out << "  jobs          " << h.active_jobs << " running, " << h.queue_length << " waiting (max "
       << h.limits.max_queue << ")\n";
   out << "  connections   " << h.connections << " (max " << h.limits.max_connections << ")\n";
-  out << "  models        " << (h.loaded_models.empty() ? std::string("none loaded") : "");
-  for (size_t i = 0; i < h.loaded_models.size(); ++i)
-    out << (i ? ", " : "") << h.loaded_models[i];
-  out << "\n";
+  if (h.loaded_models.empty()) out << "  models        none loaded\n";
+  for (const LoadedModelInfo& m : h.loaded_models) {
+    out << "  model         " << m.name << " (" << m.architecture << ", " << m.dtype << " on "
+        << m.device << ", " << FormatBytes(m.parameter_bytes) << ")\n";
+  }
   if (!h.cuda_available) out << "  devices       no CUDA device; generation runs on the CPU\n";
   AppendMemory(out, h.memory, "  ");
   for (const std::string& w : h.warnings)

@@ -51,8 +51,9 @@ Result<std::string> ReadPrompt(const GenerateFlags& f) {
     return ss.str();
   }
   if (f.prompt.empty()) {
-    return Error(ErrorCode::kInvalidRequest, "no prompt: give it as an argument, as - for stdin, "
-                                             "or with --file");
+    return Error(ErrorCode::kInvalidRequest,
+                 "no prompt: give it as an argument, as - for stdin, "
+                 "or with --file");
   }
   return f.prompt;
 }
@@ -148,7 +149,8 @@ int Run(const GlobalOptions& g, GenerateFlags& f) {
       }
       const std::string piece = reply->value("text", "");
       text += piece;
-      for (const json& id : reply->value("ids", json::array())) ids.push_back(id.get<int32_t>());
+      for (const json& id : reply->value("ids", json::array()))
+        ids.push_back(id.get<int32_t>());
       if (stream && !f.ids) std::cout << piece << std::flush;
     } else if (event == "error") {
       status.Clear();
@@ -168,7 +170,8 @@ int Run(const GlobalOptions& g, GenerateFlags& f) {
         if (first_token_ms) result["timings"]["first_token_ms"] = *first_token_ms;
         std::cout << result.dump() << "\n";
       } else if (f.ids) {
-        for (size_t i = 0; i < ids.size(); ++i) std::cout << (i ? " " : "") << ids[i];
+        for (size_t i = 0; i < ids.size(); ++i)
+          std::cout << (i ? " " : "") << ids[i];
         std::cout << "\n";
       } else {
         if (!stream) std::cout << text;
@@ -232,8 +235,7 @@ Action SetUpGenerate(CLI::App& sub, const GlobalOptions& g) {
   sub.add_flag("-v,--verbose", f->verbose,
                "Finish with a line on stderr: token counts, time to first token, tokens/s");
   auto prompt_ids = std::make_shared<std::vector<int32_t>>();
-  sub.add_option("--prompt-ids", *prompt_ids, "Send these token ids as the prompt")
-      ->delimiter(',');
+  sub.add_option("--prompt-ids", *prompt_ids, "Send these token ids as the prompt")->delimiter(',');
   return [&g, f, prompt_ids] {
     if (!prompt_ids->empty()) f->params.prompt_ids = *prompt_ids;
     return Run(g, *f);
