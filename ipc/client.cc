@@ -124,7 +124,14 @@ Result<json> Client::ReadReply(std::chrono::milliseconds timeout) {
 Result<json> Client::Call(std::string_view op, const json& params,
                           std::chrono::milliseconds timeout) {
   auto id = Send(op, params);
-  if (!id.ok()) return std::move(id).error();
+  if (!id.ok()) {
+    // The daemon may have refused the connection (permission, too many
+    // connections) and closed it before our request went out: its error line
+    // is the better answer.
+    auto refusal = ReadReply(std::chrono::milliseconds(500));
+    if (refusal.ok() && ErrorOf(*refusal) && refusal->value("id", json()).is_null()) return refusal;
+    return std::move(id).error();
+  }
   const auto deadline = Clock::now() + timeout;
   for (;;) {
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
