@@ -33,12 +33,16 @@ namespace fs = std::filesystem;
 double Percentile(std::vector<double> v, double p) {
   if (v.empty()) return 0;
   std::sort(v.begin(), v.end());
-  return v[std::min(v.size() - 1, static_cast<size_t>(p * static_cast<double>(v.size() - 1) + 0.5))];
+  return v[std::min(v.size() - 1,
+                    static_cast<size_t>(p * static_cast<double>(v.size() - 1) + 0.5))];
 }
 
 json Summary(const std::vector<double>& v) {
-  return {{"p50", Percentile(v, 0.5)}, {"p90", Percentile(v, 0.9)}, {"p99", Percentile(v, 0.99)},
-          {"min", Percentile(v, 0)}, {"max", Percentile(v, 1)}};
+  return {{"p50", Percentile(v, 0.5)},
+          {"p90", Percentile(v, 0.9)},
+          {"p99", Percentile(v, 0.99)},
+          {"min", Percentile(v, 0)},
+          {"max", Percentile(v, 1)}};
 }
 
 struct Sample {
@@ -93,13 +97,16 @@ int main(int argc, char** argv) {
   app.add_option("--medqd", medqd, "medqd binary")->capture_default_str();
   app.add_option("--sequential", sequential, "Sequential requests")->capture_default_str();
   app.add_option("--clients", concurrent_clients, "Concurrent clients")->capture_default_str();
-  app.add_option("--per-client", per_client, "Requests per concurrent client")->capture_default_str();
+  app.add_option("--per-client", per_client, "Requests per concurrent client")
+      ->capture_default_str();
   app.add_option("--max-tokens", max_tokens, "New tokens per request")->capture_default_str();
   CLI11_PARSE(app, argc, argv);
 
   // The prompt: ids, so the tokenizer plays no part in the comparison.
   const json params = {{"prompt_ids", {1, 415, 7749, 403, 10134, 395}},
-                       {"max_tokens", max_tokens}, {"temperature", 0.7}, {"seed", 1}};
+                       {"max_tokens", max_tokens},
+                       {"temperature", 0.7},
+                       {"seed", 1}};
 
   // Engine alone, in this process: the same request, for the overhead figure.
   medq::engine::InitWorkerThread(0);
@@ -129,12 +136,22 @@ int main(int argc, char** argv) {
   char tmpl[] = "/tmp/medq-soak.XXXXXX";
   const fs::path dir = mkdtemp(tmpl);
   const std::string socket = (dir / "medq.sock").string();
-  std::vector<std::string> args = {medqd, "--socket", socket, "--config", "/dev/null",
-                                   "--log-level", "warn", "--max-queue", "64",
-                                   "--models-dir", fs::path(model).parent_path().string(),
-                                   "--model", fs::path(model).filename().string()};
+  std::vector<std::string> args = {medqd,
+                                   "--socket",
+                                   socket,
+                                   "--config",
+                                   "/dev/null",
+                                   "--log-level",
+                                   "warn",
+                                   "--max-queue",
+                                   "64",
+                                   "--models-dir",
+                                   fs::path(model).parent_path().string(),
+                                   "--model",
+                                   fs::path(model).filename().string()};
   std::vector<char*> cargs;
-  for (auto& a : args) cargs.push_back(a.data());
+  for (auto& a : args)
+    cargs.push_back(a.data());
   cargs.push_back(nullptr);
   pid_t daemon = -1;
   posix_spawn(&daemon, cargs[0], nullptr, nullptr, cargs.data(), environ);
@@ -176,7 +193,8 @@ int main(int argc, char** argv) {
       }
     });
   }
-  for (auto& t : threads) t.join();
+  for (auto& t : threads)
+    t.join();
   const double conc_s = std::chrono::duration<double>(Clock::now() - t_conc).count();
   const double rss_after_concurrent = static_cast<double>(DaemonRss(*client)) / (1 << 20);
 
