@@ -57,6 +57,7 @@ def expected_files(source_dir):
         "/usr/share/man/man8/medqd.8.gz": 0o644,
         "/usr/share/doc/medq/README.md": 0o644,
         "/usr/share/doc/medq/changelog.gz": 0o644,
+        "/usr/share/medq/smoke-test": 0o755,
     }
     for doc in glob.glob(os.path.join(source_dir, "docs", "*.md")):
         files["/usr/share/doc/medq/docs/" + os.path.basename(doc)] = 0o644
@@ -76,6 +77,7 @@ def sources(source_dir):
         "/etc/medq/medqd.conf": os.path.join(pk, "medqd.conf"),
         "/usr/share/doc/medq/README.md": os.path.join(source_dir, "README.md"),
         "/usr/share/doc/medq/changelog.gz": os.path.join(pk, "debian/changelog"),
+        "/usr/share/medq/smoke-test": os.path.join(source_dir, "scripts/smoke-test"),
     }
     for page in ("medq.1", "medqd.conf.5", "medqd.8"):
         out[f"/usr/share/man/man{page[-1]}/{page}.gz"] = os.path.join(source_dir, "man", page)
