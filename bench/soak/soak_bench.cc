@@ -106,7 +106,8 @@ int main(int argc, char** argv) {
   const json params = {{"prompt_ids", {1, 415, 7749, 403, 10134, 395}},
                        {"max_tokens", max_tokens},
                        {"temperature", 0.7},
-                       {"seed", 1}};
+                       {"seed", 1},
+                       {"return_ids", true}};
 
   // Engine alone, in this process: the same request, for the overhead figure.
   medq::engine::InitWorkerThread(0);
