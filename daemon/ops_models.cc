@@ -17,6 +17,35 @@ namespace fs = std::filesystem;
 
 using ModelWork = std::function<Result<json>(LoadedModel& model)>;
 
+// Runs `work` on the worker as a job of class `priority`; its result is the
+// reply, and the loop's view of the loaded models is refreshed after it.
+void SubmitStoreJob(DaemonState& s, const char* op, Priority priority, Responder reply,
+                    std::function<Result<json>(ModelStore&)> work) {
+  auto shared_reply = std::make_shared<Responder>(std::move(reply));
+  auto start = [&s, shared_reply, work = std::move(work)](const std::string& job_id) {
+    ModelStore& models = s.models;
+    s.worker.Submit(
+        [&models, work]() -> Result<json> {
+          auto out = work(models);
+          if (!out.ok()) return out;
+          return json{{"reply", std::move(*out)}, {"loaded", DescribeLoaded(models)}};
+        },
+        [&s, shared_reply, job_id](Result<json> result) {
+          if (result.ok()) {
+            s.loaded_models = result->at("loaded");
+            shared_reply->Result(result->at("reply"));
+          } else {
+            shared_reply->Fail(result.error());
+          }
+          s.jobs.Finish(job_id,
+                        result.ok() ? JobQueue::Outcome::kCompleted : JobQueue::Outcome::kFailed);
+        });
+  };
+  auto job = s.jobs.Submit(op, priority, start,
+                           [shared_reply](const Error& why) { shared_reply->Fail(why); });
+  if (!job.ok()) shared_reply->Fail(job.error());
+}
+
 // Runs `fn` on the worker with the model the params name (loading it when
 // needed), as a normal-priority job; `fn`'s result is the reply.
 void SubmitModelJob(DaemonState& s, const char* op, const json& params, Responder reply,
@@ -34,31 +63,12 @@ void SubmitModelJob(DaemonState& s, const char* op, const json& params, Responde
     if (!resolved.ok()) return reply.Fail(resolved.error());
     adapter = *resolved;
   }
-  auto shared_reply = std::make_shared<Responder>(std::move(reply));
-  auto start = [&s, shared_reply, name, dir = *dir, adapter, fn](const std::string& job_id) {
-    ModelStore& models = s.models;
-    s.worker.Submit(
-        [&models, name, dir, adapter, fn]() -> Result<json> {
-          auto model = models.Acquire(name, dir, adapter);
-          if (!model.ok()) return std::move(model).error();
-          auto out = fn(**model);
-          if (!out.ok()) return out;
-          return json{{"reply", std::move(*out)}, {"loaded", DescribeLoaded(models)}};
-        },
-        [&s, shared_reply, job_id](Result<json> result) {
-          if (result.ok()) {
-            s.loaded_models = result->at("loaded");
-            shared_reply->Result(result->at("reply"));
-          } else {
-            shared_reply->Fail(result.error());
-          }
-          s.jobs.Finish(job_id,
-                        result.ok() ? JobQueue::Outcome::kCompleted : JobQueue::Outcome::kFailed);
-        });
-  };
-  auto job = s.jobs.Submit(op, Priority::kNormal, start,
-                           [shared_reply](const Error& why) { shared_reply->Fail(why); });
-  if (!job.ok()) shared_reply->Fail(job.error());
+  SubmitStoreJob(s, op, Priority::kNormal, std::move(reply),
+                 [name, dir = *dir, adapter, fn](ModelStore& models) -> Result<json> {
+                   auto model = models.Acquire(name, dir, adapter);
+                   if (!model.ok()) return std::move(model).error();
+                   return fn(**model);
+                 });
 }
 
 Status CheckFields(const json& params, std::initializer_list<std::string_view> known) {
@@ -105,32 +115,15 @@ void UnloadOp(DaemonState& s, const Request& req, Responder reply) {
   if (name.empty()) {
     return reply.Fail(Error(ErrorCode::kInvalidRequest, "params.model must name a loaded model"));
   }
-  auto shared_reply = std::make_shared<Responder>(std::move(reply));
-  auto start = [&s, shared_reply, name](const std::string& job_id) {
-    ModelStore& models = s.models;
-    s.worker.Submit(
-        [&models, name]() -> Result<json> {
-          bool unloaded = models.Unload(name);
-          ReleaseCachedMemory();
-          if (!unloaded) {
-            return Error(ErrorCode::kModelNotFound, "model \"" + name + "\" is not loaded");
-          }
-          return json{{"reply", {{"model", name}, {"unloaded", true}}},
-                      {"loaded", DescribeLoaded(models)}};
-        },
-        [&s, shared_reply, job_id](Result<json> result) {
-          if (result.ok()) {
-            s.loaded_models = result->at("loaded");
-            shared_reply->Result(result->at("reply"));
-          } else {
-            shared_reply->Fail(result.error());
-          }
-          s.jobs.Finish(job_id, JobQueue::Outcome::kCompleted);
-        });
-  };
-  auto job = s.jobs.Submit("unload", Priority::kHigh, start,
-                           [shared_reply](const Error& why) { shared_reply->Fail(why); });
-  if (!job.ok()) shared_reply->Fail(job.error());
+  SubmitStoreJob(
+      s, "unload", Priority::kHigh, std::move(reply), [name](ModelStore& models) -> Result<json> {
+        const bool unloaded = models.Unload(name);
+        ReleaseCachedMemory();
+        if (!unloaded) {
+          return Error(ErrorCode::kModelNotFound, "model \"" + name + "\" is not loaded");
+        }
+        return json{{"model", name}, {"unloaded", true}};
+      });
 }
 
 void TokenizeOp(DaemonState& s, const Request& req, Responder reply) {
