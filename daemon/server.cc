@@ -66,7 +66,18 @@ Server::Server(Config config, std::vector<std::string> args)
 Server::~Server() {
   if (!stopped_) CloseEverything();
   uv_run(&loop_, UV_RUN_DEFAULT);  // let close callbacks run
-  uv_loop_close(&loop_);
+  if (uv_loop_close(&loop_) == UV_EBUSY) {
+    // Handles left open (an unreferenced timer, a connection whose client
+    // never read): close them so that the loop frees everything it holds.
+    uv_walk(
+        &loop_,
+        [](uv_handle_t* h, void*) {
+          if (!uv_is_closing(h)) uv_close(h, nullptr);
+        },
+        nullptr);
+    uv_run(&loop_, UV_RUN_DEFAULT);
+    uv_loop_close(&loop_);
+  }
 }
 
 int Server::Run() {
