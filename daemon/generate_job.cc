@@ -51,15 +51,9 @@ Result<std::vector<int32_t>> PromptIds(const LoadedModel& model, const GenerateP
   return model.tokenizer->Encode(*text, /*add_special_tokens=*/false);
 }
 
-Result<json> RunGenerate(ModelStore& models, const GenerateSpec& spec,
+Result<json> RunGenerate(const LoadedModel& model, double load_ms, const GenerateParams& p,
                          const std::atomic<bool>& cancel, const EmitFn& emit,
                          const std::function<void()>& heartbeat) {
-  const GenerateParams& p = spec.params;
-  const auto t_load = Clock::now();
-  auto acquired = models.Acquire(spec.model_name, spec.model_dir, spec.adapter_dir);
-  if (!acquired.ok()) return std::move(acquired).error();
-  const LoadedModel& model = **acquired;
-  const double load_ms = std::chrono::duration<double, std::milli>(Clock::now() - t_load).count();
   const engine::ModelInfo& info = engine::Info(*model.model);
 
   auto ids = PromptIds(model, p);

@@ -27,19 +27,19 @@ struct GenerateSpec {
 // when the request asked for them).
 using EmitFn = std::function<void(std::string text, std::vector<int32_t> ids)>;
 
-// Runs the generation. `cancel` is set by the loop thread (cancel op, client
-// gone, shutdown); it is checked before each decode step. `heartbeat` is
-// called once per step. Returns the `done` event's fields: finish_reason
+// Runs the generation with `model` (already acquired; `load_ms` is what
+// acquiring it took, reported in the timings). `cancel` is set by the loop thread (cancel op,
+// client gone, shutdown); it is checked before each decode step. `heartbeat` is called once per
+// step. Returns the `done` event's fields: finish_reason
 // ("stop", "length" or "cancelled"), usage and timings (load, prefill,
 // decode). Failure: INVALID_REQUEST for a prompt or parameter the model
 // cannot take (the message names the field), or the engine's error.
-Result<nlohmann::json> RunGenerate(ModelStore& models, const GenerateSpec& spec,
-                                   const std::atomic<bool>& cancel, const EmitFn& emit,
-                                   const std::function<void()>& heartbeat);
+Result<nlohmann::json> RunGenerate(const LoadedModel& model, double load_ms,
+                                   const GenerateParams& params, const std::atomic<bool>& cancel,
+                                   const EmitFn& emit, const std::function<void()>& heartbeat);
 
 // The ids a request's prompt stands for with this model (tokenizer and chat
-// template applied as the request's mode says). Also used by the tokenize
-// and apply-template ops.
+// template applied as the request's mode says).
 Result<std::vector<int32_t>> PromptIds(const LoadedModel& model, const GenerateParams& params);
 
 // The model's chat template rendered with the params' messages (or system

@@ -96,13 +96,15 @@ void StartGenerate(DaemonState& s, const std::string& job_id,
     };
     const int loads_before = models.loads();
     // Load first, and show the model in `health` while it generates.
+    const auto t_load = Clock::now();
     auto model = models.Acquire(spec->model_name, spec->model_dir, spec->adapter_dir);
     if (!model.ok()) {
       if (cleanup_after) ReleaseCachedMemory();
       return std::move(model).error();
     }
     worker.PostToLoop([&s, loaded = DescribeLoaded(models)] { s.loaded_models = loaded; });
-    auto done = RunGenerate(models, *spec, *cancel, emit, [&worker] { worker.Heartbeat(); });
+    auto done = RunGenerate(**model, MsSince(t_load), spec->params, *cancel, emit,
+                            [&worker] { worker.Heartbeat(); });
     // Whatever the outcome, the run's memory is freed before the next job.
     if (cleanup_after) ReleaseCachedMemory();
     if (!done.ok()) return done;

@@ -71,10 +71,6 @@ void SubmitModelJob(DaemonState& s, const char* op, const json& params, Responde
                  });
 }
 
-Status CheckFields(const json& params, std::initializer_list<std::string_view> known) {
-  return RejectUnknownFields(params, known);
-}
-
 }  // namespace
 
 json DescribeLoaded(const ModelStore& models) {
@@ -91,7 +87,7 @@ json DescribeLoaded(const ModelStore& models) {
 }
 
 void ModelsOp(DaemonState& s, const Request& req, Responder reply) {
-  if (Status st = CheckFields(req.params, {}); !st.ok()) return reply.Fail(st.error());
+  if (Status st = RejectUnknownFields(req.params, {}); !st.ok()) return reply.Fail(st.error());
   reply.Result({{"models_dir", s.resolver.models_dir().string()},
                 {"available", s.resolver.Available()},
                 {"default", s.config.model},
@@ -99,7 +95,7 @@ void ModelsOp(DaemonState& s, const Request& req, Responder reply) {
 }
 
 void LoadOp(DaemonState& s, const Request& req, Responder reply) {
-  if (Status st = CheckFields(req.params, {"model", "adapter"}); !st.ok()) {
+  if (Status st = RejectUnknownFields(req.params, {"model", "adapter"}); !st.ok()) {
     return reply.Fail(st.error());
   }
   SubmitModelJob(s, "load", req.params, std::move(reply), [](LoadedModel& m) -> Result<json> {
@@ -110,7 +106,8 @@ void LoadOp(DaemonState& s, const Request& req, Responder reply) {
 }
 
 void UnloadOp(DaemonState& s, const Request& req, Responder reply) {
-  if (Status st = CheckFields(req.params, {"model"}); !st.ok()) return reply.Fail(st.error());
+  if (Status st = RejectUnknownFields(req.params, {"model"}); !st.ok())
+    return reply.Fail(st.error());
   const std::string name = req.params.value("model", "");
   if (name.empty()) {
     return reply.Fail(Error(ErrorCode::kInvalidRequest, "params.model must name a loaded model"));
@@ -127,7 +124,8 @@ void UnloadOp(DaemonState& s, const Request& req, Responder reply) {
 }
 
 void TokenizeOp(DaemonState& s, const Request& req, Responder reply) {
-  if (Status st = CheckFields(req.params, {"model", "text", "add_special_tokens"}); !st.ok()) {
+  if (Status st = RejectUnknownFields(req.params, {"model", "text", "add_special_tokens"});
+      !st.ok()) {
     return reply.Fail(st.error());
   }
   auto text = req.params.find("text");
@@ -150,7 +148,8 @@ void TokenizeOp(DaemonState& s, const Request& req, Responder reply) {
 }
 
 void DetokenizeOp(DaemonState& s, const Request& req, Responder reply) {
-  if (Status st = CheckFields(req.params, {"model", "ids", "skip_special_tokens"}); !st.ok()) {
+  if (Status st = RejectUnknownFields(req.params, {"model", "ids", "skip_special_tokens"});
+      !st.ok()) {
     return reply.Fail(st.error());
   }
   auto ids_it = req.params.find("ids");
@@ -175,7 +174,7 @@ void DetokenizeOp(DaemonState& s, const Request& req, Responder reply) {
 }
 
 void ApplyTemplateOp(DaemonState& s, const Request& req, Responder reply) {
-  if (Status st = CheckFields(
+  if (Status st = RejectUnknownFields(
           req.params, {"model", "messages", "tools", "template_kwargs", "add_generation_prompt"});
       !st.ok()) {
     return reply.Fail(st.error());

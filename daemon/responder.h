@@ -35,8 +35,9 @@ class Responder {
   void Done(nlohmann::json fields);
   void Fail(const Error& error);
 
-  // Runs `hook` on the loop thread if the client disconnects before the
-  // final reply (e.g. to cancel its job). Nothing happens after the reply.
+  // Runs `hook` on the loop thread when the client's connection closes (e.g.
+  // to cancel its job). It may run after the final reply, so it must check
+  // that its job still exists.
   void OnClientGone(std::function<void()> hook);
 
   bool answered() const { return answered_; }

@@ -120,6 +120,8 @@ TEST_CASE("greedy output through the daemon equals the reference", "[e2e][genera
     CHECK(run.final()["usage"]["prompt_tokens"] == ref["input_ids"].size());
     CHECK(run.final()["usage"]["completion_tokens"] == got.size());
     CHECK(run.final()["finish_reason"] == (got.size() == 24 ? "length" : "stop"));
+    // Each model's first request pays for its load, and the timings say so.
+    CHECK(run.final()["timings"]["load_ms"].get<double>() > 1.0);
   }
 }
 
