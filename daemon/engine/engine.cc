@@ -121,6 +121,13 @@ Result<std::shared_ptr<const Model>> Load(const std::filesystem::path& dir, cons
   info.parameter_bytes = ParameterBytes(model->weights);
   info.eos_ids = model->config.eos_ids;
   info.bos_id = model->config.bos_id;
+  info.num_layers = model->config.num_layers;
+  info.num_heads = model->config.num_heads;
+  info.num_kv_heads = model->config.num_kv_heads;
+  info.head_dim = model->config.head_dim;
+  info.hidden_size = model->config.hidden_size;
+  info.intermediate_size = model->config.intermediate_size;
+  info.compute_element_bytes = static_cast<int64_t>(c10::elementSize(placement.compute_dtype));
   return std::shared_ptr<const Model>(std::move(model));
 }
 

@@ -38,6 +38,15 @@ struct ModelInfo {
   int64_t parameter_bytes = 0;  // bytes of weights held (shared tensors counted once)
   std::vector<int32_t> eos_ids;
   std::optional<int32_t> bos_id;
+  // The shape numbers a caller needs to estimate a run's memory (KV cache and
+  // activations) before starting it; see daemon/memory_budget.h.
+  int64_t num_layers = 0;
+  int64_t num_heads = 0;
+  int64_t num_kv_heads = 0;
+  int64_t head_dim = 0;
+  int64_t hidden_size = 0;
+  int64_t intermediate_size = 0;
+  int64_t compute_element_bytes = 4;  // per element of activations and the KV cache
 };
 
 // A loaded model: opaque, immutable after load. Safe to share between runs on
