@@ -69,6 +69,9 @@ std::string FormatHealth(const HealthInfo& h) {
         << m.device << ", " << FormatBytes(m.parameter_bytes) << ")\n";
   }
   if (!h.cuda_available) out << "  devices       no CUDA device; generation runs on the CPU\n";
+  if (h.limits.max_gpu_memory_mb > 0) {
+    out << "  gpu budget    " << h.limits.max_gpu_memory_mb << " MiB (max_gpu_memory_mb)\n";
+  }
   AppendMemory(out, h.memory, "  ");
   for (const std::string& w : h.warnings)
     out << "  warning: " << w << "\n";

@@ -38,10 +38,11 @@ struct EffectiveLimits {
   double idle_timeout_s = 0;
   double queue_timeout_s = 0;
   double drain_timeout_s = 0;
+  int64_t max_gpu_memory_mb = 0;  // the GPU memory budget; 0: the device's free memory
 };
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(EffectiveLimits, max_queue, max_connections,
                                                 max_message_bytes, idle_timeout_s, queue_timeout_s,
-                                                drain_timeout_s)
+                                                drain_timeout_s, max_gpu_memory_mb)
 
 // A model the worker holds in memory.
 struct LoadedModelInfo {

@@ -94,7 +94,8 @@ ConfigOutcome LoadConfig(int argc, const char* const* argv) {
   app.add_flag("--print-config", print_config, "Print the effective configuration and exit");
   app.add_flag("--test-fault-injection", c.test_fault_injection,
                "Testing only: enable the inject-fault op, which makes the next model load or "
-               "decode step fail as if the GPU ran out of memory");
+               "decode step fail as if the GPU ran out of memory, and apply max_gpu_memory_mb "
+               "to models on the CPU too");
 
   // The configuration keys; keep docs (man/medqd.conf.5) in step.
   AddKey(app, "socket", c.socket, "Unix socket to listen on");
@@ -143,6 +144,11 @@ ConfigOutcome LoadConfig(int argc, const char* const* argv) {
   AddKey(app, "cleanup", c.cleanup,
          "Memory cleanup: after-each job, when idle, or never (weights always stay)")
       ->check(CLI::IsMember({"after-each", "idle", "never"}));
+  AddKey(app, "max_gpu_memory_mb", c.max_gpu_memory_mb,
+         "Memory budget, in MiB, on the GPU a model runs on: weights held plus a generation's "
+         "estimated KV cache and activations; a generation that does not fit gets "
+         "INSUFFICIENT_MEMORY. 0: only the GPU's free memory limits")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 30));
 
   // Precedence flags > environment > file: a MEDQ_* variable becomes a flag
   // unless the same flag is on the command line; flags always beat the file.
@@ -205,6 +211,7 @@ std::string FormatConfig(const Config& c) {
   out << "max_loaded_models = " << c.max_loaded_models << "\n";
   out << "keep_alive_s = " << c.keep_alive_s << "\n";
   out << "cleanup = \"" << c.cleanup << "\"\n";
+  out << "max_gpu_memory_mb = " << c.max_gpu_memory_mb << "\n";
   return out.str();
 }
 

@@ -35,6 +35,7 @@ struct Config {
   int max_loaded_models = 1;
   double keep_alive_s = 300;           // unload a model idle this long; 0 keeps it
   std::string cleanup = "after-each";  // after-each, idle or never
+  int64_t max_gpu_memory_mb = 0;       // a generation's GPU budget; 0: the device's free memory
 
   // Testing: enables the inject-fault op (command line only).
   bool test_fault_injection = false;

@@ -53,7 +53,7 @@ Result<std::vector<int32_t>> PromptIds(const LoadedModel& model, const GenerateP
 
 Result<json> RunGenerate(const LoadedModel& model, double load_ms, const GenerateParams& p,
                          const std::atomic<bool>& cancel, const EmitFn& emit,
-                         const std::function<void()>& heartbeat) {
+                         const std::function<void()>& heartbeat, const AdmitFn& admit) {
   const engine::ModelInfo& info = engine::Info(*model.model);
 
   auto ids = PromptIds(model, p);
@@ -76,6 +76,8 @@ Result<json> RunGenerate(const LoadedModel& model, double load_ms, const Generat
                      ", outside the model's vocabulary of " + std::to_string(info.vocab_size));
     }
   }
+
+  if (Status st = admit(prompt_len); !st.ok()) return st.error();
 
   engine::GenerateRequest req;
   req.prompt = std::move(*ids);

@@ -27,16 +27,22 @@ struct GenerateSpec {
 // when the request asked for them).
 using EmitFn = std::function<void(std::string text, std::vector<int32_t> ids)>;
 
+// Called on the worker thread once the prompt is checked, with its length in
+// tokens, before the engine takes any memory for the run: a failing status
+// (INSUFFICIENT_MEMORY from the memory admission) ends the job with it.
+using AdmitFn = std::function<Status(int64_t prompt_tokens)>;
+
 // Runs the generation with `model` (already acquired; `load_ms` is what
 // acquiring it took, reported in the timings). `cancel` is set by the loop thread (cancel op,
 // client gone, shutdown); it is checked before each decode step. `heartbeat` is called once per
 // step. Returns the `done` event's fields: finish_reason
 // ("stop", "length" or "cancelled"), usage and timings (load, prefill,
 // decode). Failure: INVALID_REQUEST for a prompt or parameter the model
-// cannot take (the message names the field), or the engine's error.
+// cannot take (the message names the field), `admit`'s error, or the engine's.
 Result<nlohmann::json> RunGenerate(const LoadedModel& model, double load_ms,
                                    const GenerateParams& params, const std::atomic<bool>& cancel,
-                                   const EmitFn& emit, const std::function<void()>& heartbeat);
+                                   const EmitFn& emit, const std::function<void()>& heartbeat,
+                                   const AdmitFn& admit);
 
 // The ids a request's prompt stands for with this model (tokenizer and chat
 // template applied as the request's mode says).

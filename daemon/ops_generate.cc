@@ -5,6 +5,7 @@
 #include "common/generate_params.h"
 #include "daemon/generate_job.h"
 #include "daemon/memory.h"
+#include "daemon/memory_budget.h"
 #include "daemon/model_store.h"
 #include "daemon/ops_internal.h"
 
@@ -78,8 +79,9 @@ void StartGenerate(DaemonState& s, const std::string& job_id,
   Worker& worker = s.worker;
   ModelStore& models = s.models;
   const bool cleanup_after = s.config.cleanup == "after-each";
-  auto work = [&s, &worker, &models, spec, job_id, cancel = session->cancel,
-               cleanup_after]() -> Result<json> {
+  const BudgetPolicy budget{s.config.max_gpu_memory_mb << 20, s.config.test_fault_injection};
+  auto work = [&s, &worker, &models, spec, job_id, cancel = session->cancel, cleanup_after,
+               budget]() -> Result<json> {
     auto emit = [&s, &worker, job_id](std::string text, std::vector<int32_t> ids) {
       worker.PostToLoop([&s, job_id, text = std::move(text), ids = std::move(ids)]() {
         auto found = s.sessions.find(job_id);
@@ -103,8 +105,14 @@ void StartGenerate(DaemonState& s, const std::string& job_id,
       return std::move(model).error();
     }
     worker.PostToLoop([&s, loaded = DescribeLoaded(models)] { s.loaded_models = loaded; });
-    auto done = RunGenerate(**model, MsSince(t_load), spec->params, *cancel, emit,
-                            [&worker] { worker.Heartbeat(); });
+    const LoadedModel& loaded = **model;
+    auto admit = [&loaded, &models, &budget,
+                  max_tokens = spec->params.max_tokens](int64_t prompt_tokens) {
+      return AdmitRun(engine::Info(*loaded.model), models, prompt_tokens, max_tokens, budget);
+    };
+    auto done = RunGenerate(
+        loaded, MsSince(t_load), spec->params, *cancel, emit, [&worker] { worker.Heartbeat(); },
+        admit);
     // Whatever the outcome, the run's memory is freed before the next job.
     if (cleanup_after) ReleaseCachedMemory();
     if (!done.ok()) return done;

@@ -61,6 +61,7 @@ Server::Server(Config config, std::vector<std::string> args)
   state_.limits.idle_timeout_s = config_.idle_timeout_s;
   state_.limits.queue_timeout_s = config_.queue_timeout_s;
   state_.limits.drain_timeout_s = config_.drain_timeout_s;
+  state_.limits.max_gpu_memory_mb = config_.max_gpu_memory_mb;
 }
 
 Server::~Server() {

@@ -1,0 +1,144 @@
+#include "daemon/memory_budget.h"
+
+#include <catch2/catch.hpp>
+
+#include "daemon/model_store.h"
+
+namespace medq::daemon {
+namespace {
+
+constexpr int64_t kMiB = 1 << 20;
+
+// The fixture tiny-llama's shapes, on the CPU (float32 compute).
+engine::ModelInfo TinyLlama() {
+  engine::ModelInfo m;
+  m.device = "cpu";
+  m.vocab_size = 32000;
+  m.num_layers = 2;
+  m.num_heads = 4;
+  m.num_kv_heads = 2;
+  m.head_dim = 16;
+  m.hidden_size = 64;
+  m.intermediate_size = 128;
+  m.compute_element_bytes = 4;
+  return m;
+}
+
+// A Llama-3-8B-shaped model in bf16 on a GPU.
+engine::ModelInfo Llama8B() {
+  engine::ModelInfo m;
+  m.device = "cuda:0";
+  m.vocab_size = 128256;
+  m.num_layers = 32;
+  m.num_heads = 32;
+  m.num_kv_heads = 8;
+  m.head_dim = 128;
+  m.hidden_size = 4096;
+  m.intermediate_size = 14336;
+  m.compute_element_bytes = 2;
+  return m;
+}
+
+AdmissionInput Input(int64_t need, int64_t budget, int64_t held,
+                     std::optional<int64_t> available = std::nullopt, int64_t releasable = 0) {
+  AdmissionInput in;
+  in.estimate = {need, 0};
+  in.budget_bytes = budget;
+  in.usage = {held, available};
+  in.releasable_bytes = releasable;
+  return in;
+}
+
+}  // namespace
+
+TEST_CASE("the KV cache estimate is 2 x layers x kv heads x head dim x bytes x positions",
+          "[memory]") {
+  CHECK(KvCacheBytes(TinyLlama(), 1) == 2 * 2 * 2 * 16 * 4);
+  CHECK(KvCacheBytes(TinyLlama(), 100) == 100 * KvCacheBytes(TinyLlama(), 1));
+  // The well-known figure: 128 KiB per token for Llama 3 8B in bf16.
+  CHECK(KvCacheBytes(Llama8B(), 1) == 128 * 1024);
+  CHECK(KvCacheBytes(Llama8B(), 8192) == int64_t{1} << 30);
+}
+
+TEST_CASE("the workspace grows with the prompt and covers logits and attention", "[memory]") {
+  const engine::ModelInfo m = TinyLlama();
+  const int64_t per_token = (4 * 64 + 2 * (4 + 2 * 2) * 16 + 3 * 128) * 4;
+  const int64_t scores_per_square = 4 * (4 + 4);
+  const int64_t logits = 4 * 32000 * 4;
+  const int64_t rope = 2 * 16 * 4;
+  CHECK(WorkspaceBytes(m, 10, 5) == 10 * per_token + 100 * scores_per_square + logits + 15 * rope);
+  CHECK(WorkspaceBytes(m, 20, 5) > WorkspaceBytes(m, 10, 5));
+
+  const MemoryEstimate e = EstimateRunMemory(Llama8B(), 1000, 256);
+  CHECK(e.kv_cache_bytes == KvCacheBytes(Llama8B(), 1256));
+  CHECK(e.workspace_bytes == WorkspaceBytes(Llama8B(), 1000, 256));
+  CHECK(e.total() == e.kv_cache_bytes + e.workspace_bytes);
+  // A 1000-token prompt on an 8B model: a few hundred MiB, not GiBs.
+  CHECK(e.total() > 150 * kMiB);
+  CHECK(e.total() < 600 * kMiB);
+}
+
+TEST_CASE("admission: within the budget and the device's free memory, the job runs", "[memory]") {
+  CHECK(Decide(Input(100, 0, 5000)).verdict == Verdict::kAdmit);         // no budget, CPU
+  CHECK(Decide(Input(100, 1000, 900)).verdict == Verdict::kAdmit);       // exactly fits
+  CHECK(Decide(Input(100, 0, 900, 100)).verdict == Verdict::kAdmit);     // exactly free
+  CHECK(Decide(Input(100, 2000, 900, 500)).verdict == Verdict::kAdmit);  // both
+}
+
+TEST_CASE("admission: over the budget with nothing running to free, the job is refused",
+          "[memory]") {
+  const Admission a = Decide(Input(200 * kMiB, 1000 * kMiB, 900 * kMiB));
+  CHECK(a.verdict == Verdict::kRefuse);
+  CHECK_FALSE(a.never_fits);  // it would fit with the weights unloaded
+  CHECK_THAT(a.reason, Catch::Contains("200.0 MiB") && Catch::Contains("max_gpu_memory_mb") &&
+                           Catch::Contains("1000.0 MiB") && Catch::Contains("900.0 MiB"));
+
+  const Admission big = Decide(Input(2000 * kMiB, 1000 * kMiB, 0));
+  CHECK(big.verdict == Verdict::kRefuse);
+  CHECK(big.never_fits);
+
+  const Error e = RefusalError(big);
+  CHECK(e.code == ErrorCode::kInsufficientMemory);
+  REQUIRE(e.retry_after_s.has_value());
+  CHECK(*e.retry_after_s > 0);
+  CHECK_THAT(e.message, Catch::Contains("2000.0 MiB") && Catch::Contains("max_tokens"));
+}
+
+TEST_CASE("admission: more than the device has free is refused even without a budget", "[memory]") {
+  const Admission a = Decide(Input(300 * kMiB, 0, 100 * kMiB, 200 * kMiB));
+  CHECK(a.verdict == Verdict::kRefuse);
+  CHECK_THAT(a.reason, Catch::Contains("200.0 MiB free"));
+  CHECK_FALSE(a.never_fits);  // free + held would hold it
+  CHECK(Decide(Input(300 * kMiB, 0, 0, 200 * kMiB)).never_fits);
+}
+
+TEST_CASE("admission: a job waits when running jobs will free enough", "[memory]") {
+  // Budget 1000, held 900 of which 500 by running jobs: 300 fits after them.
+  CHECK(Decide(Input(300, 1000, 900, std::nullopt, 500)).verdict == Verdict::kWait);
+  // Device: 100 free, 250 released by running jobs.
+  CHECK(Decide(Input(300, 0, 400, 100, 250)).verdict == Verdict::kWait);
+  // Even after they end it does not fit: refused at once.
+  CHECK(Decide(Input(700, 1000, 900, std::nullopt, 500)).verdict == Verdict::kRefuse);
+  CHECK(Decide(Input(300, 1000, 900, 100, 100)).verdict == Verdict::kRefuse);
+}
+
+TEST_CASE("the budget is about the GPU: CPU models are exempt unless a test applies it",
+          "[memory]") {
+  ModelStore models(LoadPolicy{"cpu", "auto", true, 1});
+  const engine::ModelInfo m = TinyLlama();
+  BudgetPolicy policy{1, /*apply_to_cpu=*/false};
+  CHECK(AdmitRun(m, models, 10, 10, policy).ok());
+
+  policy.apply_to_cpu = true;
+  const Status refused = AdmitRun(m, models, 10, 10, policy);
+  REQUIRE_FALSE(refused.ok());
+  CHECK(refused.error().code == ErrorCode::kInsufficientMemory);
+  CHECK(refused.error().retry_after_s.has_value());
+
+  policy.max_bytes = 64 * kMiB;
+  CHECK(AdmitRun(m, models, 10, 10, policy).ok());
+  policy.max_bytes = 0;  // no budget; the CPU's free memory is not checked
+  CHECK(AdmitRun(m, models, 10, 10, policy).ok());
+}
+
+}  // namespace medq::daemon

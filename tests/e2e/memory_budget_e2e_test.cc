@@ -1,0 +1,82 @@
+// The memory budget (max_gpu_memory_mb) end to end. CI has no GPU: the test
+// switch --test-fault-injection applies the budget to CPU models too, with
+// the weights loaded on the CPU counted as held.
+#include <catch2/catch.hpp>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "ipc/client.h"
+#include "tests/e2e/raw_client.h"
+#include "tests/support/daemon_process.h"
+#include "tests/support/model_repo.h"
+
+namespace medq::test {
+namespace {
+
+using nlohmann::json;
+using namespace std::chrono_literals;
+
+// Sends one generate request and returns its final event.
+json GenerateFinal(const std::string& socket, const json& params) {
+  RawClient c(socket);
+  REQUIRE(c.Send(json{{"v", 1}, {"id", 1}, {"op", "generate"}, {"params", params}}.dump() + "\n"));
+  for (;;) {
+    auto e = c.Read(60s);
+    REQUIRE(e.has_value());
+    const std::string ev = (*e)["event"];
+    if (ev == "done" || ev == "error") return *e;
+  }
+}
+
+}  // namespace
+
+TEST_CASE("a generate over the memory budget gets INSUFFICIENT_MEMORY; a small one runs",
+          "[e2e][generate][memory]") {
+  ModelRepo repo;
+  // tiny-llama holds about 16 MiB of float32 weights on the CPU; a short run
+  // needs well under 1 MiB more, a 1000-token prompt over 30 MiB (attention).
+  DaemonProcess d({"--models-dir", repo.dir().string(), "--model", "tiny-llama", "--threads", "1",
+                   "--test-fault-injection", "--max-gpu-memory-mb", "24"});
+  auto client = ipc::Client::Connect(d.socket());
+  REQUIRE(client.ok());
+  auto health = client->Call("health", {}, 5s);
+  REQUIRE(health.ok());
+  CHECK((*health)["result"]["limits"]["max_gpu_memory_mb"] == 24);
+
+  const std::vector<int32_t> long_prompt(1000, 5);
+  json refused = GenerateFinal(d.socket(), {{"prompt_ids", long_prompt}, {"max_tokens", 8}});
+  CAPTURE(refused.dump());
+  REQUIRE(refused["event"] == "error");
+  CHECK(refused["code"] == "INSUFFICIENT_MEMORY");
+  REQUIRE(refused.contains("retry_after_s"));
+  CHECK(refused["retry_after_s"].get<double>() > 0);
+  const std::string message = refused["message"];
+  CHECK_THAT(message, Catch::Contains("max_gpu_memory_mb") && Catch::Contains("24.0 MiB") &&
+                          Catch::Contains("estimated"));
+
+  json done = GenerateFinal(d.socket(), {{"prompt_ids", {1, 450, 16500, 471}}, {"max_tokens", 8}});
+  CAPTURE(done.dump());
+  CHECK(done["event"] == "done");
+  CHECK(done["usage"]["completion_tokens"].get<int>() >= 1);
+
+  // The CLI exits "retry later" (75) on the refusal, with the hint.
+  std::string long_text;
+  for (int i = 0; i < 800; ++i)
+    long_text += " patient";
+  ProcessResult cli = RunMedq(d.socket(), {"generate", "--raw", "--max-tokens", "4", long_text});
+  CHECK(cli.status == 75);
+  CHECK_THAT(cli.err, Catch::Contains("[INSUFFICIENT_MEMORY]") && Catch::Contains("retry in"));
+}
+
+TEST_CASE("without the test switch a CPU model is exempt from max_gpu_memory_mb",
+          "[e2e][generate][memory]") {
+  ModelRepo repo;
+  DaemonProcess d({"--models-dir", repo.dir().string(), "--model", "tiny-llama", "--threads", "1",
+                   "--max-gpu-memory-mb", "1"});
+  json done = GenerateFinal(d.socket(), {{"prompt_ids", {1, 450, 16500, 471}}, {"max_tokens", 4}});
+  CAPTURE(done.dump());
+  CHECK(done["event"] == "done");
+}
+
+}  // namespace medq::test
