@@ -149,6 +149,9 @@ ConfigOutcome LoadConfig(int argc, const char* const* argv) {
          "estimated KV cache and activations; a generation that does not fit gets "
          "INSUFFICIENT_MEMORY. 0: only the GPU's free memory limits")
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 30));
+  AddKey(app, "log_prompts", c.log_prompts,
+         "Debugging only: log every generation's prompt and output, which are patient data "
+         "(a warning is logged at start)");
 
   // Precedence flags > environment > file: a MEDQ_* variable becomes a flag
   // unless the same flag is on the command line; flags always beat the file.
@@ -212,6 +215,7 @@ std::string FormatConfig(const Config& c) {
   out << "keep_alive_s = " << c.keep_alive_s << "\n";
   out << "cleanup = \"" << c.cleanup << "\"\n";
   out << "max_gpu_memory_mb = " << c.max_gpu_memory_mb << "\n";
+  out << "log_prompts = " << (c.log_prompts ? "true" : "false") << "\n";
   return out.str();
 }
 

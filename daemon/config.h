@@ -37,6 +37,9 @@ struct Config {
   std::string cleanup = "after-each";  // after-each, idle or never
   int64_t max_gpu_memory_mb = 0;       // a generation's GPU budget; 0: the device's free memory
 
+  // Privacy: prompts and outputs are patient data, never logged unless this is on.
+  bool log_prompts = false;
+
   // Testing: enables the inject-fault op (command line only).
   bool test_fault_injection = false;
 };

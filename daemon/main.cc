@@ -25,6 +25,11 @@ int main(int argc, char** argv) {
         "--test-fault-injection is on: clients may make loads and decode steps fail. "
         "Never use it in production.");
   }
+  if (config.log_prompts) {
+    spdlog::warn(
+        "log_prompts is on: every generation's prompt and output will be written to the log. "
+        "They are patient data; use it for debugging only.");
+  }
   medq::daemon::Server server(config, std::vector<std::string>(argv + 1, argv + argc));
   return server.Run();
 }

@@ -21,6 +21,21 @@ double MsSince(Clock::time_point t) {
   return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
 }
 
+// One log line's worth of patient text, JSON-quoted so that newlines and
+// control characters in it cannot forge log lines. Only with log_prompts.
+std::string QuotedForLog(const nlohmann::ordered_json& value) {
+  return value.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
+}
+
+std::string PromptForLog(const GenerateParams& p) {
+  nlohmann::ordered_json prompt;
+  if (!p.system.empty()) prompt["system"] = p.system;
+  if (p.prompt) prompt["prompt"] = *p.prompt;
+  if (p.messages) prompt["messages"] = *p.messages;
+  if (p.prompt_ids) prompt["prompt_ids"] = *p.prompt_ids;
+  return QuotedForLog(prompt);
+}
+
 // Loop thread: the job's result arrived from the worker.
 void FinishGenerate(DaemonState& s, const std::string& job_id, Result<json> result) {
   auto it = s.sessions.find(job_id);
@@ -76,13 +91,19 @@ void StartGenerate(DaemonState& s, const std::string& job_id,
   session->reply->Event("started", {{"job", job_id}});
   spdlog::info("job {}: generating with {} (max_tokens {})", job_id, spec->model_name,
                spec->params.max_tokens);
+  // Patient data: only with log_prompts (main warns at start that it is on).
+  const bool log_text = s.config.log_prompts;
+  if (log_text) spdlog::info("job {}: prompt {}", job_id, PromptForLog(spec->params));
   Worker& worker = s.worker;
   ModelStore& models = s.models;
   const bool cleanup_after = s.config.cleanup == "after-each";
   const BudgetPolicy budget{s.config.max_gpu_memory_mb << 20, s.config.test_fault_injection};
-  auto work = [&s, &worker, &models, spec, job_id, cancel = session->cancel, cleanup_after,
-               budget]() -> Result<json> {
-    auto emit = [&s, &worker, job_id](std::string text, std::vector<int32_t> ids) {
+  auto work = [&s, &worker, &models, spec, job_id, cancel = session->cancel, cleanup_after, budget,
+               log_text]() -> Result<json> {
+    std::string output;  // kept only for log_prompts
+    auto emit = [&s, &worker, job_id, log_text, &output](std::string text,
+                                                         std::vector<int32_t> ids) {
+      if (log_text) output += text;
       worker.PostToLoop([&s, job_id, text = std::move(text), ids = std::move(ids)]() {
         auto found = s.sessions.find(job_id);
         if (found == s.sessions.end()) return;
@@ -113,6 +134,9 @@ void StartGenerate(DaemonState& s, const std::string& job_id,
     auto done = RunGenerate(
         loaded, MsSince(t_load), spec->params, *cancel, emit, [&worker] { worker.Heartbeat(); },
         admit);
+    if (log_text && (done.ok() || !output.empty())) {
+      spdlog::info("job {}: output {}", job_id, QuotedForLog(output));
+    }
     // Whatever the outcome, the run's memory is freed before the next job.
     if (cleanup_after) ReleaseCachedMemory();
     if (!done.ok()) return done;
