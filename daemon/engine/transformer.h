@@ -20,4 +20,10 @@ enum class LogitsFor { kAllPositions, kLastPosition };
 // failures (out of memory).
 at::Tensor Forward(const Model& model, const at::Tensor& ids, KvCache& cache, LogitsFor which);
 
+// The same network over whole sequences ids [B, T] at positions 0 .. T - 1,
+// without a KV cache: float32 logits [B, T, vocab]. Differentiable: with grad
+// mode on and weights that require grad, backward() reaches every weight (the
+// demo model's trainer uses it). Throws c10::Error like Forward.
+at::Tensor ForwardSequence(const Model& model, const at::Tensor& ids);
+
 }  // namespace medq::engine
