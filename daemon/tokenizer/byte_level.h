@@ -9,6 +9,11 @@
 
 namespace medq::tokenizer {
 
+// GPT-2's pre-tokenization pattern, used by ByteLevel with use_regex (and by
+// the demo model's BPE trainer, so that training splits text as loading does).
+inline constexpr std::string_view kByteLevelPattern =
+    R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
+
 // The UTF-8 string of the code point that byte b maps to.
 const std::string& ByteToUnicode(unsigned char b);
 

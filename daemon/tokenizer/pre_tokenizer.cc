@@ -10,10 +10,6 @@
 namespace medq::tokenizer {
 namespace {
 
-// GPT-2's pattern, used by ByteLevel with use_regex.
-constexpr const char* kGpt2Pattern =
-    R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
-
 // Rust regex's \w: Alphabetic, marks, decimal digits, connectors, joiners.
 constexpr const char* kWhitespacePattern =
     R"([\p{L}\p{Nl}\p{Nd}\p{M}\p{Pc}\x{200C}\x{200D}]+|[^\p{L}\p{Nl}\p{Nd}\p{M}\p{Pc}\x{200C}\x{200D}\s]+)";
@@ -139,7 +135,7 @@ class SequencePreTokenizer : public PreTokenizer {
   std::vector<std::unique_ptr<PreTokenizer>> items_;
 };
 
-Result<std::shared_ptr<const Regex>> CompileShared(const char* pattern) {
+Result<std::shared_ptr<const Regex>> CompileShared(std::string_view pattern) {
   auto re = Regex::Compile(pattern);
   if (!re.ok()) return std::move(re).error();
   return std::shared_ptr<const Regex>(std::move(re).value());
@@ -190,7 +186,7 @@ Result<std::unique_ptr<PreTokenizer>> ParsePreTokenizer(const nlohmann::json& j,
   if (type == "ByteLevel") {
     std::shared_ptr<const Regex> re;
     if (j.value("use_regex", true)) {
-      auto compiled = CompileShared(kGpt2Pattern);
+      auto compiled = CompileShared(kByteLevelPattern);
       if (!compiled.ok()) return std::move(compiled).error();
       re = std::move(compiled).value();
     }
