@@ -208,9 +208,9 @@ Action SetUpGenerate(CLI::App& sub, const GlobalOptions& g) {
   sub.add_option("--system", p.system, "System message for --chat");
   sub.add_option("--model", p.model, "Model name (in the daemon's models directory) or path");
   sub.add_option("--adapter", p.adapter, "PEFT LoRA adapter name or path");
-  sub.add_option("--max-tokens", p.max_tokens, "Most tokens to generate")
-      ->check(CLI::Range(1, kMaxNewTokensLimit))
-      ->capture_default_str();
+  sub.add_option("--max-tokens", p.max_tokens,
+                 "Most tokens to generate (default 256, or what the model's context leaves)")
+      ->check(CLI::Range(1, kMaxNewTokensLimit));
   sub.add_option("--temperature", p.temperature, "Sampling temperature; 0 is greedy")
       ->check(CLI::Range(0.0, 100.0));
   sub.add_option("--top-k", p.top_k, "Sample among the k most likely tokens; 0 is off")

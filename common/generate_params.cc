@@ -123,7 +123,11 @@ Result<GenerateParams> ParseGenerateParams(const json& p) {
     g.tools = nlohmann::ordered_json::parse(it->dump());
   }
 
-  if (!(s = ReadInt(p, "max_tokens", 1, kMaxNewTokensLimit, g.max_tokens)).ok()) return s.error();
+  if (auto it = p.find("max_tokens"); it != p.end() && !it->is_null()) {
+    int max_tokens = 0;
+    if (!(s = ReadInt(p, "max_tokens", 1, kMaxNewTokensLimit, max_tokens)).ok()) return s.error();
+    g.max_tokens = max_tokens;
+  }
   if (!(s = ReadFloat(p, "temperature", 0, 100, false, g.temperature)).ok()) return s.error();
   if (!(s = ReadInt(p, "top_k", 0, 1 << 24, g.top_k)).ok()) return s.error();
   if (!(s = ReadFloat(p, "top_p", 0, 1, true, g.top_p)).ok()) return s.error();
@@ -171,7 +175,7 @@ json ToJson(const GenerateParams& g) {
   if (!g.system.empty()) p["system"] = g.system;
   if (!g.template_kwargs.is_null()) p["template_kwargs"] = json::parse(g.template_kwargs.dump());
   if (!g.tools.is_null()) p["tools"] = json::parse(g.tools.dump());
-  p["max_tokens"] = g.max_tokens;
+  if (g.max_tokens) p["max_tokens"] = *g.max_tokens;
   if (g.temperature != 0) p["temperature"] = g.temperature;
   if (g.top_k != 0) p["top_k"] = g.top_k;
   if (g.top_p != 1) p["top_p"] = g.top_p;

@@ -34,7 +34,10 @@ struct GenerateParams {
   nlohmann::ordered_json template_kwargs = nullptr;  // extra chat-template variables
   nlohmann::ordered_json tools = nullptr;            // passed to the chat template
 
-  int max_tokens = 256;
+  // Most new tokens. Unset: kDefaultMaxTokens, or fewer when the model's
+  // context leaves less room after the prompt; set: exactly this limit, and a
+  // request whose prompt + max_tokens exceeds the context is refused.
+  std::optional<int> max_tokens;
   float temperature = 0;  // 0: greedy
   int top_k = 0;
   float top_p = 1;
@@ -50,6 +53,15 @@ struct GenerateParams {
 
 inline constexpr int kMaxStopStrings = 16;
 inline constexpr int kMaxNewTokensLimit = 1 << 20;
+inline constexpr int kDefaultMaxTokens = 256;
+
+// The max_tokens a request runs with, given the room the model's context
+// leaves after the prompt (> 0): the request's own, or kDefaultMaxTokens
+// capped by that room.
+inline int64_t EffectiveMaxTokens(const GenerateParams& params, int64_t room) {
+  if (params.max_tokens) return *params.max_tokens;
+  return room < kDefaultMaxTokens ? room : kDefaultMaxTokens;
+}
 
 // Validates and reads `params` of a generate request. Unknown keys, wrong
 // types and out-of-range values give INVALID_REQUEST naming the field.

@@ -64,8 +64,9 @@ Result<json> RunGenerate(const LoadedModel& model, double load_ms, const Generat
     return Invalid("params.prompt is " + std::to_string(prompt_len) +
                    " tokens; the model's context is " + std::to_string(info.max_context));
   }
-  if (prompt_len + p.max_tokens > info.max_context) {
-    return Invalid("params.max_tokens " + std::to_string(p.max_tokens) + " with a prompt of " +
+  const int64_t max_new = EffectiveMaxTokens(p, info.max_context - prompt_len);
+  if (prompt_len + max_new > info.max_context) {
+    return Invalid("params.max_tokens " + std::to_string(max_new) + " with a prompt of " +
                    std::to_string(prompt_len) + " tokens exceeds the model's context of " +
                    std::to_string(info.max_context) + "; ask for at most " +
                    std::to_string(info.max_context - prompt_len));
@@ -77,11 +78,11 @@ Result<json> RunGenerate(const LoadedModel& model, double load_ms, const Generat
     }
   }
 
-  if (Status st = admit(prompt_len); !st.ok()) return st.error();
+  if (Status st = admit(prompt_len, max_new); !st.ok()) return st.error();
 
   engine::GenerateRequest req;
   req.prompt = std::move(*ids);
-  req.max_new_tokens = p.max_tokens;
+  req.max_new_tokens = static_cast<int>(max_new);
   req.sampling = {p.temperature, p.top_k, p.top_p, p.min_p, p.repeat_penalty, p.seed};
 
   std::optional<tokenizer::IncrementalDecoder> decoder;

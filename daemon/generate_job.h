@@ -28,9 +28,9 @@ struct GenerateSpec {
 using EmitFn = std::function<void(std::string text, std::vector<int32_t> ids)>;
 
 // Called on the worker thread once the prompt is checked, with its length in
-// tokens, before the engine takes any memory for the run: a failing status
-// (INSUFFICIENT_MEMORY from the memory admission) ends the job with it.
-using AdmitFn = std::function<Status(int64_t prompt_tokens)>;
+// tokens and the run's effective max_tokens, before the engine takes any memory for the run: a
+// failing status (INSUFFICIENT_MEMORY from the memory admission) ends the job with it.
+using AdmitFn = std::function<Status(int64_t prompt_tokens, int64_t max_new_tokens)>;
 
 // Runs the generation with `model` (already acquired; `load_ms` is what
 // acquiring it took, reported in the timings). `cancel` is set by the loop thread (cancel op,

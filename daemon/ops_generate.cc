@@ -90,7 +90,7 @@ void StartGenerate(DaemonState& s, const std::string& job_id,
   session->started = Clock::now();
   session->reply->Event("started", {{"job", job_id}});
   spdlog::info("job {}: generating with {} (max_tokens {})", job_id, spec->model_name,
-               spec->params.max_tokens);
+               spec->params.max_tokens ? std::to_string(*spec->params.max_tokens) : "default");
   // Patient data: only with log_prompts (main warns at start that it is on).
   const bool log_text = s.config.log_prompts;
   if (log_text) spdlog::info("job {}: prompt {}", job_id, PromptForLog(spec->params));
@@ -127,8 +127,7 @@ void StartGenerate(DaemonState& s, const std::string& job_id,
     }
     worker.PostToLoop([&s, loaded = DescribeLoaded(models)] { s.loaded_models = loaded; });
     const LoadedModel& loaded = **model;
-    auto admit = [&loaded, &models, &budget,
-                  max_tokens = spec->params.max_tokens](int64_t prompt_tokens) {
+    auto admit = [&loaded, &models, &budget](int64_t prompt_tokens, int64_t max_tokens) {
       return AdmitRun(engine::Info(*loaded.model), models, prompt_tokens, max_tokens, budget);
     };
     auto done = RunGenerate(

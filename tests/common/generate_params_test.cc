@@ -18,7 +18,11 @@ std::string FailureOf(const json& params) {
 TEST_CASE("generate params parse with defaults and round-trip", "[generate]") {
   auto p = ParseGenerateParams(json{{"prompt", "hi"}});
   REQUIRE(p.ok());
-  CHECK(p->max_tokens == 256);
+  CHECK(!p->max_tokens.has_value());  // the daemon picks: 256 or what the context leaves
+  CHECK(EffectiveMaxTokens(*p, 1000) == kDefaultMaxTokens);
+  CHECK(EffectiveMaxTokens(*p, 100) == 100);
+  p->max_tokens = 300;
+  CHECK(EffectiveMaxTokens(*p, 100) == 300);  // explicit: the context check refuses it
   CHECK(p->temperature == 0);
   CHECK(p->priority == "normal");
   CHECK(p->mode == PromptMode::kAuto);
