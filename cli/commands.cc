@@ -75,7 +75,11 @@ Action SetUpCancel(CLI::App& sub, const GlobalOptions& g) {
 Action SetUpModels(CLI::App&, const GlobalOptions& g) {
   return [&g] {
     return RunOneShot(g, "models", json::object(), [](const json& r) {
-      std::string out = "models in " + r.value("models_dir", "") + ":\n";
+      std::string out = "models in " + r.value("models_dir", "");
+      if (!r.value("builtin_models_dir", "").empty()) {
+        out += " and " + r.value("builtin_models_dir", "") + " (built in)";
+      }
+      out += ":\n";
       for (const json& name : r.value("available", json::array())) {
         out += "  " + name.get<std::string>() + "\n";
       }

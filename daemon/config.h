@@ -7,6 +7,7 @@
 #include <variant>
 
 #include "common/result.h"
+#include "daemon/model_resolver.h"
 
 namespace medq::daemon {
 
@@ -25,13 +26,13 @@ struct Config {
   double aging_s = 60;  // a waiting job moves up one priority class per aging_s
 
   // Models.
-  std::string models_dir;            // names resolve here (default: per-user or service dir)
-  bool allow_model_paths = false;    // also accept absolute model/adapter paths
-  std::string model;                 // the default model when a request names none
-  std::string preload;               // loaded at start; `ready` waits for it
-  std::string device = "auto";       // auto (CUDA when available), cpu, cuda:N
-  std::string dtype = "auto";        // auto, bf16, fp16, fp32
-  std::string gpu_fallback = "cpu";  // on CUDA OOM while loading: cpu or none
+  std::string models_dir;                 // names resolve here (default: per-user or service dir)
+  bool allow_model_paths = false;         // also accept absolute model/adapter paths
+  std::string model = kBuiltinModelName;  // used when a request names none
+  std::string preload;                    // loaded at start; `ready` waits for it
+  std::string device = "auto";            // auto (CUDA when available), cpu, cuda:N
+  std::string dtype = "auto";             // auto, bf16, fp16, fp32
+  std::string gpu_fallback = "cpu";       // on CUDA OOM while loading: cpu or none
   int max_loaded_models = 1;
   double keep_alive_s = 300;           // unload a model idle this long; 0 keeps it
   std::string cleanup = "after-each";  // after-each, idle or never

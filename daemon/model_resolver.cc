@@ -1,6 +1,7 @@
 #include "daemon/model_resolver.h"
 
 #include <algorithm>
+#include <array>
 
 namespace medq::daemon {
 namespace fs = std::filesystem;
@@ -12,65 +13,80 @@ bool IsInside(const fs::path& child, const fs::path& parent) {
   return p == parent.end();
 }
 
+void AddSubdirectories(const fs::path& dir, std::vector<std::string>& names) {
+  if (dir.empty()) return;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    if (entry.is_directory(ec)) names.push_back(entry.path().filename().string());
+  }
+}
+
 }  // namespace
 
-Result<fs::path> ModelResolver::Resolve(const std::string& name, const char* what) const {
+fs::path BuiltinModelsDir() {
   std::error_code ec;
-  fs::path candidate;
-  bool from_models_dir = true;
-  if (!name.empty() && name.front() == '/') {
-    if (!allow_paths_) {
-      return Error(ErrorCode::kPermissionDenied,
-                   std::string(what) +
-                       " paths are not allowed by this daemon (allow_model_paths "
-                       "is off); use a name from its models directory " +
-                       models_dir_.string());
-    }
-    candidate = name;
-    from_models_dir = false;
-  } else {
-    if (name.empty() || name == "." || name == ".." || name.find('/') != std::string::npos ||
-        name.find('\0') != std::string::npos) {
-      return Error(ErrorCode::kModelNotFound, "invalid " + std::string(what) + " name \"" + name +
-                                                  "\": use the name of a folder in " +
-                                                  models_dir_.string());
-    }
-    candidate = models_dir_ / name;
+  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (ec) return {};
+  fs::path dir = fs::weakly_canonical(exe.parent_path() / ".." / "share" / "medq" / "models", ec);
+  if (ec || !fs::is_directory(dir, ec)) return {};
+  return dir;
+}
+
+Result<fs::path> ModelResolver::Resolve(const std::string& name, const char* what) const {
+  if (name.empty() || name.front() != '/') return ResolveName(name, what);
+  if (!allow_paths_) {
+    return Error(ErrorCode::kPermissionDenied,
+                 std::string(what) +
+                     " paths are not allowed by this daemon (allow_model_paths "
+                     "is off); use a name from its models directory " +
+                     models_dir_.string());
   }
-  fs::path real = fs::canonical(candidate, ec);
+  std::error_code ec;
+  fs::path real = fs::canonical(name, ec);
   if (ec || !fs::is_directory(real, ec)) {
-    std::string msg = "no " + std::string(what) + " \"" + name + "\"";
-    if (from_models_dir) {
-      std::vector<std::string> names = Available();
-      msg += " in " + models_dir_.string();
-      if (names.empty()) {
-        msg += " (it holds none)";
-      } else {
-        msg += "; available:";
-        for (const std::string& n : names)
-          msg += " " + n;
-      }
-    }
-    return Error(ErrorCode::kModelNotFound, msg);
-  }
-  if (from_models_dir) {
-    fs::path root = fs::canonical(models_dir_, ec);
-    if (ec || !IsInside(real, root)) {
-      return Error(ErrorCode::kPermissionDenied, std::string(what) + " \"" + name +
-                                                     "\" leads outside the models directory " +
-                                                     models_dir_.string() + "; refused");
-    }
+    return Error(ErrorCode::kModelNotFound, "no " + std::string(what) + " \"" + name + "\"");
   }
   return real;
 }
 
+Result<fs::path> ModelResolver::ResolveName(const std::string& name, const char* what) const {
+  if (name.empty() || name == "." || name == ".." || name.find('/') != std::string::npos ||
+      name.find('\0') != std::string::npos) {
+    return Error(ErrorCode::kModelNotFound, "invalid " + std::string(what) + " name \"" + name +
+                                                "\": use the name of a folder in " +
+                                                models_dir_.string());
+  }
+  for (const fs::path& root : std::array<fs::path, 2>{models_dir_, builtin_dir_}) {
+    if (root.empty()) continue;
+    std::error_code ec;
+    const fs::path real = fs::canonical(root / name, ec);
+    if (ec || !fs::is_directory(real, ec)) continue;
+    const fs::path real_root = fs::canonical(root, ec);
+    if (ec || !IsInside(real, real_root)) {
+      return Error(ErrorCode::kPermissionDenied, std::string(what) + " \"" + name +
+                                                     "\" leads outside the models directory " +
+                                                     root.string() + "; refused");
+    }
+    return real;
+  }
+  std::string msg = "no " + std::string(what) + " \"" + name + "\" in " + models_dir_.string();
+  const std::vector<std::string> names = Available();
+  if (names.empty()) {
+    msg += " (it holds none)";
+  } else {
+    msg += "; available:";
+    for (const std::string& n : names)
+      msg += " " + n;
+  }
+  return Error(ErrorCode::kModelNotFound, msg);
+}
+
 std::vector<std::string> ModelResolver::Available() const {
   std::vector<std::string> names;
-  std::error_code ec;
-  for (const auto& entry : fs::directory_iterator(models_dir_, ec)) {
-    if (entry.is_directory(ec)) names.push_back(entry.path().filename().string());
-  }
+  AddSubdirectories(models_dir_, names);
+  AddSubdirectories(builtin_dir_, names);
   std::sort(names.begin(), names.end());
+  names.erase(std::unique(names.begin(), names.end()), names.end());
   return names;
 }
 

@@ -89,6 +89,7 @@ json DescribeLoaded(const ModelStore& models) {
 void ModelsOp(DaemonState& s, const Request& req, Responder reply) {
   if (Status st = RejectUnknownFields(req.params, {}); !st.ok()) return reply.Fail(st.error());
   reply.Result({{"models_dir", s.resolver.models_dir().string()},
+                {"builtin_models_dir", s.resolver.builtin_dir().string()},
                 {"available", s.resolver.Available()},
                 {"default", s.config.model},
                 {"loaded", s.loaded_models}});

@@ -37,7 +37,11 @@ struct GenerateSession {
 
 struct DaemonState {
   DaemonState(const Config& c, JobQueue& j, Worker& w, ModelStore& m)
-      : config(c), jobs(j), worker(w), models(m), resolver(c.models_dir, c.allow_model_paths) {}
+      : config(c),
+        jobs(j),
+        worker(w),
+        models(m),
+        resolver(c.models_dir, c.allow_model_paths, BuiltinModelsDir()) {}
 
   const Config& config;
   JobQueue& jobs;

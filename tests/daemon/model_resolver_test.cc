@@ -46,3 +46,31 @@ TEST_CASE("absolute paths are accepted only when allowed", "[models]") {
 }
 
 }  // namespace medq::daemon
+
+namespace medq::daemon {
+namespace fs = std::filesystem;
+
+TEST_CASE("names not in the models directory are looked up among the built-in models", "[models]") {
+  test::TempDir tmp;
+  const fs::path models = tmp.path() / "models", builtin = tmp.path() / "builtin";
+  fs::create_directories(models / "mine");
+  fs::create_directories(models / "shared-name");
+  fs::create_directories(builtin / "demo");
+  fs::create_directories(builtin / "shared-name");
+  fs::create_directories(tmp.path() / "secret");
+  fs::create_directory_symlink(tmp.path() / "secret", builtin / "escape");
+  ModelResolver r(models, /*allow_paths=*/false, builtin);
+
+  CHECK(*r.Resolve("demo", "model") == fs::canonical(builtin / "demo"));
+  CHECK(*r.Resolve("mine", "model") == fs::canonical(models / "mine"));
+  // The models directory shadows a built-in model of the same name.
+  CHECK(*r.Resolve("shared-name", "model") == fs::canonical(models / "shared-name"));
+  // The built-in folder is held to the same containment rule.
+  CHECK(r.Resolve("escape", "model").error().code == ErrorCode::kPermissionDenied);
+  auto missing = r.Resolve("nope", "model");
+  CHECK(missing.error().code == ErrorCode::kModelNotFound);
+  CHECK_THAT(missing.error().message, Catch::Contains("demo") && Catch::Contains("mine"));
+  CHECK(r.Available() == std::vector<std::string>{"demo", "escape", "mine", "shared-name"});
+}
+
+}  // namespace medq::daemon

@@ -586,8 +586,10 @@ TEST_CASE("models, load and unload manage what is in memory", "[e2e][generate]")
   ProcessResult listed = RunMedq(d.socket(), {"--json", "models"});
   REQUIRE(listed.status == 0);
   json models = json::parse(listed.out);
+  // The models directory's folders and the built-in demo model.
   CHECK(models["available"] ==
-        json::array({"tiny-llama", "tiny-llama-lora", "tiny-llama3", "tiny-qwen2"}));
+        json::array({"medq-demo", "tiny-llama", "tiny-llama-lora", "tiny-llama3", "tiny-qwen2"}));
+  CHECK_THAT(models["builtin_models_dir"].get<std::string>(), Catch::EndsWith("share/medq/models"));
   CHECK(models["loaded"].empty());
   CHECK(RunMedq(d.socket(), {"load", "tiny-qwen2"}).status == 0);
   // max_loaded_models is 1: loading another replaces it.
