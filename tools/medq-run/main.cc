@@ -1,8 +1,10 @@
 // medq-run: runs a model directory directly, without the daemon.
-//   medq-run MODEL_DIR --ids 1,2,3 [--max-tokens N] [--device cpu] [--dtype auto]
-//            [--adapter DIR] [--temperature T] [--top-k K] [--top-p P] [--min-p P]
-//            [--repetition-penalty R] [--seed N] [--threads N]
-// Prints the generated ids on one line, then the timings.
+//   medq-run MODEL_DIR (--ids 1,2,3 | --prompt TEXT) [--max-tokens N] [--device cpu]
+//            [--dtype auto] [--adapter DIR] [--temperature T] [--top-k K] [--top-p P]
+//            [--min-p P] [--repetition-penalty R] [--seed N] [--threads N]
+// Prints the generated ids on one line (with --prompt: the prompt and the
+// generated text, through the model's tokenizer.json, as is: no chat
+// template), then the timings on stderr.
 #include <chrono>
 #include <cstdio>
 #include <sstream>
@@ -12,12 +14,14 @@
 #include <CLI/CLI.hpp>
 
 #include "daemon/engine/engine.h"
+#include "daemon/tokenizer/tokenizer.h"
 
 namespace {
 
 struct Options {
   std::string model_dir;
   std::string ids;
+  std::string prompt;  // instead of ids: encoded with the model's tokenizer
   int max_tokens = 32;
   std::string device = "cpu";
   std::string dtype = "auto";
@@ -65,7 +69,13 @@ int Run(const Options& o) {
   using Clock = std::chrono::steady_clock;
   medq::engine::InitWorkerThread(o.threads);
   medq::engine::GenerateRequest request;
-  if (!ParseIds(o.ids, &request.prompt)) {
+  std::unique_ptr<medq::tokenizer::Tokenizer> tokenizer;
+  if (!o.prompt.empty()) {
+    auto loaded = medq::tokenizer::Tokenizer::FromModelDir(o.model_dir);
+    if (!loaded.ok()) return Fail(loaded.error());
+    tokenizer = std::move(loaded).value();
+    request.prompt = tokenizer->Encode(o.prompt);
+  } else if (!ParseIds(o.ids, &request.prompt)) {
     std::fprintf(stderr, "medq-run: --ids must be a comma-separated list of token ids\n");
     return medq::kExitUsage;
   }
@@ -90,9 +100,13 @@ int Run(const Options& o) {
     return true;
   });
   if (!result.ok()) return Fail(result.error());
-  for (size_t i = 0; i < out.size(); ++i)
-    std::printf("%s%d", i ? "," : "", out[i]);
-  std::printf("\n");
+  if (tokenizer) {
+    std::printf("%s%s\n", o.prompt.c_str(), tokenizer->Decode(out, true).c_str());
+  } else {
+    for (size_t i = 0; i < out.size(); ++i)
+      std::printf("%s%d", i ? "," : "", out[i]);
+    std::printf("\n");
+  }
   const double decode_tps =
       result->new_tokens > 1 ? (result->new_tokens - 1) / (result->decode_ms / 1000.0) : 0.0;
   std::fprintf(stderr,
@@ -112,7 +126,12 @@ int main(int argc, char** argv) {
   CLI::App app{"Run a Hugging Face model directory with the medq engine (no daemon)"};
   app.add_option("model_dir", o.model_dir, "Model directory (config.json + safetensors)")
       ->required();
-  app.add_option("--ids", o.ids, "Prompt token ids, comma-separated")->required();
+  auto* ids = app.add_option("--ids", o.ids, "Prompt token ids, comma-separated");
+  auto* prompt = app.add_option("--prompt", o.prompt, "Prompt text, through the model's tokenizer");
+  ids->excludes(prompt);
+  app.callback([&] {
+    if (ids->count() + prompt->count() == 0) throw CLI::RequiredError("--ids or --prompt");
+  });
   app.add_option("--max-tokens", o.max_tokens, "Maximum new tokens")->capture_default_str();
   app.add_option("--device", o.device, "cpu, cuda or cuda:N")->capture_default_str();
   app.add_option("--dtype", o.dtype, "auto, bf16, fp16 or fp32")->capture_default_str();
