@@ -57,11 +57,21 @@ def expected_files(source_dir):
         "/usr/share/man/man8/medqd.8.gz": 0o644,
         "/usr/share/doc/medq/README.md": 0o644,
         "/usr/share/doc/medq/changelog.gz": 0o644,
+        "/usr/share/doc/medq/copyright": 0o644,
         "/usr/share/medq/smoke-test": 0o755,
     }
     for doc in glob.glob(os.path.join(source_dir, "docs", "*.md")):
         files["/usr/share/doc/medq/docs/" + os.path.basename(doc)] = 0o644
+    for path in demo_model_files(source_dir):
+        files[path] = 0o644
     return files
+
+
+def demo_model_files(source_dir):
+    """{path in the package: source file} for the built-in demo model."""
+    demo = os.path.join(source_dir, "models", "medq-demo")
+    return {"/usr/share/medq/models/medq-demo/" + name: os.path.join(demo, name)
+            for name in sorted(os.listdir(demo))}
 
 
 def sources(source_dir):
@@ -78,7 +88,9 @@ def sources(source_dir):
         "/usr/share/doc/medq/README.md": os.path.join(source_dir, "README.md"),
         "/usr/share/doc/medq/changelog.gz": os.path.join(pk, "debian/changelog"),
         "/usr/share/medq/smoke-test": os.path.join(source_dir, "scripts/smoke-test"),
+        "/usr/share/doc/medq/copyright": os.path.join(pk, "debian/copyright"),
     }
+    out.update(demo_model_files(source_dir))
     for page in ("medq.1", "medqd.conf.5", "medqd.8"):
         out[f"/usr/share/man/man{page[-1]}/{page}.gz"] = os.path.join(source_dir, "man", page)
     return out
@@ -298,7 +310,7 @@ def check_dpkg_install(deb, tmp):
 
 
 def run_daemon(root, tmp):
-    """Starts the packaged medqd and asks the packaged medq for its health."""
+    """Starts the packaged medqd; checks health, a generation and the packaged smoke test."""
     problems = []
     medqd = os.path.join(root, "usr/sbin/medqd")
     medq = os.path.join(root, "usr/bin/medq")
@@ -337,6 +349,25 @@ def run_daemon(root, tmp):
         version = pkgtest.run([medq, "--socket", sock, "version"], check=False, env=env)
         if version.returncode != 0:
             problems.append(f"medq version exited {version.returncode}: {version.stderr}")
+        # No model is configured: the packaged daemon serves its built-in demo model.
+        gen = pkgtest.run([medq, "--socket", sock, "--json", "generate", "--max-tokens", "8",
+                           "And God said"], check=False, env=env)
+        if gen.returncode != 0:
+            problems.append(f"medq generate with the built-in model exited {gen.returncode}: "
+                            f"{gen.stderr}")
+        else:
+            done = json.loads(gen.stdout)
+            if not done.get("text", "").strip() or done.get("usage", {}).get(
+                    "completion_tokens", 0) < 1:
+                problems.append(f"medq generate with the built-in model gave no text: {done}")
+        # The packaged smoke test against the packaged daemon, as a user would run it.
+        smoke = pkgtest.run([sys.executable, os.path.join(root, "usr/share/medq/smoke-test"),
+                             "--socket", sock, "--requests", "5", "--max-tokens", "8",
+                             "--cleanup-between", "--prompt", "And God said"],
+                            check=False, env=env)
+        print(smoke.stdout)
+        if smoke.returncode != 0:
+            problems.append(f"the packaged smoke-test exited {smoke.returncode}: {smoke.stderr}")
         daemon.send_signal(signal.SIGTERM)
         status = daemon.wait(timeout=DRAIN_TIMEOUT_S)
         if status != 0:
@@ -373,8 +404,9 @@ def main():
         problems += check_extracted(root, source_dir)
         problems += check_changelog(root, deb)
         problems += run_daemon(root, tmp)
-    pkgtest.finish(problems, "the .deb has the expected files and metadata, and its medqd serves "
-                             "medq health with the packaged configuration")
+    pkgtest.finish(problems, "the .deb has the expected files and metadata, and its medqd, with the "
+                             "packaged configuration, serves health, the built-in model "
+                             "and the packaged smoke test")
 
 
 if __name__ == "__main__":
