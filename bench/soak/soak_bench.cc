@@ -102,13 +102,7 @@ int main(int argc, char** argv) {
   app.add_option("--max-tokens", max_tokens, "New tokens per request")->capture_default_str();
   CLI11_PARSE(app, argc, argv);
 
-  // The prompt: ids, so the tokenizer plays no part in the comparison.
-  const json params = {{"prompt_ids", {1, 415, 7749, 403, 10134, 395}},
-                       {"max_tokens", max_tokens},
-                       {"temperature", 0.7},
-                       {"seed", 1},
-                       {"return_ids", true}};
-
+  model = fs::absolute(model).lexically_normal().string();
   // Engine alone, in this process: the same request, for the overhead figure.
   medq::engine::InitWorkerThread(0);
   auto loaded = medq::engine::LoadModel(model, {"cpu", "auto"});
@@ -116,6 +110,18 @@ int main(int argc, char** argv) {
     std::cerr << "soak_bench: " << loaded.error().message << "\n";
     return 1;
   }
+
+  // The prompt: ids, so the tokenizer plays no part in the comparison; folded
+  // into the model's vocabulary so that any model takes them.
+  std::vector<int32_t> prompt_ids = {1, 415, 7749, 403, 10134, 395};
+  const int64_t vocab = medq::engine::Info(**loaded).vocab_size;
+  for (int32_t& id : prompt_ids)
+    id = static_cast<int32_t>(id % vocab);
+  const json params = {{"prompt_ids", prompt_ids},
+                       {"max_tokens", max_tokens},
+                       {"temperature", 0.7},
+                       {"seed", 1},
+                       {"return_ids", true}};
   std::vector<double> engine_ttft;
   for (int i = 0; i < 20; ++i) {
     medq::engine::GenerateRequest req;
@@ -129,7 +135,10 @@ int main(int argc, char** argv) {
       if (ttft == 0) ttft = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
       return true;
     });
-    if (!r.ok()) return 1;
+    if (!r.ok()) {
+      std::cerr << "soak_bench: engine: " << r.error().message << "\n";
+      return 1;
+    }
     engine_ttft.push_back(ttft);
   }
   loaded = medq::Error(medq::ErrorCode::kInternal, "released");
@@ -161,7 +170,12 @@ int main(int argc, char** argv) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   auto client = medq::ipc::Client::Connect(socket);
-  if (!client.ok()) return 1;
+  if (!client.ok()) {
+    std::cerr << "soak_bench: medqd did not come up on " << socket << ": " << client.error().message
+              << "\n";
+    kill(daemon, SIGTERM);
+    return 1;
+  }
 
   // Sequential: memory after every request.
   std::vector<double> ttft, total, rss_mb;
