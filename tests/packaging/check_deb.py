@@ -38,6 +38,8 @@ import pkgtest  # noqa: E402
 
 STARTUP_TIMEOUT_S = 90  # LibTorch loads slowly on a busy machine
 DRAIN_TIMEOUT_S = 45
+# Asked of the built-in demo model (King James English) by the generation checks.
+DEMO_PROMPT = "And God said"
 
 
 def expected_files(source_dir):
@@ -351,7 +353,7 @@ def run_daemon(root, tmp):
             problems.append(f"medq version exited {version.returncode}: {version.stderr}")
         # No model is configured: the packaged daemon serves its built-in demo model.
         gen = pkgtest.run([medq, "--socket", sock, "--json", "generate", "--max-tokens", "8",
-                           "And God said"], check=False, env=env)
+                           DEMO_PROMPT], check=False, env=env)
         if gen.returncode != 0:
             problems.append(f"medq generate with the built-in model exited {gen.returncode}: "
                             f"{gen.stderr}")
@@ -363,7 +365,7 @@ def run_daemon(root, tmp):
         # The packaged smoke test against the packaged daemon, as a user would run it.
         smoke = pkgtest.run([sys.executable, os.path.join(root, "usr/share/medq/smoke-test"),
                              "--socket", sock, "--requests", "5", "--max-tokens", "8",
-                             "--cleanup-between", "--prompt", "And God said"],
+                             "--cleanup-between", "--prompt", DEMO_PROMPT],
                             check=False, env=env)
         print(smoke.stdout)
         if smoke.returncode != 0:

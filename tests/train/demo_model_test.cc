@@ -6,7 +6,8 @@
 #include <filesystem>
 #include <fstream>
 #include <set>
-#include <sstream>
+#include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
