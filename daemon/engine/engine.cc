@@ -13,6 +13,7 @@
 
 #include "daemon/engine/checkpoint.h"
 #include "daemon/engine/generate.h"
+#include "daemon/engine/kernels/cpu_linear.h"
 #include "daemon/engine/lora.h"
 #include "daemon/engine/model.h"
 #include "daemon/engine/rope.h"
@@ -168,11 +169,14 @@ Result<GenerateResult> Generate(const Model& model, const GenerateRequest& reque
 }
 
 void InitWorkerThread(int num_threads) {
-  // LibTorch's own default can be a single intra-op thread (seen on 2-core
-  // VMs), so 0 means every core, explicitly.
-  at::set_num_threads(num_threads > 0
-                          ? num_threads
-                          : static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
+  // The engine's own CPU kernels (Linear(), and with it every decode step)
+  // split their work over num_threads (0: every core) with their own pool.
+  // LibTorch's OpenMP pool gets one thread: its workers spin for a while after
+  // each region, and on a 2-core machine that starved the kernels' helper and
+  // BLAS's threads (decode ~20% slower, prefill up to 2x). GEMM keeps every
+  // core through BLAS's own threads.
+  kernels::SetKernelThreads(num_threads);
+  at::set_num_threads(1);
   // fp32 on a GPU means fp32: TF32 matmuls would move logits by ~1e-2.
   at::globalContext().setAllowTF32CuBLAS(false);
   at::globalContext().setAllowTF32CuDNN(false);

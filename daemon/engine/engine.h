@@ -114,8 +114,9 @@ struct GenerateResult {
 Result<GenerateResult> Generate(const Model& model, const GenerateRequest& request,
                                 const std::function<bool(int32_t)>& on_token);
 
-// Sets LibTorch's process-wide knobs (intra-op threads; num_threads <= 0 keeps
-// LibTorch's default). Call once, on the worker thread, before anything else.
+// Sets the engine's process-wide knobs: num_threads CPU threads for the
+// engine's kernels (<= 0: one per core), one LibTorch intra-op thread, no
+// TF32. Call once, on the worker thread, before anything else.
 void InitWorkerThread(int num_threads);
 
 }  // namespace medq::engine

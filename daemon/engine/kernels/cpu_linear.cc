@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <thread>
 #include <vector>
 
 #include "daemon/engine/kernels/cpu_features.h"
@@ -24,10 +25,12 @@ constexpr int64_t kMinWeightBytesPerThread = 64 * 1024;
 constexpr int64_t kRowBlock = kBf16RowBlock;
 
 std::atomic<bool> g_use_openmp{false};
+std::atomic<int> g_threads{0};  // 0: one per core
 
 // Splits output rows [0, out) into chunks of whole row blocks, each reading at
 // least kMinWeightBytesPerThread of weights, runs fn(row_begin, row_end) for
-// each chunk on at::get_num_threads() threads, and returns when all are done.
+// each chunk on KernelThreads() threads (the OpenMP split: at::get_num_threads()),
+// and returns when all are done.
 template <typename Fn>
 void ParallelOverRows(int64_t out, int64_t in, size_t element_size, const Fn& fn) {
   const int64_t block_bytes =
@@ -41,7 +44,7 @@ void ParallelOverRows(int64_t out, int64_t in, size_t element_size, const Fn& fn
     return;
   }
   const int64_t chunks = (blocks + grain - 1) / grain;
-  ShareWork(chunks, at::get_num_threads() - 1, [&](int64_t chunk) {
+  ShareWork(chunks, KernelThreads() - 1, [&](int64_t chunk) {
     const int64_t begin = chunk * grain * kRowBlock;
     fn(begin, std::min(out, begin + grain * kRowBlock));
   });
@@ -60,6 +63,16 @@ torch::Tensor FloatBias(const torch::Tensor& bias) {
 }
 
 }  // namespace
+
+void SetKernelThreads(int threads) {
+  g_threads.store(std::max(0, threads), std::memory_order_relaxed);
+}
+
+int KernelThreads() {
+  const int threads = g_threads.load(std::memory_order_relaxed);
+  if (threads > 0) return threads;
+  return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+}
 
 void SetOpenMpRowSplit(bool enabled) {
   g_use_openmp.store(enabled, std::memory_order_relaxed);

@@ -7,7 +7,7 @@
 //   weight: [out, in], contiguous, CPU, in > 0 and out > 0; dtype as named.
 //   bias:   undefined, or [out] float32/bf16 on CPU; any strides.
 // Each returns a new float32 tensor of shape [..., out] holding
-// x · weightᵀ + bias, accumulated in float32, and may use LibTorch's intra-op
+// x · weightᵀ + bias, accumulated in float32, and may use KernelThreads()
 // threads. Thread-safety: pure functions.
 #pragma once
 
@@ -16,8 +16,8 @@
 namespace medq::engine::kernels {
 
 // Exactly one row of x (x.numel() == in), float32 or bf16 weights: the
-// matrix-vector kernel of ActiveKernels(), output rows split across the
-// intra-op threads.
+// matrix-vector kernel of ActiveKernels(), output rows split across
+// KernelThreads() threads.
 torch::Tensor CpuMatVec(const torch::Tensor& x, const torch::Tensor& weight,
                         const torch::Tensor& bias);
 
@@ -33,11 +33,20 @@ torch::Tensor CpuMatMulBf16(const torch::Tensor& x, const torch::Tensor& weight,
 torch::Tensor CpuTiledGemmBf16(const torch::Tensor& x, const torch::Tensor& weight,
                                const torch::Tensor& bias);
 
-// Benchmark and test switch for how the own kernels split output rows over
-// at::get_num_threads() threads: false (the default) uses ShareWork
-// (work_sharing.h), which never waits for a thread that has not started;
-// true uses at::parallel_for (an OpenMP region, whose barrier waits for every
-// thread). Process-wide; flip it only while no Linear() call is running.
+// How many threads (the caller plus helpers) the own kernels split output
+// rows over; threads <= 0 means one per core (the default). Independent of
+// LibTorch's intra-op threads, which the engine keeps at 1: OpenMP's workers
+// spin after every region and starve these kernels on a small machine.
+// Process-wide; call it only while no Linear() call is running.
+void SetKernelThreads(int threads);
+int KernelThreads();
+
+// Benchmark and test switch for how the own kernels split output rows:
+// false (the default) uses ShareWork (work_sharing.h) on KernelThreads()
+// threads, which never waits for a thread that has not started; true uses
+// at::parallel_for on at::get_num_threads() threads (an OpenMP region, whose
+// barrier waits for every thread). Process-wide; flip it only while no
+// Linear() call is running.
 void SetOpenMpRowSplit(bool enabled);
 
 inline constexpr int64_t kGemmTileBytes = 4 << 20;

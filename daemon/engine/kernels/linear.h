@@ -13,7 +13,8 @@ namespace medq::engine {
 //           (bf16 weights are read as bf16 and accumulated in float32).
 //   bias:   [out] or an undefined tensor.
 // The result has x's dtype and shape [..., out]. Thread-safety: pure function;
-// may use LibTorch's intra-op thread pool.
+// may use the kernels' threads (kernels::KernelThreads()) and LibTorch's or
+// BLAS's own.
 //
 // Arguments outside this contract take the baseline path (at::linear after
 // converting the weights to x's dtype), which throws c10::Error for shapes
@@ -21,18 +22,17 @@ namespace medq::engine {
 // per job. On CPU with float32 x the fast paths are (see SelectLinearPath):
 //   one row of x (x is [in], [1, in], [1, 1, in], ...):
 //     float32 or bf16 weights -> own matrix-vector kernel, output rows split
-//     across the intra-op threads, bias added in the same pass;
+//     across the kernels' threads, bias added in the same pass;
 //   several rows: float32 weights -> at::linear (BLAS GEMM);
 //     bf16 weights -> up to kTiledGemmMinRows - 1 rows, own kernel that reads
 //     each weight row once for all rows; from kTiledGemmMinRows rows, weight
 //     tiles converted to float32 and multiplied with BLAS GEMM.
-// Threads: the own kernels split output rows over at::get_num_threads() of
-// the calling thread with ShareWork (work_sharing.h: 64 KiB chunks; never
-// waits for a helper that has not started, unlike an OpenMP region), and
-// results are bitwise the same for any thread count. Calls that use helper
-// threads are serialized process-wide. LibTorch 1.13 chose 1 intra-op thread
-// on our 2-core VM, so the engine should call at::set_num_threads() once at
-// worker start; bench/kernels/README.md has the measurements.
+// Threads: the own kernels split output rows over kernels::KernelThreads()
+// (default: one per core) with ShareWork (work_sharing.h: 64 KiB chunks;
+// never waits for a helper that has not started, unlike an OpenMP region),
+// and results are bitwise the same for any thread count. Calls that use
+// helper threads are serialized process-wide. bench/kernels/README.md has the
+// measurements.
 // Autograd: when grad mode is on and an argument requires grad, the baseline
 // path is taken, so gradients stay correct; inference runs in InferenceMode.
 torch::Tensor Linear(const torch::Tensor& x, const torch::Tensor& weight,
