@@ -35,6 +35,7 @@ struct Options {
   int prompt_tokens = 128;
   int new_tokens = 128;
   int threads = 0;
+  std::string keep;  // write the models here and leave them, for medq-run and perf
 };
 
 // Runs in the child: measures one model, dtype and device.
@@ -128,7 +129,8 @@ int Run(const Options& o) {
   if (cuda) devices.push_back("cuda:0");
 
   const fs::path root =
-      fs::temp_directory_path() / ("medq-engine-bench-" + std::to_string(::getpid()));
+      !o.keep.empty() ? fs::path(o.keep)
+                      : fs::temp_directory_path() / ("medq-engine-bench-" + std::to_string(::getpid()));
   json results = json::array();
   for (const auto& shape : medq::bench::BenchShapes()) {
     if (!o.models.empty() &&
@@ -139,7 +141,7 @@ int Run(const Options& o) {
     const medq::Status written = medq::bench::WriteRandomModel(shape, dir);
     if (!written.ok()) {
       std::fprintf(stderr, "engine_bench: %s\n", written.error().message.c_str());
-      fs::remove_all(root);
+      if (o.keep.empty()) fs::remove_all(root);
       return 1;
     }
     for (const auto& device : devices) {
@@ -160,9 +162,9 @@ int Run(const Options& o) {
         results.push_back(std::move(r));
       }
     }
-    fs::remove_all(dir);
+    if (o.keep.empty()) fs::remove_all(dir);
   }
-  fs::remove_all(root);
+  if (o.keep.empty()) fs::remove_all(root);
   const json doc = {
       {"benchmark", "engine"},
       {"threads", threads},
@@ -187,6 +189,8 @@ int main(int argc, char** argv) {
   app.add_option("--prompt-tokens", o.prompt_tokens, "Prompt length")->capture_default_str();
   app.add_option("--new-tokens", o.new_tokens, "New tokens to decode")->capture_default_str();
   app.add_option("--threads", o.threads, "Intra-op threads (0 = all cores)");
+  app.add_option("--keep", o.keep,
+                 "Write the models into this directory and keep them (to profile with medq-run)");
   CLI11_PARSE(app, argc, argv);
   return Run(o);
 }

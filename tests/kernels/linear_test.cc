@@ -49,12 +49,14 @@ struct Shape {
   int64_t in;
 };
 
-// in not a multiple of 8/16/32, tiny and 1-row outputs, and outputs large
-// enough to be split across threads at odd row boundaries.
+// in not a multiple of 8/16/32, tiny and 1-row outputs, outputs large enough
+// to be split across threads at odd row boundaries, and rows longer than the
+// bf16 kernel's split copy of x (8192).
 const std::vector<Shape>& Shapes() {
   static const std::vector<Shape> shapes = {
-      {1, 1},   {3, 7},   {1, 8},     {4, 16},    {5, 15},   {3, 17},    {7, 31},    {1000, 33},
-      {1, 577}, {3, 576}, {13, 1000}, {1003, 96}, {70, 999}, {2051, 40}, {257, 130},
+      {1, 1},     {3, 7},     {1, 8},    {4, 16},    {5, 15},    {3, 17},
+      {7, 31},    {1000, 33}, {9, 48},   {1, 577},   {3, 576},   {13, 1000},
+      {1003, 96}, {70, 999},  {2051, 40}, {257, 130}, {5, 8211},
   };
   return shapes;
 }

@@ -103,23 +103,86 @@ inline float Dot1(const T* w, int64_t in, const float* x) {
   return sum;
 }
 
-template <typename T>
-void MatVec(const T* w, int64_t in, const float* x, const float* bias, float* y, int64_t row_begin,
-            int64_t row_end) {
+void MatVecF32(const float* w, int64_t in, const float* x, const float* bias, float* y,
+               int64_t row_begin, int64_t row_end) {
   for (int64_t r = row_begin; r < row_end; ++r) {
     const float dot = Dot1(w + r * in, in, x);
     y[r] = bias != nullptr ? dot + bias[r] : dot;
   }
 }
 
-void MatVecF32(const float* w, int64_t in, const float* x, const float* bias, float* y,
-               int64_t row_begin, int64_t row_end) {
-  MatVec(w, in, x, bias, y, row_begin, row_end);
+// x split for SplitDotBf16: per block of 16, its 8 even-indexed elements,
+// then its 8 odd-indexed ones.
+inline void SplitEvenOdd(const float* x, int64_t n16, float* split) {
+  for (int64_t k = 0; k < n16; k += 16) {
+    const __m256 a = _mm256_loadu_ps(x + k);
+    const __m256 b = _mm256_loadu_ps(x + k + 8);
+    // shuffle_ps works within 128-bit lanes: [a0 a2 b0 b2 | a4 a6 b4 b6], and
+    // the 64-bit permute puts the pairs in order.
+    const __m256 even = _mm256_shuffle_ps(a, b, _MM_SHUFFLE(2, 0, 2, 0));
+    const __m256 odd = _mm256_shuffle_ps(a, b, _MM_SHUFFLE(3, 1, 3, 1));
+    _mm256_storeu_ps(split + k,
+                     _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(even), 0xD8)));
+    _mm256_storeu_ps(split + k + 8,
+                     _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(odd), 0xD8)));
+  }
 }
+
+// One bf16 weight row against x split by SplitEvenOdd. A 32-bit lane j of 16
+// loaded bf16 values holds element 2j in its low half and 2j+1 in its high
+// half, so a shift gives the even elements as float32 and a mask the odd
+// ones: one load and two integer ops per 16 weights, where widening each
+// 8 needs a cross-lane shuffle (the bottleneck of Load8 at ~12 GB/s a core).
+inline float SplitDotBf16(const uint16_t* w, int64_t n16, const float* split) {
+  const __m256i high = _mm256_set1_epi32(static_cast<int>(0xFFFF0000u));
+  __m256 a = _mm256_setzero_ps(), b = _mm256_setzero_ps();
+  __m256 c = _mm256_setzero_ps(), d = _mm256_setzero_ps();
+  int64_t k = 0;
+  for (; k + 32 <= n16; k += 32) {
+    const __m256i r0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + k));
+    const __m256i r1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + k + 16));
+    a = _mm256_fmadd_ps(_mm256_castsi256_ps(_mm256_slli_epi32(r0, 16)),
+                        _mm256_loadu_ps(split + k), a);
+    b = _mm256_fmadd_ps(_mm256_castsi256_ps(_mm256_and_si256(r0, high)),
+                        _mm256_loadu_ps(split + k + 8), b);
+    c = _mm256_fmadd_ps(_mm256_castsi256_ps(_mm256_slli_epi32(r1, 16)),
+                        _mm256_loadu_ps(split + k + 16), c);
+    d = _mm256_fmadd_ps(_mm256_castsi256_ps(_mm256_and_si256(r1, high)),
+                        _mm256_loadu_ps(split + k + 24), d);
+  }
+  if (k < n16) {
+    const __m256i r0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + k));
+    a = _mm256_fmadd_ps(_mm256_castsi256_ps(_mm256_slli_epi32(r0, 16)),
+                        _mm256_loadu_ps(split + k), a);
+    b = _mm256_fmadd_ps(_mm256_castsi256_ps(_mm256_and_si256(r0, high)),
+                        _mm256_loadu_ps(split + k + 8), b);
+  }
+  return HorizontalSum(_mm256_add_ps(_mm256_add_ps(a, b), _mm256_add_ps(c, d)));
+}
+
+// Rows up to this long use the split kernel (x's split copy lives on the
+// stack: 32 KiB); longer ones the widening one.
+constexpr int64_t kMaxSplitIn = 8192;
 
 void MatVecBf16(const uint16_t* w, int64_t in, const float* x, const float* bias, float* y,
                 int64_t row_begin, int64_t row_end) {
-  MatVec(w, in, x, bias, y, row_begin, row_end);
+  if (in > kMaxSplitIn) {
+    for (int64_t r = row_begin; r < row_end; ++r) {
+      const float dot = Dot1(w + r * in, in, x);
+      y[r] = bias != nullptr ? dot + bias[r] : dot;
+    }
+    return;
+  }
+  const int64_t n16 = in - in % 16;
+  alignas(32) float split[kMaxSplitIn];
+  SplitEvenOdd(x, n16, split);
+  for (int64_t r = row_begin; r < row_end; ++r) {
+    const uint16_t* row = w + r * in;
+    float dot = SplitDotBf16(row, n16, split);
+    for (int64_t k = n16; k < in; ++k)
+      dot += Scalar(row[k]) * x[k];
+    y[r] = bias != nullptr ? dot + bias[r] : dot;
+  }
 }
 
 // Four float32 weight rows against two x rows: each loaded weight vector
