@@ -60,6 +60,7 @@ json Environment() {
   json env;
   env["torch_version"] = TORCH_VERSION;
   env["intra_op_threads"] = at::get_num_threads();
+  env["kernel_threads"] = engine::kernels::KernelThreads();
   env["inter_op_threads"] = at::get_num_interop_threads();
   env["kernels"] = engine::ActiveKernelsName();
   std::istringstream config(at::show_config());
@@ -311,12 +312,17 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber);
   app.add_option("--only", options.only, "One section: memory, matvec, prefill or models")
       ->check(CLI::IsMember({"memory", "matvec", "prefill", "models"}));
-  app.add_option("--threads", threads, "Intra-op threads (default: LibTorch's choice)");
+  app.add_option("--threads", threads,
+                 "LibTorch intra-op threads and Linear()'s threads (default: LibTorch's choice "
+                 "and one per core)");
   app.add_option("--prefill-rows", options.prefill_rows, "Rows of x in the prefill cases");
   app.add_flag("!--no-sweep", options.sweep, "Skip the whole-model sweeps (they allocate 3 GB)");
   app.add_flag("!--no-scalar", options.scalar, "Skip the scalar-kernel figures");
   CLI11_PARSE(app, argc, argv);
-  if (threads > 0) at::set_num_threads(threads);
+  if (threads > 0) {
+    at::set_num_threads(threads);
+    medq::engine::kernels::SetKernelThreads(threads);
+  }
   try {
     return medq::bench::Run(options);
   } catch (const std::exception& e) {

@@ -204,12 +204,14 @@ TEST_CASE("the result does not depend on the number of threads", "[linear]") {
   const torch::Tensor b = torch::randn({3001});
   const torch::Tensor x = torch::randn({1, 200});
   const torch::Tensor xm = torch::randn({6, 200});
-  at::set_num_threads(1);
+  kernels::SetKernelThreads(1);
   const torch::Tensor y1 = Linear(x, w, b);
   const torch::Tensor ym1 = Linear(xm, w, b);
-  at::set_num_threads(std::max(2, threads));
+  kernels::SetKernelThreads(3);
   const torch::Tensor y2 = Linear(x, w, b);
   const torch::Tensor ym2 = Linear(xm, w, b);
+  kernels::SetKernelThreads(0);
+  at::set_num_threads(std::max(2, threads));
   kernels::SetOpenMpRowSplit(true);
   const torch::Tensor y3 = Linear(x, w, b);
   const torch::Tensor ym3 = Linear(xm, w, b);
