@@ -128,9 +128,9 @@ int Run(const Options& o) {
   std::vector<std::string> devices = {"cpu"};
   if (cuda) devices.push_back("cuda:0");
 
-  const fs::path root =
-      !o.keep.empty() ? fs::path(o.keep)
-                      : fs::temp_directory_path() / ("medq-engine-bench-" + std::to_string(::getpid()));
+  const fs::path root = !o.keep.empty() ? fs::path(o.keep)
+                                        : fs::temp_directory_path() /
+                                              ("medq-engine-bench-" + std::to_string(::getpid()));
   json results = json::array();
   for (const auto& shape : medq::bench::BenchShapes()) {
     if (!o.models.empty() &&

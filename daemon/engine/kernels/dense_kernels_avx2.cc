@@ -141,8 +141,8 @@ inline float SplitDotBf16(const uint16_t* w, int64_t n16, const float* split) {
   for (; k + 32 <= n16; k += 32) {
     const __m256i r0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + k));
     const __m256i r1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + k + 16));
-    a = _mm256_fmadd_ps(_mm256_castsi256_ps(_mm256_slli_epi32(r0, 16)),
-                        _mm256_loadu_ps(split + k), a);
+    a = _mm256_fmadd_ps(_mm256_castsi256_ps(_mm256_slli_epi32(r0, 16)), _mm256_loadu_ps(split + k),
+                        a);
     b = _mm256_fmadd_ps(_mm256_castsi256_ps(_mm256_and_si256(r0, high)),
                         _mm256_loadu_ps(split + k + 8), b);
     c = _mm256_fmadd_ps(_mm256_castsi256_ps(_mm256_slli_epi32(r1, 16)),
@@ -152,8 +152,8 @@ inline float SplitDotBf16(const uint16_t* w, int64_t n16, const float* split) {
   }
   if (k < n16) {
     const __m256i r0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + k));
-    a = _mm256_fmadd_ps(_mm256_castsi256_ps(_mm256_slli_epi32(r0, 16)),
-                        _mm256_loadu_ps(split + k), a);
+    a = _mm256_fmadd_ps(_mm256_castsi256_ps(_mm256_slli_epi32(r0, 16)), _mm256_loadu_ps(split + k),
+                        a);
     b = _mm256_fmadd_ps(_mm256_castsi256_ps(_mm256_and_si256(r0, high)),
                         _mm256_loadu_ps(split + k + 8), b);
   }
