@@ -4,7 +4,8 @@
 
 namespace medq::engine {
 
-KvCache::KvCache(const Model& model, int64_t batch, int64_t capacity) : capacity_(capacity) {
+KvCache::KvCache(const Model& model, int64_t batch, int64_t capacity)
+    : capacity_(capacity), batch_(batch) {
   const ModelConfig& c = model.config;
   // One allocation for all layers; per-layer tensors are views into it.
   const at::Tensor all =

@@ -20,6 +20,7 @@ class KvCache {
 
   int64_t length() const { return length_; }  // positions filled
   int64_t capacity() const { return capacity_; }
+  int64_t batch() const { return batch_; }
   // Keys/values of `layer` for positions [0, length()+added).
   at::Tensor& keys(size_t layer) { return keys_[layer]; }
   at::Tensor& values(size_t layer) { return values_[layer]; }
@@ -32,6 +33,7 @@ class KvCache {
   at::Tensor cos_, sin_;
   int64_t length_ = 0;
   int64_t capacity_ = 0;
+  int64_t batch_ = 0;
 };
 
 }  // namespace medq::engine

@@ -1,6 +1,7 @@
 #include "daemon/engine/transformer.h"
 
 #include "daemon/engine/attention.h"
+#include "daemon/engine/decode_step.h"
 #include "daemon/engine/kernels/linear.h"
 #include "daemon/engine/rope.h"
 
@@ -97,6 +98,11 @@ at::Tensor Decode(const Model& m, const at::Tensor& ids, KvCache* cache, int64_t
 }  // namespace
 
 at::Tensor Forward(const Model& m, const at::Tensor& ids, KvCache& cache, LogitsFor which) {
+  if (ids.numel() == 1 && CpuDecodeStepApplies(m, cache)) {
+    at::Tensor logits = CpuDecodeStep(m, ids.to(at::kLong).item<int64_t>(), cache);
+    cache.Advance(1);
+    return logits;
+  }
   const int64_t t = ids.size(1), start = cache.length();
   const at::Tensor cos = cache.cos().narrow(0, start, t);
   const at::Tensor sin = cache.sin().narrow(0, start, t);

@@ -60,7 +60,7 @@ TEST_CASE("cached decoding equals the reference steps and a full recompute",
       // The last cached step against recomputing prompt + all but the last token.
       const at::Tensor full = at::cat({prompt, greedy.narrow(0, 0, steps - 1)});
       const at::Tensor recomputed = AllLogits(*model, full)[full.numel() - 1];
-      CHECK(MaxAbsDiff(step, recomputed) <= 1e-4);
+      CHECK(SameLogits(step, recomputed));
     }
   }
 }

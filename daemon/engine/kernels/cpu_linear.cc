@@ -78,28 +78,30 @@ void SetOpenMpRowSplit(bool enabled) {
   g_use_openmp.store(enabled, std::memory_order_relaxed);
 }
 
-torch::Tensor CpuMatVec(const torch::Tensor& x, const torch::Tensor& weight,
-                        const torch::Tensor& bias) {
+void MatVecInto(const torch::Tensor& weight, const float* x, const float* bias, float* y) {
   const int64_t out = weight.size(0);
   const int64_t in = weight.size(1);
-  const torch::Tensor xc = x.contiguous();
-  const torch::Tensor b = FloatBias(bias);
-  torch::Tensor y = torch::empty(OutputSizes(x, out), x.options());
-  const float* xp = xc.data_ptr<float>();
-  const float* bp = b.defined() ? b.data_ptr<float>() : nullptr;
-  float* yp = y.data_ptr<float>();
   const DenseKernels& k = ActiveKernels();
   if (weight.scalar_type() == torch::kFloat) {
     const float* wp = weight.data_ptr<float>();
     ParallelOverRows(out, in, sizeof(float), [&](int64_t begin, int64_t end) {
-      k.matvec_f32(wp, in, xp, bp, yp, begin, end);
+      k.matvec_f32(wp, in, x, bias, y, begin, end);
     });
   } else {
     const auto* wp = reinterpret_cast<const uint16_t*>(weight.data_ptr<at::BFloat16>());
     ParallelOverRows(out, in, sizeof(uint16_t), [&](int64_t begin, int64_t end) {
-      k.matvec_bf16(wp, in, xp, bp, yp, begin, end);
+      k.matvec_bf16(wp, in, x, bias, y, begin, end);
     });
   }
+}
+
+torch::Tensor CpuMatVec(const torch::Tensor& x, const torch::Tensor& weight,
+                        const torch::Tensor& bias) {
+  const torch::Tensor xc = x.contiguous();
+  const torch::Tensor b = FloatBias(bias);
+  torch::Tensor y = torch::empty(OutputSizes(x, weight.size(0)), x.options());
+  MatVecInto(weight, xc.data_ptr<float>(), b.defined() ? b.data_ptr<float>() : nullptr,
+             y.data_ptr<float>());
   return y;
 }
 

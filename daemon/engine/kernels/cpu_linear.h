@@ -21,6 +21,12 @@ namespace medq::engine::kernels {
 torch::Tensor CpuMatVec(const torch::Tensor& x, const torch::Tensor& weight,
                         const torch::Tensor& bias);
 
+// The same on raw buffers, for callers that keep their activations outside
+// tensors (the CPU decode step): y[0, out) = weight · x + bias, x float32
+// [in], bias nullptr or float32 [out]; weight as above, float32 or bf16.
+// No allocation and no LibTorch dispatch.
+void MatVecInto(const torch::Tensor& weight, const float* x, const float* bias, float* y);
+
 // bf16 weights, any number of rows: reads each block of weight rows once and
 // applies it to every row of x (ActiveKernels().matmul_bf16).
 torch::Tensor CpuMatMulBf16(const torch::Tensor& x, const torch::Tensor& weight,

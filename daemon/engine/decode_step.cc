@@ -1,0 +1,165 @@
+#include "daemon/engine/decode_step.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "daemon/engine/kernels/cpu_attention.h"
+#include "daemon/engine/kernels/cpu_linear.h"
+
+namespace medq::engine {
+namespace {
+
+std::atomic<bool> g_enabled{true};
+
+const float* F32(const at::Tensor& t) {
+  return t.defined() ? t.data_ptr<float>() : nullptr;
+}
+
+bool IsMatVecWeight(const at::Tensor& w, at::ScalarType dtype) {
+  return w.defined() && w.dim() == 2 && w.scalar_type() == dtype && w.is_contiguous();
+}
+
+// transformers' LlamaRMSNorm in float32: out = x / sqrt(mean(x²) + eps) · w.
+// The sum of squares is taken in double (LibTorch's float sum rounds
+// differently; both are within float32 rounding of the exact value).
+void RmsNorm(const float* x, int64_t n, const float* w, double eps, float* out) {
+  double squares = 0.0;
+  for (int64_t i = 0; i < n; ++i)
+    squares += static_cast<double>(x[i]) * x[i];
+  const float r = 1.0f / std::sqrt(static_cast<float>(squares / static_cast<double>(n)) +
+                                   static_cast<float>(eps));
+  for (int64_t i = 0; i < n; ++i)
+    out[i] = x[i] * r * w[i];
+}
+
+// transformers' apply_rotary_pos_emb on one head: x·cos + rotate_half(x)·sin,
+// rotate_half(x) = (-x[half:], x[:half]).
+void Rope(float* x, int64_t d, const float* cos, const float* sin) {
+  const int64_t half = d / 2;
+  for (int64_t i = 0; i < half; ++i) {
+    const float a = x[i], b = x[i + half];
+    x[i] = a * cos[i] - b * sin[i];
+    x[i + half] = b * cos[i + half] + a * sin[i + half];
+  }
+}
+
+// One row of the embedding matrix as float32.
+void EmbeddingRow(const at::Tensor& embed, int64_t id, float* out) {
+  const int64_t n = embed.size(1);
+  if (embed.scalar_type() == at::kFloat) {
+    std::memcpy(out, embed.data_ptr<float>() + id * n, static_cast<size_t>(n) * sizeof(float));
+    return;
+  }
+  const auto* row = reinterpret_cast<const uint16_t*>(embed.data_ptr<at::BFloat16>()) + id * n;
+  for (int64_t i = 0; i < n; ++i) {
+    const uint32_t bits = static_cast<uint32_t>(row[i]) << 16;
+    std::memcpy(out + i, &bits, sizeof bits);
+  }
+}
+
+// The per-step activations, sized once per step.
+struct Buffers {
+  explicit Buffers(const ModelConfig& c, int64_t intermediate)
+      : x(c.hidden_size),
+        h(c.hidden_size),
+        qkv((c.num_heads + 2 * c.num_kv_heads) * c.head_dim),
+        attn(c.num_heads * c.head_dim),
+        gate_up(2 * intermediate) {}
+  std::vector<float> x, h, qkv, attn, gate_up;
+};
+
+void AttentionBlock(const Model& m, const LayerWeights& l, size_t layer, KvCache& cache,
+                    Buffers& b) {
+  const ModelConfig& c = m.config;
+  const int64_t d = c.head_dim, p = cache.length();
+  kernels::MatVecInto(l.qkv_proj, b.h.data(), F32(l.qkv_bias), b.qkv.data());
+  float* q = b.qkv.data();
+  float* k = q + c.num_heads * d;
+  const float* v = k + c.num_kv_heads * d;
+  const float* cos = F32(cache.cos()) + p * d;
+  const float* sin = F32(cache.sin()) + p * d;
+  for (int64_t i = 0; i < c.num_heads; ++i) {
+    if (c.qk_norm) RmsNorm(q + i * d, d, F32(l.q_norm), c.rms_norm_eps, q + i * d);
+    Rope(q + i * d, d, cos, sin);
+  }
+  float* keys = cache.keys(layer).data_ptr<float>();
+  float* values = cache.values(layer).data_ptr<float>();
+  const int64_t capacity = cache.capacity();
+  for (int64_t g = 0; g < c.num_kv_heads; ++g) {
+    if (c.qk_norm) RmsNorm(k + g * d, d, F32(l.k_norm), c.rms_norm_eps, k + g * d);
+    Rope(k + g * d, d, cos, sin);
+    std::memcpy(keys + (g * capacity + p) * d, k + g * d, static_cast<size_t>(d) * sizeof(float));
+    std::memcpy(values + (g * capacity + p) * d, v + g * d, static_cast<size_t>(d) * sizeof(float));
+  }
+  kernels::CachedAttention a;
+  a.q = q;
+  a.keys = keys;
+  a.values = values;
+  a.heads = c.num_heads;
+  a.kv_heads = c.num_kv_heads;
+  a.capacity = capacity;
+  a.head_dim = d;
+  // AttentionMask's rule: position p sees k <= p with p - k < window.
+  a.begin = c.sliding_window ? std::max<int64_t>(0, p - *c.sliding_window + 1) : 0;
+  a.end = p + 1;
+  a.out = b.attn.data();
+  kernels::CpuCachedAttention(a);
+  kernels::MatVecInto(l.o_proj, b.attn.data(), F32(l.o_bias), b.h.data());
+  for (int64_t i = 0; i < c.hidden_size; ++i)
+    b.x[i] += b.h[i];
+}
+
+void MlpBlock(const LayerWeights& l, Buffers& b) {
+  kernels::MatVecInto(l.gate_up_proj, b.h.data(), F32(l.gate_up_bias), b.gate_up.data());
+  const int64_t inter = l.gate_up_proj.size(0) / 2;
+  float* gate = b.gate_up.data();
+  const float* up = gate + inter;
+  for (int64_t i = 0; i < inter; ++i)
+    gate[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];  // silu(gate) · up
+  kernels::MatVecInto(l.down_proj, gate, F32(l.down_bias), b.h.data());
+  for (size_t i = 0; i < b.x.size(); ++i)
+    b.x[i] += b.h[i];
+}
+
+}  // namespace
+
+bool CpuDecodeStepApplies(const Model& m, const KvCache& cache) {
+  if (!g_enabled.load(std::memory_order_relaxed)) return false;
+  if (!m.device.is_cpu() || m.compute_dtype != at::kFloat || at::GradMode::is_enabled()) {
+    return false;
+  }
+  if (m.weight_dtype != at::kFloat && m.weight_dtype != at::kBFloat16) return false;
+  if (m.weights.layers.empty() || cache.batch() != 1) return false;
+  const at::ScalarType w = m.weight_dtype;
+  if (!IsMatVecWeight(m.weights.embed, w) || !IsMatVecWeight(m.weights.lm_head, w)) return false;
+  return std::all_of(m.weights.layers.begin(), m.weights.layers.end(), [w](const LayerWeights& l) {
+    return IsMatVecWeight(l.qkv_proj, w) && IsMatVecWeight(l.o_proj, w) &&
+           IsMatVecWeight(l.gate_up_proj, w) && IsMatVecWeight(l.down_proj, w);
+  });
+}
+
+at::Tensor CpuDecodeStep(const Model& m, int64_t id, KvCache& cache) {
+  const ModelConfig& c = m.config;
+  Buffers b(c, m.weights.layers[0].gate_up_proj.size(0) / 2);
+  EmbeddingRow(m.weights.embed, id, b.x.data());
+  for (size_t i = 0; i < m.weights.layers.size(); ++i) {
+    const LayerWeights& l = m.weights.layers[i];
+    RmsNorm(b.x.data(), c.hidden_size, F32(l.input_norm), c.rms_norm_eps, b.h.data());
+    AttentionBlock(m, l, i, cache, b);
+    RmsNorm(b.x.data(), c.hidden_size, F32(l.post_norm), c.rms_norm_eps, b.h.data());
+    MlpBlock(l, b);
+  }
+  RmsNorm(b.x.data(), c.hidden_size, F32(m.weights.norm), c.rms_norm_eps, b.h.data());
+  at::Tensor logits = at::empty({1, 1, m.weights.lm_head.size(0)}, at::kFloat);
+  kernels::MatVecInto(m.weights.lm_head, b.h.data(), nullptr, logits.data_ptr<float>());
+  return logits;
+}
+
+void SetCpuDecodeStepEnabled(bool enabled) {
+  g_enabled.store(enabled, std::memory_order_relaxed);
+}
+
+}  // namespace medq::engine

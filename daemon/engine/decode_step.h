@@ -1,0 +1,32 @@
+// One decode step (one new token, batch 1) on the CPU with float32
+// activations, computed on raw buffers: the arithmetic of transformer.cc's
+// LibTorch path without its ~40 dispatched ops per layer, each a few
+// microseconds, which were a fifth of a SmolLM-135M step on 2 cores.
+// Internal: Forward() takes this path by itself when it applies.
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include "daemon/engine/kv_cache.h"
+#include "daemon/engine/model.h"
+
+namespace medq::engine {
+
+// Whether CpuDecodeStep can run one token of `model` against `cache`: the
+// model computes in float32 on the CPU with float32 or bf16 projection
+// weights, the cache holds one sequence, grad mode is off, and the switch
+// below is on. Never throws.
+bool CpuDecodeStepApplies(const Model& model, const KvCache& cache);
+
+// Runs token `id` at position cache.length(): writes its key and value into
+// the cache (without advancing it) and returns float32 logits [1, 1, vocab].
+// Equal to Forward()'s LibTorch path up to float32 rounding. Preconditions:
+// CpuDecodeStepApplies, id in [0, vocab), cache.length() < cache.capacity().
+// Throws c10::Error when the logits cannot be allocated.
+at::Tensor CpuDecodeStep(const Model& model, int64_t id, KvCache& cache);
+
+// Test switch: false makes CpuDecodeStepApplies() false, so Forward() takes
+// the LibTorch path for every step. Process-wide; production never calls it.
+void SetCpuDecodeStepEnabled(bool enabled);
+
+}  // namespace medq::engine

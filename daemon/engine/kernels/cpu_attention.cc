@@ -1,0 +1,66 @@
+#include "daemon/engine/kernels/cpu_attention.h"
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "daemon/engine/kernels/cpu_features.h"
+#include "daemon/engine/kernels/cpu_linear.h"
+#include "daemon/engine/kernels/dense_kernels.h"
+#include "daemon/engine/kernels/work_sharing.h"
+
+namespace medq::engine::kernels {
+namespace {
+
+// Below this many bytes of keys and values read, the heads run on the
+// calling thread: waking a helper costs more than it saves.
+constexpr int64_t kMinBytesToShare = 64 * 1024;
+
+void OneHead(const CachedAttention& a, int64_t h, std::vector<float>& scores) {
+  const int64_t d = a.head_dim, n = a.end - a.begin;
+  const int64_t g = h / (a.heads / a.kv_heads);
+  const float* keys = a.keys + (g * a.capacity + a.begin) * d;
+  const float* values = a.values + (g * a.capacity + a.begin) * d;
+  scores.resize(static_cast<size_t>(n));
+  // Each cached key is a row of a [n, head_dim] matrix: q · kᵀ is a
+  // matrix-vector product.
+  ActiveKernels().matvec_f32(keys, d, a.q + h * d, nullptr, scores.data(), 0, n);
+  const float scale = static_cast<float>(std::sqrt(static_cast<double>(d)));
+  float max = -INFINITY;
+  for (float& s : scores) {
+    s /= scale;
+    max = std::max(max, s);
+  }
+  float sum = 0.0f;
+  for (float& s : scores) {
+    s = std::exp(s - max);
+    sum += s;
+  }
+  float* out = a.out + h * d;
+  std::fill(out, out + d, 0.0f);
+  for (int64_t s = 0; s < n; ++s) {
+    const float p = scores[static_cast<size_t>(s)] / sum;
+    const float* v = values + s * d;
+    for (int64_t i = 0; i < d; ++i)
+      out[i] += p * v[i];
+  }
+}
+
+}  // namespace
+
+void CpuCachedAttention(const CachedAttention& a) {
+  const int64_t bytes =
+      2 * a.kv_heads * (a.end - a.begin) * a.head_dim * static_cast<int64_t>(sizeof(float));
+  if (bytes < kMinBytesToShare || KernelThreads() <= 1) {
+    std::vector<float> scores;
+    for (int64_t h = 0; h < a.heads; ++h)
+      OneHead(a, h, scores);
+    return;
+  }
+  ShareWork(a.heads, KernelThreads() - 1, [&](int64_t h) {
+    std::vector<float> scores;
+    OneHead(a, h, scores);
+  });
+}
+
+}  // namespace medq::engine::kernels

@@ -1,0 +1,26 @@
+// Attention of one new position over a float32 KV cache on the CPU, on raw
+// buffers: the attention of the CPU decode step (daemon/engine/decode_step.h).
+#pragma once
+
+#include <cstdint>
+
+namespace medq::engine::kernels {
+
+struct CachedAttention {
+  const float* q = nullptr;       // [heads, head_dim], RoPE applied
+  const float* keys = nullptr;    // [kv_heads, capacity, head_dim]
+  const float* values = nullptr;  // [kv_heads, capacity, head_dim]
+  int64_t heads = 0, kv_heads = 0, capacity = 0, head_dim = 0;
+  int64_t begin = 0, end = 0;  // cached positions attended: [begin, end), begin < end
+  float* out = nullptr;        // [heads, head_dim]
+};
+
+// For every query head h (which reads kv head h / (heads / kv_heads), as
+// transformers' repeat_kv does): softmax over positions [begin, end) of
+// (q_h · k_s) / sqrt(head_dim) in float32, then out_h = Σ p_s · v_s.
+// Heads are split over KernelThreads() threads when the cache read is large
+// enough to pay for it. Preconditions: heads is a multiple of kv_heads,
+// 0 <= begin < end <= capacity; buffers as sized above.
+void CpuCachedAttention(const CachedAttention& a);
+
+}  // namespace medq::engine::kernels
