@@ -17,9 +17,13 @@ namespace medq::engine::kernels {
 using MatVecF32Fn = void (*)(const float* w, int64_t in, const float* x, const float* bias,
                              float* y, int64_t row_begin, int64_t row_end);
 
-// Same with w [out, in] bf16.
+// Same with w [out, in] bf16, and x as laid out by the same table's
+// prepare_bf16_x (once per product, not per row range).
 using MatVecBf16Fn = void (*)(const uint16_t* w, int64_t in, const float* x, const float* bias,
                               float* y, int64_t row_begin, int64_t row_end);
+
+// Writes x [in] into `prepared` [in] in the order matvec_bf16 reads it.
+using PrepareBf16XFn = void (*)(const float* x, int64_t in, float* prepared);
 
 // Several input rows against bf16 weights: for every i in [0, m) and
 // r in [row_begin, row_end), y[i, r] = dot(w[r, :], x[i, :]) + bias[r].
@@ -37,6 +41,7 @@ struct DenseKernels {
   const char* name;
   MatVecF32Fn matvec_f32;
   MatVecBf16Fn matvec_bf16;
+  PrepareBf16XFn prepare_bf16_x;
   MatMulBf16Fn matmul_bf16;
   Bf16ToF32Fn bf16_to_f32;
 };

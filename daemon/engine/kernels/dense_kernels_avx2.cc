@@ -111,10 +111,11 @@ void MatVecF32(const float* w, int64_t in, const float* x, const float* bias, fl
   }
 }
 
-// x split for SplitDotBf16: per block of 16, its 8 even-indexed elements,
-// then its 8 odd-indexed ones.
-inline void SplitEvenOdd(const float* x, int64_t n16, float* split) {
-  for (int64_t k = 0; k < n16; k += 16) {
+// x for SplitDotBf16: per block of 16, its 8 even-indexed elements, then its
+// 8 odd-indexed ones; the tail (in % 16) stays in place.
+void PrepareBf16X(const float* x, int64_t in, float* split) {
+  int64_t k = 0;
+  for (; k + 16 <= in; k += 16) {
     const __m256 a = _mm256_loadu_ps(x + k);
     const __m256 b = _mm256_loadu_ps(x + k + 8);
     // shuffle_ps works within 128-bit lanes: [a0 a2 b0 b2 | a4 a6 b4 b6], and
@@ -126,19 +127,21 @@ inline void SplitEvenOdd(const float* x, int64_t n16, float* split) {
     _mm256_storeu_ps(split + k + 8,
                      _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(odd), 0xD8)));
   }
+  for (; k < in; ++k)
+    split[k] = x[k];
 }
 
-// One bf16 weight row against x split by SplitEvenOdd. A 32-bit lane j of 16
+// One bf16 weight row against x split by PrepareBf16X. A 32-bit lane j of 16
 // loaded bf16 values holds element 2j in its low half and 2j+1 in its high
 // half, so a shift gives the even elements as float32 and a mask the odd
 // ones: one load and two integer ops per 16 weights, where widening each
 // 8 needs a cross-lane shuffle (the bottleneck of Load8 at ~12 GB/s a core).
-inline float SplitDotBf16(const uint16_t* w, int64_t n16, const float* split) {
+inline float SplitDotBf16(const uint16_t* w, int64_t in, const float* split) {
   const __m256i high = _mm256_set1_epi32(static_cast<int>(0xFFFF0000u));
   __m256 a = _mm256_setzero_ps(), b = _mm256_setzero_ps();
   __m256 c = _mm256_setzero_ps(), d = _mm256_setzero_ps();
   int64_t k = 0;
-  for (; k + 32 <= n16; k += 32) {
+  for (; k + 32 <= in; k += 32) {
     const __m256i r0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + k));
     const __m256i r1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + k + 16));
     a = _mm256_fmadd_ps(_mm256_castsi256_ps(_mm256_slli_epi32(r0, 16)), _mm256_loadu_ps(split + k),
@@ -150,37 +153,24 @@ inline float SplitDotBf16(const uint16_t* w, int64_t n16, const float* split) {
     d = _mm256_fmadd_ps(_mm256_castsi256_ps(_mm256_and_si256(r1, high)),
                         _mm256_loadu_ps(split + k + 24), d);
   }
-  if (k < n16) {
+  if (k + 16 <= in) {
     const __m256i r0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + k));
     a = _mm256_fmadd_ps(_mm256_castsi256_ps(_mm256_slli_epi32(r0, 16)), _mm256_loadu_ps(split + k),
                         a);
     b = _mm256_fmadd_ps(_mm256_castsi256_ps(_mm256_and_si256(r0, high)),
                         _mm256_loadu_ps(split + k + 8), b);
+    k += 16;
   }
-  return HorizontalSum(_mm256_add_ps(_mm256_add_ps(a, b), _mm256_add_ps(c, d)));
+  float sum = HorizontalSum(_mm256_add_ps(_mm256_add_ps(a, b), _mm256_add_ps(c, d)));
+  for (; k < in; ++k)
+    sum += Scalar(w[k]) * split[k];
+  return sum;
 }
-
-// Rows up to this long use the split kernel (x's split copy lives on the
-// stack: 32 KiB); longer ones the widening one.
-constexpr int64_t kMaxSplitIn = 8192;
 
 void MatVecBf16(const uint16_t* w, int64_t in, const float* x, const float* bias, float* y,
                 int64_t row_begin, int64_t row_end) {
-  if (in > kMaxSplitIn) {
-    for (int64_t r = row_begin; r < row_end; ++r) {
-      const float dot = Dot1(w + r * in, in, x);
-      y[r] = bias != nullptr ? dot + bias[r] : dot;
-    }
-    return;
-  }
-  const int64_t n16 = in - in % 16;
-  alignas(32) float split[kMaxSplitIn];
-  SplitEvenOdd(x, n16, split);
   for (int64_t r = row_begin; r < row_end; ++r) {
-    const uint16_t* row = w + r * in;
-    float dot = SplitDotBf16(row, n16, split);
-    for (int64_t k = n16; k < in; ++k)
-      dot += Scalar(row[k]) * x[k];
+    const float dot = SplitDotBf16(w + r * in, in, x);
     y[r] = bias != nullptr ? dot + bias[r] : dot;
   }
 }
@@ -291,8 +281,8 @@ void ConvertBf16(const uint16_t* src, int64_t n, float* dst) {
 }  // namespace
 
 const DenseKernels& Avx2FmaKernels() {
-  static constexpr DenseKernels kTable{"avx2_fma", &MatVecF32, &MatVecBf16, &MatMulBf16,
-                                       &ConvertBf16};
+  static constexpr DenseKernels kTable{"avx2_fma",    &MatVecF32,  &MatVecBf16,
+                                       &PrepareBf16X, &MatMulBf16, &ConvertBf16};
   return kTable;
 }
 

@@ -1,6 +1,7 @@
 // Portable dense kernels: plain C++, no intrinsics. Used on CPUs without
 // AVX2/FMA and, through the test switch, to check the SIMD kernels against.
 #include <cstring>
+
 #include "daemon/engine/kernels/dense_kernels.h"
 
 namespace medq::engine::kernels {
@@ -72,11 +73,16 @@ void ConvertBf16(const uint16_t* src, int64_t n, float* dst) {
     dst[i] = Bf16ToF32(src[i]);
 }
 
+// matvec_bf16 here reads x as it is.
+void PrepareBf16X(const float* x, int64_t in, float* prepared) {
+  std::memcpy(prepared, x, static_cast<size_t>(in) * sizeof(float));
+}
+
 }  // namespace
 
 const DenseKernels& ScalarKernels() {
-  static constexpr DenseKernels kTable{"scalar", &MatVecF32, &MatVecBf16, &MatMulBf16,
-                                       &ConvertBf16};
+  static constexpr DenseKernels kTable{"scalar",      &MatVecF32,  &MatVecBf16,
+                                       &PrepareBf16X, &MatMulBf16, &ConvertBf16};
   return kTable;
 }
 
