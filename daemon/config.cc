@@ -119,7 +119,7 @@ ConfigOutcome LoadConfig(int argc, const char* const* argv) {
       ->check(CLI::Range(0, 100000));
   AddKey(app, "queue_timeout_s", c.queue_timeout_s, "Longest a job may wait in the queue")
       ->check(CLI::Range(0.1, 86400.0));
-  AddKey(app, "threads", c.threads, "LibTorch CPU threads; 0 uses every core")
+  AddKey(app, "threads", c.threads, "CPU threads of the engine's kernels; 0 uses every core")
       ->check(CLI::Range(0, 1024));
   AddKey(app, "aging_s", c.aging_s,
          "A waiting job moves up one priority class for every this many seconds it waits")

@@ -22,7 +22,7 @@ struct Config {
   double drain_timeout_s = 30;
   int max_queue = 0;  // 0: chosen from the device's memory at start
   double queue_timeout_s = 300;
-  int threads = 0;      // LibTorch intra-op threads; 0: one per core
+  int threads = 0;      // CPU threads of the engine's kernels; 0: one per core
   double aging_s = 60;  // a waiting job moves up one priority class per aging_s
 
   // Models.

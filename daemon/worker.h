@@ -19,8 +19,8 @@ class Worker {
   using Work = std::function<Result<nlohmann::json>()>;
   using Done = std::function<void(Result<nlohmann::json>)>;
 
-  // `threads`: LibTorch intra-op threads, set once when the thread starts
-  // (0: LibTorch's default).
+  // `threads`: CPU threads of the engine's kernels, set once when the thread
+  // starts (0: one per core).
   Worker(Handoff& handoff, int threads) : handoff_(handoff), threads_(threads) {}
   ~Worker();
 
