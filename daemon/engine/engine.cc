@@ -132,10 +132,22 @@ Result<std::shared_ptr<const Model>> Load(const std::filesystem::path& dir, cons
   return std::shared_ptr<const Model>(std::move(model));
 }
 
+// LibTorch's OpenMP pool at the kernels' width for the bulk copies of a load
+// or a LoRA merge (dtype conversion, q/k/v stacking, B·A), which nothing else
+// runs beside; back to one thread after (see InitWorkerThread).
+class WideTorchThreads {
+ public:
+  WideTorchThreads() { at::set_num_threads(kernels::KernelThreads()); }
+  ~WideTorchThreads() { at::set_num_threads(1); }
+  WideTorchThreads(const WideTorchThreads&) = delete;
+  WideTorchThreads& operator=(const WideTorchThreads&) = delete;
+};
+
 }  // namespace
 
 Result<std::shared_ptr<const Model>> LoadModel(const std::filesystem::path& dir,
                                                const LoadOptions& options) {
+  WideTorchThreads wide;
   try {
     FailIfArmed(Fault::kLoadOom);
     return Load(dir, options);
@@ -147,6 +159,7 @@ Result<std::shared_ptr<const Model>> LoadModel(const std::filesystem::path& dir,
 Result<std::shared_ptr<const Model>> ApplyAdapter(std::shared_ptr<const Model> base,
                                                   const std::filesystem::path& adapter_dir) {
   if (base == nullptr) return Error(ErrorCode::kInternal, "ApplyAdapter: no base model");
+  WideTorchThreads wide;
   try {
     return MergeAdapter(base, adapter_dir);
   } catch (...) {
