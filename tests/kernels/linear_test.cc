@@ -50,8 +50,8 @@ struct Shape {
 };
 
 // in not a multiple of 8/16/32, tiny and 1-row outputs, outputs large enough
-// to be split across threads at odd row boundaries, and rows longer than the
-// bf16 kernel's split copy of x (8192).
+// to be split across threads at odd row boundaries, and one long row (8211:
+// more than the stack buffer an earlier bf16 kernel kept x in).
 const std::vector<Shape>& Shapes() {
   static const std::vector<Shape> shapes = {
       {1, 1},     {3, 7},     {1, 8},     {4, 16},    {5, 15},   {3, 17},
