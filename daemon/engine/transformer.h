@@ -17,7 +17,8 @@ enum class LogitsFor { kAllPositions, kLastPosition };
 // [B, 1, vocab] (kLastPosition: lm_head only on the last position) on the
 // model's device. Precondition: cache.length() + T <= cache.capacity(), ids in
 // [0, vocab). Call under c10::InferenceMode. Throws c10::Error on LibTorch
-// failures (out of memory).
+// failures (out of memory). One token of one sequence of a float32 CPU model
+// runs as CpuDecodeStep (decode_step.h), the same arithmetic on raw buffers.
 at::Tensor Forward(const Model& model, const at::Tensor& ids, KvCache& cache, LogitsFor which);
 
 // The same network over whole sequences ids [B, T] at positions 0 .. T - 1,

@@ -37,8 +37,8 @@ void Drain(Job& job) {
 // the next job up at once, and an idle daemon stops using the CPU. For the
 // first kBusyTime it polls with the CPU's pause hint only; after that it
 // yields between polls, so that on a busy machine it gives its core away.
-// (A sched_yield is a system call of a microsecond or more on a VM: polling
-// with it alone cost ~25 µs a job on 2 cores.)
+// (A sched_yield is a system call, a microsecond or more on a VM; polling
+// with the pause hint, a hand-off measured about 3 µs on 2 cores.)
 constexpr auto kSpinTime = std::chrono::microseconds(200);
 constexpr auto kBusyTime = std::chrono::microseconds(50);
 
