@@ -53,11 +53,8 @@ void EmbeddingRow(const at::Tensor& embed, int64_t id, float* out) {
     std::memcpy(out, embed.data_ptr<float>() + id * n, static_cast<size_t>(n) * sizeof(float));
     return;
   }
-  const auto* row = reinterpret_cast<const uint16_t*>(embed.data_ptr<at::BFloat16>()) + id * n;
-  for (int64_t i = 0; i < n; ++i) {
-    const uint32_t bits = static_cast<uint32_t>(row[i]) << 16;
-    std::memcpy(out + i, &bits, sizeof bits);
-  }
+  const auto* rows = reinterpret_cast<const uint16_t*>(embed.data_ptr<at::BFloat16>());
+  kernels::Bf16ToFloat(rows + id * n, n, out);
 }
 
 // The per-step activations, sized once per step.
@@ -70,6 +67,12 @@ struct Buffers {
         gate_up(2 * intermediate) {}
   std::vector<float> x, h, qkv, attn, gate_up;
 };
+
+// The residual connection: x += h.
+void AddResidual(Buffers& b) {
+  for (size_t i = 0; i < b.x.size(); ++i)
+    b.x[i] += b.h[i];
+}
 
 void AttentionBlock(const Model& m, const LayerWeights& l, size_t layer, KvCache& cache,
                     Buffers& b) {
@@ -108,8 +111,7 @@ void AttentionBlock(const Model& m, const LayerWeights& l, size_t layer, KvCache
   a.out = b.attn.data();
   kernels::CpuCachedAttention(a);
   kernels::MatVecInto(l.o_proj, b.attn.data(), F32(l.o_bias), b.h.data());
-  for (int64_t i = 0; i < c.hidden_size; ++i)
-    b.x[i] += b.h[i];
+  AddResidual(b);
 }
 
 void MlpBlock(const LayerWeights& l, Buffers& b) {
@@ -120,8 +122,7 @@ void MlpBlock(const LayerWeights& l, Buffers& b) {
   for (int64_t i = 0; i < inter; ++i)
     gate[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];  // silu(gate) · up
   kernels::MatVecInto(l.down_proj, gate, F32(l.down_bias), b.h.data());
-  for (size_t i = 0; i < b.x.size(); ++i)
-    b.x[i] += b.h[i];
+  AddResidual(b);
 }
 
 }  // namespace

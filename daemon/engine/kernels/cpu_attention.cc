@@ -51,7 +51,7 @@ void OneHead(const CachedAttention& a, int64_t h, std::vector<float>& scores) {
 void CpuCachedAttention(const CachedAttention& a) {
   const int64_t bytes =
       2 * a.kv_heads * (a.end - a.begin) * a.head_dim * static_cast<int64_t>(sizeof(float));
-  if (bytes < kMinBytesToShare || KernelThreads() <= 1) {
+  if (bytes < kMinBytesToShare) {
     std::vector<float> scores;
     for (int64_t h = 0; h < a.heads; ++h)
       OneHead(a, h, scores);

@@ -35,6 +35,13 @@ constexpr int64_t kRowBlock = kBf16RowBlock;
 std::atomic<bool> g_use_openmp{false};
 std::atomic<int> g_threads{0};  // 0: one per core
 
+// One per core, asked of the system once: std::thread::hardware_concurrency()
+// reads /sys on every call (~9 µs here), and KernelThreads() runs per product.
+int CoreCount() {
+  static const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  return cores;
+}
+
 // Splits output rows [0, out) into chunks of whole row blocks, each reading at
 // least kMinChunkBytes of weights, runs fn(row_begin, row_end) for
 // each chunk on KernelThreads() threads (the OpenMP split: at::get_num_threads()),
@@ -44,8 +51,9 @@ void ParallelOverRows(int64_t out, int64_t in, size_t element_size, const Fn& fn
   const int64_t block_bytes =
       std::max<int64_t>(1, kRowBlock * in * static_cast<int64_t>(element_size));
   const int64_t blocks = (out + kRowBlock - 1) / kRowBlock;
+  const int threads = KernelThreads();
   const int64_t chunk_bytes =
-      std::max(kMinChunkBytes, blocks * block_bytes / (kChunksPerThread * KernelThreads()));
+      std::max(kMinChunkBytes, blocks * block_bytes / (kChunksPerThread * threads));
   const int64_t grain = (chunk_bytes + block_bytes - 1) / block_bytes;
   if (g_use_openmp.load(std::memory_order_relaxed)) {
     at::parallel_for(0, blocks, grain, [&](int64_t begin, int64_t end) {
@@ -54,7 +62,7 @@ void ParallelOverRows(int64_t out, int64_t in, size_t element_size, const Fn& fn
     return;
   }
   const int64_t chunks = (blocks + grain - 1) / grain;
-  ShareWork(chunks, KernelThreads() - 1, [&](int64_t chunk) {
+  ShareWork(chunks, threads - 1, [&](int64_t chunk) {
     const int64_t begin = chunk * grain * kRowBlock;
     fn(begin, std::min(out, begin + grain * kRowBlock));
   });
@@ -80,8 +88,11 @@ void SetKernelThreads(int threads) {
 
 int KernelThreads() {
   const int threads = g_threads.load(std::memory_order_relaxed);
-  if (threads > 0) return threads;
-  return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  return threads > 0 ? threads : CoreCount();
+}
+
+void Bf16ToFloat(const uint16_t* src, int64_t n, float* dst) {
+  ActiveKernels().bf16_to_f32(src, n, dst);
 }
 
 void SetOpenMpRowSplit(bool enabled) {

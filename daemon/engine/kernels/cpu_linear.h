@@ -47,6 +47,10 @@ torch::Tensor CpuTiledGemmBf16(const torch::Tensor& x, const torch::Tensor& weig
 void SetKernelThreads(int threads);
 int KernelThreads();
 
+// dst[i] = float(src[i]) for i in [0, n): bf16 bit patterns to float32,
+// exact, with the active kernel set.
+void Bf16ToFloat(const uint16_t* src, int64_t n, float* dst);
+
 // Benchmark and test switch for how the own kernels split output rows:
 // false (the default) uses ShareWork (work_sharing.h) on KernelThreads()
 // threads, which never waits for a thread that has not started; true uses
