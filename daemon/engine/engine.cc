@@ -9,7 +9,6 @@
 #include <c10/core/InferenceMode.h>
 #include <torch/cuda.h>
 #include <algorithm>
-#include <thread>
 
 #include "daemon/engine/checkpoint.h"
 #include "daemon/engine/generate.h"
@@ -132,15 +131,21 @@ Result<std::shared_ptr<const Model>> Load(const std::filesystem::path& dir, cons
   return std::shared_ptr<const Model>(std::move(model));
 }
 
-// LibTorch's OpenMP pool at the kernels' width for the bulk copies of a load
-// or a LoRA merge (dtype conversion, q/k/v stacking, B·A), which nothing else
-// runs beside; back to one thread after (see InitWorkerThread).
+// LibTorch's OpenMP pool at least at the kernels' width for the bulk copies
+// of a load or a LoRA merge (dtype conversion, q/k/v stacking, B·A), which
+// nothing else runs beside; back to what it was after (one thread after
+// InitWorkerThread).
 class WideTorchThreads {
  public:
-  WideTorchThreads() { at::set_num_threads(kernels::KernelThreads()); }
-  ~WideTorchThreads() { at::set_num_threads(1); }
+  WideTorchThreads() : previous_(at::get_num_threads()) {
+    at::set_num_threads(std::max(previous_, kernels::KernelThreads()));
+  }
+  ~WideTorchThreads() { at::set_num_threads(previous_); }
   WideTorchThreads(const WideTorchThreads&) = delete;
   WideTorchThreads& operator=(const WideTorchThreads&) = delete;
+
+ private:
+  const int previous_;
 };
 
 }  // namespace
