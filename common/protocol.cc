@@ -19,10 +19,29 @@ bool IsValidId(const json& id) {
 
 Result<Request> ParseRequest(std::string_view line, json* id_out) {
   *id_out = nullptr;
-  json doc = json::parse(line, nullptr, /*allow_exceptions=*/false);
-  if (doc.is_discarded()) {
+  // nlohmann's parser is iterative; the callback keeps it from building any
+  // value below the limit, so nothing recursive ever sees a deep request.
+  bool too_deep = false;
+  const json::parser_callback_t depth_guard = [&too_deep](int depth, json::parse_event_t event,
+                                                          json&) {
+    if ((event == json::parse_event_t::object_start || event == json::parse_event_t::array_start) &&
+        depth >= kMaxJsonDepth) {
+      too_deep = true;
+      return false;  // discard it and everything inside
+    }
+    return true;
+  };
+  json doc;
+  try {
+    doc = json::parse(line, depth_guard);
+  } catch (const json::parse_error& e) {
+    return Error(ErrorCode::kInvalidRequest, "request is not valid JSON (or not UTF-8) near byte " +
+                                                 std::to_string(e.byte) +
+                                                 ": send one JSON object per line");
+  } catch (const json::exception&) {
+    // out_of_range 406: a number such as 1e999 that no double holds.
     return Error(ErrorCode::kInvalidRequest,
-                 "request is not valid JSON (or not UTF-8): send one JSON object per line");
+                 "request holds a number out of range (e.g. 1e999): send one JSON object per line");
   }
   if (!doc.is_object()) {
     return Error(ErrorCode::kInvalidRequest, "request must be a JSON object");
@@ -30,9 +49,16 @@ Result<Request> ParseRequest(std::string_view line, json* id_out) {
   auto id = doc.find("id");
   if (id == doc.end()) return Error(ErrorCode::kInvalidRequest, "missing field \"id\"");
   if (!IsValidId(*id)) {
-    return Error(ErrorCode::kInvalidRequest, "field \"id\" must be a string or an integer");
+    return Error(ErrorCode::kInvalidRequest,
+                 "field \"id\" must be a string or an integer between -2^63 and 2^64-1; "
+                 "this reply carries id null because the id cannot be echoed exactly");
   }
   *id_out = *id;
+  if (too_deep) {
+    return Error(ErrorCode::kInvalidRequest, "request nests arrays and objects deeper than " +
+                                                 std::to_string(kMaxJsonDepth) +
+                                                 " levels, the limit");
+  }
   auto v = doc.find("v");
   if (v == doc.end()) {
     return Error(ErrorCode::kInvalidRequest, "missing field \"v\" (protocol version, use 1)");

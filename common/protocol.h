@@ -22,6 +22,12 @@ namespace medq {
 
 inline constexpr int kProtocolVersion = 1;
 inline constexpr size_t kDefaultMaxMessageBytes = 16u << 20;  // 16 MiB per line
+// The deepest nesting of arrays and objects a request may hold, the envelope
+// included. Everything that walks a request (serializers, the chat template's
+// `tojson`) recurses once per level, so the bound is applied while parsing,
+// before any deep value is built: a 160 KB line of brackets must not overflow
+// a stack. Real requests (tool schemas included) stay far below it.
+inline constexpr int kMaxJsonDepth = 64;
 
 // A parsed request. `id` is a string or an integer; `params` is always an
 // object (empty when the request has none).
@@ -34,7 +40,9 @@ struct Request {
 // Parses and validates one request line (without its newline).
 // On failure the Error says which field is wrong; `id_out` receives the
 // request's id whenever it could be read, so that the error reply can echo it
-// (null otherwise). Unknown top-level fields are ignored; `params` is checked
+// (null otherwise: unparsable JSON, or an id that
+// is neither a string nor an integer in [-2^63, 2^64), such as 1e999, 2^64 or
+// 1.5, which cannot be echoed exactly). Unknown top-level fields are ignored; `params` is checked
 // by each op's own parser.
 Result<Request> ParseRequest(std::string_view line, nlohmann::json* id_out);
 

@@ -52,6 +52,47 @@ TEST_CASE("malformed requests name what is wrong", "[protocol]") {
   CHECK(ParseError(R"({"v":2,"id":1,"op":"health"})", &id).code == ErrorCode::kUnsupportedVersion);
 }
 
+TEST_CASE("nesting deeper than the limit is refused before parsing", "[protocol]") {
+  // The hostile client's reproducer: 100,000 levels in template_kwargs used to
+  // overflow the loop thread's stack in a recursive dump.
+  std::string deep =
+      R"({"v":1,"id":1,"op":"generate","params":{"prompt":"hi","template_kwargs":{"k":)";
+  deep += std::string(100000, '[') + std::string(100000, ']') + "}}}";
+  json id;
+  Error e = ParseError(deep, &id);
+  CHECK(e.code == ErrorCode::kInvalidRequest);
+  CHECK_THAT(e.message, Catch::Contains(std::to_string(kMaxJsonDepth)));
+  CHECK(id == 1);  // the id sits above the limit, so the error can echo it
+
+  // The limit counts the envelope's own levels: exactly kMaxJsonDepth passes.
+  auto nested = [](int levels) {
+    std::string line = R"({"v":1,"id":2,"op":"health","params":{"x":)";
+    line += std::string(static_cast<size_t>(levels - 2), '[');
+    line += std::string(static_cast<size_t>(levels - 2), ']') + "}}";
+    return line;
+  };
+  CHECK(ParseRequest(nested(kMaxJsonDepth), &id).ok());
+  CHECK_FALSE(ParseRequest(nested(kMaxJsonDepth + 1), &id).ok());
+  // Brackets inside strings are text, not nesting.
+  std::string text =
+      R"({"v":1,"id":3,"op":"health","params":{"x":")" + std::string(1000, '[') + R"(\"{{{{"}})";
+  CHECK(ParseRequest(text, &id).ok());
+}
+
+TEST_CASE("ids that cannot be echoed exactly get id null and say why", "[protocol]") {
+  json id;
+  Error huge = ParseError(R"({"v":1,"id":1e999,"op":"health"})", &id);
+  CHECK(huge.code == ErrorCode::kInvalidRequest);
+  CHECK_THAT(huge.message, Catch::Contains("out of range"));
+  CHECK(id.is_null());
+  Error big = ParseError(R"({"v":1,"id":18446744073709551616,"op":"health"})", &id);
+  CHECK_THAT(big.message, Catch::Contains("2^64"));
+  CHECK(id.is_null());
+  CHECK(ParseRequest(R"({"v":1,"id":18446744073709551615,"op":"health"})", &id).ok());
+  CHECK(id == 18446744073709551615ull);
+  CHECK(ParseRequest(R"({"v":1,"id":-9223372036854775808,"op":"health"})", &id).ok());
+}
+
 TEST_CASE("replies are single compact lines", "[protocol]") {
   std::string line = EncodeResult(9, json{{"a", "x\ny"}});
   CHECK(line.back() == '\n');

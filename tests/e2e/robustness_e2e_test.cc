@@ -48,6 +48,10 @@ TEST_CASE("malformed requests get INVALID_REQUEST and the connection stays usabl
       {"", "INVALID_REQUEST", nullptr},
       {R"({"v":1,"op":"health"})", "INVALID_REQUEST", nullptr},
       {R"({"v":1,"id":[1],"op":"health"})", "INVALID_REQUEST", nullptr},
+      // Ids JSON can write but the daemon cannot echo exactly.
+      {R"({"v":1,"id":1e999,"op":"health"})", "INVALID_REQUEST", nullptr},
+      {R"({"v":1,"id":18446744073709551616,"op":"health"})", "INVALID_REQUEST", nullptr},
+      {R"({"v":1,"id":1.5,"op":"health"})", "INVALID_REQUEST", nullptr},
       {R"({"id":2,"op":"health"})", "INVALID_REQUEST", 2},
       {R"({"v":"one","id":3,"op":"health"})", "INVALID_REQUEST", 3},
       {R"({"v":1,"id":4})", "INVALID_REQUEST", 4},
