@@ -1,9 +1,14 @@
 #include "daemon/connection.h"
 
+#include <poll.h>
+
 #include <spdlog/spdlog.h>
 
 namespace medq::daemon {
 namespace {
+
+// After EOF with replies still owed, how often to look for a full hang-up.
+constexpr uint64_t kHangupCheckMs = 200;
 
 struct WriteRequest {
   uv_write_t req;
@@ -48,33 +53,89 @@ void Connection::OnAlloc(uv_handle_t* handle, size_t, uv_buf_t* buf) {
 void Connection::OnRead(uv_stream_t* stream, ssize_t nread, const uv_buf_t* buf) {
   auto* self = static_cast<Connection*>(stream->data);
   if (nread == 0 || self->closing_) return;
-  if (nread < 0) {  // EOF or error: the client is gone
+  if (nread == UV_EOF) {
+    self->OnEndOfInput();
+    return;
+  }
+  if (nread < 0) {  // a read error: the client is gone
     self->Close();
     return;
   }
-  self->ArmIdleTimer();
+  // The idle timer runs from the first byte of a line: a line in progress
+  // keeps its deadline however its bytes trickle in.
+  const bool line_in_progress = self->lines_.HasPartialLine();
   if (!self->lines_.Append(std::string_view(buf->base, static_cast<size_t>(nread)))) {
     self->callbacks_.on_too_large(*self);
     return;
   }
-  // Hold a reference: a line's handler may close the connection.
-  std::shared_ptr<Connection> keep = self->shared_from_this();
-  while (!self->closing_) {
-    std::optional<std::string> line = self->lines_.NextLine();
-    if (!line) break;
-    self->callbacks_.on_line(*self, std::move(*line));
+  const size_t before = self->lines_delivered_;
+  self->DeliverLines();
+  if (!self->closing_ && (!line_in_progress || self->lines_delivered_ != before)) {
+    self->ArmIdleTimer();
   }
+}
+
+void Connection::DeliverLines() {
+  // Hold a reference: a line's handler may close the connection.
+  std::shared_ptr<Connection> keep = shared_from_this();
+  while (!closing_) {
+    std::optional<std::string> line = lines_.NextLine();
+    if (!line) break;
+    ++lines_delivered_;
+    callbacks_.on_line(*this, std::move(*line));
+  }
+}
+
+void Connection::OnEndOfInput() {
+  std::shared_ptr<Connection> keep = shared_from_this();
+  input_ended_ = true;
+  reading_ = false;    // libuv stops reading at EOF by itself
+  if (PeerHungUp()) {  // closed, not half-closed: nobody would read a reply
+    Close();
+    return;
+  }
+  if (std::optional<std::string> last = lines_.TakeFinalLine()) {
+    ++lines_delivered_;
+    callbacks_.on_line(*this, std::move(*last));
+  }
+  if (closing_) return;
+  if (in_flight_ == 0) {
+    CloseAfterWrites();
+  } else {
+    uv_timer_start(&idle_timer_, &Connection::OnIdle, kHangupCheckMs, 0);
+  }
+}
+
+void Connection::EndRequest() {
+  --in_flight_;
+  if (input_ended_ && in_flight_ == 0) CloseAfterWrites();
+}
+
+bool Connection::PeerHungUp() const {
+  // A Unix stream socket reports POLLHUP only once both directions are shut:
+  // a peer that half-closed (shutdown(SHUT_WR)) still reads its replies.
+  pollfd p{fd(), POLLOUT, 0};
+  return ::poll(&p, 1, 0) == 1 && (p.revents & (POLLHUP | POLLERR)) != 0;
 }
 
 void Connection::OnIdle(uv_timer_t* timer) {
   auto* self = static_cast<Connection*>(timer->data);
+  if (self->input_ended_) {
+    if (self->PeerHungUp()) {
+      spdlog::info("connection {}: client hung up with {} request(s) in flight", self->id_,
+                   self->in_flight_);
+      self->Close();
+    } else {
+      uv_timer_start(&self->idle_timer_, &Connection::OnIdle, kHangupCheckMs, 0);
+    }
+    return;
+  }
   if (self->in_flight_ > 0 && !self->lines_.HasPartialLine()) {
     self->ArmIdleTimer();
     return;
   }
-  spdlog::info("connection {}: closed after {} ms without input{}", self->id_,
-               self->limits_.idle_timeout_ms,
-               self->lines_.HasPartialLine() ? " (stalled in the middle of a line)" : "");
+  spdlog::info("connection {}: closed after {} ms {}", self->id_, self->limits_.idle_timeout_ms,
+               self->lines_.HasPartialLine() ? "without completing a line" : "without input");
   self->Close();
 }
 

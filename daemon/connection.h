@@ -5,6 +5,17 @@
 // still in flight hold weak references, so a reply to a connection that has
 // gone is dropped. After Close() the connection calls on_closed once both of
 // its libuv handles are closed; the Server then drops it.
+//
+// Timeouts: `idle_timeout_ms` bounds the time a client takes to send one
+// whole line, counted from its first byte (a client trickling one byte at a
+// time is closed like a silent one), and the silence between lines while no
+// request is in flight.
+//
+// End of input: bytes after the last newline at EOF are a final line (a last
+// line need not end in "\n"). A client that half-closes (shutdown(SHUT_WR))
+// still gets every reply to what it sent; the connection closes once they are
+// written. A client that closes completely is gone: its requests are
+// cancelled (close hooks) as soon as the hang-up is seen.
 #pragma once
 
 #include <cstdint>
@@ -56,7 +67,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // Requests whose final reply has not been sent yet; the idle timeout never
   // closes a connection that waits for one (unless it stalls mid-line).
   void BeginRequest() { ++in_flight_; }
-  void EndRequest() { --in_flight_; }
+  void EndRequest();
   int in_flight() const { return in_flight_; }
 
  private:
@@ -65,6 +76,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
   static void OnIdle(uv_timer_t* timer);
   static void OnHandleClosed(uv_handle_t* handle);
   void ArmIdleTimer();
+  void OnEndOfInput();
+  void DeliverLines();
+  bool PeerHungUp() const;
 
   uint64_t id_;
   Limits limits_;
@@ -74,8 +88,10 @@ class Connection : public std::enable_shared_from_this<Connection> {
   ipc::LineBuffer lines_;
   char read_buffer_[64 * 1024];
   int in_flight_ = 0;
+  uint64_t lines_delivered_ = 0;
   int open_handles_ = 2;
   bool reading_ = false;
+  bool input_ended_ = false;  // EOF read: no more requests, replies still go out
   bool closing_ = false;
   bool shutting_down_ = false;
   std::vector<std::function<void()>> close_hooks_;

@@ -37,4 +37,13 @@ std::optional<std::string> LineBuffer::NextLine() {
   return line;
 }
 
+std::optional<std::string> LineBuffer::TakeFinalLine() {
+  if (overflowed_ || !HasPartialLine() || buffer_.find('\n', scan_) != std::string::npos) {
+    return std::nullopt;
+  }
+  std::string line = buffer_.substr(start_);
+  start_ = scan_ = buffer_.size();
+  return line;
+}
+
 }  // namespace medq::ipc

@@ -24,6 +24,10 @@ class LineBuffer {
   // protocol's lines end in "\n" only), or nullopt until one is complete.
   std::optional<std::string> NextLine();
 
+  // At the end of the stream: the bytes after the last newline, as a final
+  // line (a last line need not end in "\n"), or nullopt when there are none.
+  std::optional<std::string> TakeFinalLine();
+
   // True when bytes of an incomplete line are buffered.
   bool HasPartialLine() const { return buffer_.size() > start_; }
   bool overflowed() const { return overflowed_; }

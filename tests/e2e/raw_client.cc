@@ -33,6 +33,10 @@ bool RawClient::Send(std::string_view bytes) {
   return true;
 }
 
+void RawClient::ShutdownWrite() {
+  REQUIRE(shutdown(fd_, SHUT_WR) == 0);
+}
+
 std::optional<nlohmann::json> RawClient::Read(std::chrono::milliseconds timeout) {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   for (;;) {

@@ -27,6 +27,8 @@ class RawClient {
   std::optional<nlohmann::json> Read(std::chrono::milliseconds timeout = std::chrono::seconds(10));
   // Sends one line and reads one reply.
   nlohmann::json Roundtrip(std::string_view line);
+  // Closes the sending side (shutdown(SHUT_WR)): the daemon reads EOF.
+  void ShutdownWrite();
   // Waits until the daemon closes the connection; true if it did in time.
   bool WaitClosed(std::chrono::milliseconds timeout);
   bool closed() const { return closed_; }

@@ -59,3 +59,28 @@ TEST_CASE("the buffer stays bounded over many lines", "[framing]") {
 }
 
 }  // namespace medq::ipc
+
+namespace medq::ipc {
+
+TEST_CASE("at the end of the stream the bytes after the last newline are a final line",
+          "[framing]") {
+  LineBuffer b(64);
+  REQUIRE(b.Append("first\nlast"));
+  CHECK_FALSE(b.TakeFinalLine().has_value());  // complete lines are taken first
+  CHECK(b.NextLine() == "first");
+  CHECK_FALSE(b.NextLine().has_value());
+  CHECK(b.TakeFinalLine() == "last");
+  CHECK_FALSE(b.HasPartialLine());
+  CHECK_FALSE(b.TakeFinalLine().has_value());  // only once
+
+  LineBuffer ended(64);
+  REQUIRE(ended.Append("whole\n"));
+  CHECK(ended.NextLine() == "whole");
+  CHECK_FALSE(ended.TakeFinalLine().has_value());  // nothing after the last newline
+
+  LineBuffer overflowed(4);
+  CHECK_FALSE(overflowed.Append("123456"));
+  CHECK_FALSE(overflowed.TakeFinalLine().has_value());
+}
+
+}  // namespace medq::ipc
