@@ -9,6 +9,7 @@
 #include "common/version.h"
 #include "daemon/config.h"
 #include "daemon/logging.h"
+#include "daemon/open_files.h"
 #include "daemon/server.h"
 
 int main(int argc, char** argv) {
@@ -29,6 +30,16 @@ int main(int argc, char** argv) {
     spdlog::warn(
         "log_prompts is on: every generation's prompt and output will be written to the log. "
         "They are patient data; use it for debugging only.");
+  }
+  const uint64_t open_files = medq::daemon::RaiseOpenFileLimit();
+  if (const int allowed = medq::daemon::ConnectionsAllowed(config.max_connections, open_files);
+      allowed < config.max_connections) {
+    spdlog::warn(
+        "max_connections {} exceeds what the open-file limit ({}) allows beside the {} "
+        "descriptors kept for model files and the daemon; serving at most {} connections "
+        "(raise LimitNOFILE= or `ulimit -n` to allow more)",
+        config.max_connections, open_files, medq::daemon::ReservedDescriptors(open_files), allowed);
+    config.max_connections = allowed;
   }
   medq::daemon::Server server(config, std::vector<std::string>(argv + 1, argv + argc));
   return server.Run();

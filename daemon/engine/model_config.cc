@@ -1,12 +1,12 @@
 #include "daemon/engine/model_config.h"
 
 #include <cmath>
-#include <fstream>
 #include <limits>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
 
+#include "common/file_read.h"
 #include "daemon/engine/status_macros.h"
 
 namespace medq::engine {
@@ -232,11 +232,9 @@ Result<ModelConfig> ParseModelConfig(const json& config, const json* generation_
 }
 
 Result<json> ReadJsonFile(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return Error(ErrorCode::kInvalidRequest, "cannot read " + path.string());
-  std::ostringstream text;
-  text << in.rdbuf();
-  json j = json::parse(text.str(), nullptr, false);
+  auto text = ReadWholeFile(path);
+  if (!text.ok()) return std::move(text).error();
+  json j = json::parse(*text, nullptr, false);
   if (j.is_discarded()) {
     return Error(ErrorCode::kInvalidRequest, path.string() + " is not well-formed JSON");
   }

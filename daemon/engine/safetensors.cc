@@ -13,6 +13,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/file_read.h"
+
 namespace medq::engine {
 namespace {
 
@@ -123,8 +125,11 @@ Result<std::shared_ptr<const SafetensorsFile>> SafetensorsFile::Open(
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
     const int err = errno;
-    return Error(err == ENOENT ? ErrorCode::kModelNotFound : ErrorCode::kInvalidRequest,
-                 "cannot open safetensors file " + path.string() + ": " + std::strerror(err));
+    if (err == ENOENT) {
+      return Error(ErrorCode::kModelNotFound,
+                   "cannot open safetensors file " + path.string() + ": " + std::strerror(err));
+    }
+    return FileError(path, err);
   }
   struct stat st {};
   if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {

@@ -1,9 +1,8 @@
 #include "daemon/template/chat_template.h"
 
-#include <fstream>
 #include <new>
-#include <sstream>
 
+#include "common/file_read.h"
 #include "daemon/template/ast.h"
 #include "daemon/template/builtins.h"
 #include "daemon/template/evaluator.h"
@@ -53,11 +52,9 @@ medq::Result<SpecialTokens> SpecialTokensFromConfig(const nlohmann::json& config
 medq::Result<ChatTemplate> ChatTemplate::FromTokenizerConfig(
     const std::filesystem::path& tokenizer_config_json, std::string_view template_name) {
   const std::string where = tokenizer_config_json.string();
-  std::ifstream in(tokenizer_config_json, std::ios::binary);
-  if (!in) return InvalidRequest(where + ": cannot open the tokenizer config");
-  std::ostringstream buf;
-  buf << in.rdbuf();
-  const nlohmann::json config = nlohmann::json::parse(buf.str(), nullptr, false);
+  auto text = medq::ReadWholeFile(tokenizer_config_json);
+  if (!text.ok()) return std::move(text).error();
+  const nlohmann::json config = nlohmann::json::parse(*text, nullptr, false);
   if (config.is_discarded()) return InvalidRequest(where + ": not valid JSON");
   if (!config.is_object()) return InvalidRequest(where + ": not a JSON object");
   const auto it = config.find("chat_template");

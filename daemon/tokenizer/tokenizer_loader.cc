@@ -1,8 +1,7 @@
 // Tokenizer construction from tokenizer.json / tokenizer_config.json.
-#include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
+#include "common/file_read.h"
 #include "daemon/tokenizer/decoder.h"
 #include "daemon/tokenizer/model.h"
 #include "daemon/tokenizer/normalizer.h"
@@ -149,21 +148,6 @@ class Tokenizer::Loader {
   std::string source_;
 };
 
-namespace {
-
-Result<std::string> ReadFile(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    return Error(ErrorCode::kInvalidRequest, path.string() + ": cannot open the file");
-  }
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  if (in.bad()) return Error(ErrorCode::kInvalidRequest, path.string() + ": read error");
-  return ss.str();
-}
-
-}  // namespace
-
 Result<std::unique_ptr<Tokenizer>> Tokenizer::FromJson(std::string_view tokenizer_json,
                                                        std::string_view config_json,
                                                        std::string_view source) {
@@ -171,13 +155,13 @@ Result<std::unique_ptr<Tokenizer>> Tokenizer::FromJson(std::string_view tokenize
 }
 
 Result<std::unique_ptr<Tokenizer>> Tokenizer::FromFile(const std::filesystem::path& path) {
-  auto text = ReadFile(path);
+  auto text = ReadWholeFile(path);
   if (!text.ok()) return std::move(text).error();
   std::string config;
   std::error_code ec;
   const auto config_path = path.parent_path() / "tokenizer_config.json";
   if (std::filesystem::exists(config_path, ec)) {
-    auto c = ReadFile(config_path);
+    auto c = ReadWholeFile(config_path);
     if (!c.ok()) return std::move(c).error();
     config = std::move(c).value();
   }
