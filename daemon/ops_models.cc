@@ -15,6 +15,9 @@ namespace {
 using nlohmann::json;
 namespace fs = std::filesystem;
 
+constexpr size_t kMaxTokenizeBytes = size_t{1} << 20;
+constexpr size_t kMaxDetokenizeIds = size_t{1} << 18;
+
 using ModelWork = std::function<Result<json>(LoadedModel& model)>;
 
 // Runs `work` on the worker as a job of class `priority`; its result is the
@@ -31,14 +34,29 @@ void SubmitStoreJob(DaemonState& s, const char* op, Priority priority, Responder
           return json{{"reply", std::move(*out)}, {"loaded", DescribeLoaded(models)}};
         },
         [&s, shared_reply, job_id](Result<json> result) {
-          if (result.ok()) {
-            s.loaded_models = result->at("loaded");
-            shared_reply->Result(result->at("reply"));
-          } else {
-            shared_reply->Fail(result.error());
+          {
+            // Scoped: the reply's memory is freed before the trim below.
+            Result<json> r = std::move(result);
+            if (r.ok()) {
+              s.loaded_models = r->at("loaded");
+              shared_reply->Result(r->at("reply"));
+            } else {
+              shared_reply->Fail(r.error());
+            }
+            s.jobs.Finish(job_id,
+                          r.ok() ? JobQueue::Outcome::kCompleted : JobQueue::Outcome::kFailed);
           }
-          s.jobs.Finish(job_id,
-                        result.ok() ? JobQueue::Outcome::kCompleted : JobQueue::Outcome::kFailed);
+          // Like a generation, a store job gives its memory back under
+          // `after-each`. The trim runs on the worker after this completion:
+          // inside the work it would come before the reply was freed.
+          if (s.config.cleanup == "after-each") {
+            s.worker.Submit(
+                []() -> Result<json> {
+                  ReleaseCachedMemory();
+                  return json();
+                },
+                [](Result<json>) {});
+          }
         });
   };
   auto job = s.jobs.Submit(op, priority, start,
@@ -133,6 +151,15 @@ void TokenizeOp(DaemonState& s, const Request& req, Responder reply) {
   if (text == req.params.end() || !text->is_string()) {
     return reply.Fail(Error(ErrorCode::kInvalidRequest, "params.text must be a string"));
   }
+  // The reply holds every token's id and string: about 40 bytes of JSON and
+  // far more in memory per token. The bound keeps one request's work and
+  // reply in proportion (a 128k-token context is about 0.5 MiB of text).
+  if (const size_t bytes = text->get_ref<const std::string&>().size(); bytes > kMaxTokenizeBytes) {
+    return reply.Fail(Error(ErrorCode::kInvalidRequest, "params.text is " + std::to_string(bytes) +
+                                                            " bytes; tokenize takes at most " +
+                                                            std::to_string(kMaxTokenizeBytes) +
+                                                            " bytes"));
+  }
   const bool special = req.params.value("add_special_tokens", true);
   SubmitModelJob(s, "tokenize", req.params, std::move(reply),
                  [text = text->get<std::string>(), special](LoadedModel& m) -> Result<json> {
@@ -157,6 +184,12 @@ void DetokenizeOp(DaemonState& s, const Request& req, Responder reply) {
   std::vector<int32_t> ids;
   if (ids_it == req.params.end() || !ids_it->is_array()) {
     return reply.Fail(Error(ErrorCode::kInvalidRequest, "params.ids must be an array of ids"));
+  }
+  if (ids_it->size() > kMaxDetokenizeIds) {
+    return reply.Fail(Error(ErrorCode::kInvalidRequest, "params.ids holds " +
+                                                            std::to_string(ids_it->size()) +
+                                                            " ids; detokenize takes at most " +
+                                                            std::to_string(kMaxDetokenizeIds)));
   }
   for (const json& id : *ids_it) {
     if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() > INT32_MAX) {
