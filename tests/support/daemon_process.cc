@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -53,7 +54,7 @@ TempDir::~TempDir() {
 }
 
 DaemonProcess::DaemonProcess(std::vector<std::string> extra_args, std::chrono::milliseconds startup,
-                             bool wait_until_ready) {
+                             bool wait_until_ready, unsigned open_file_limit) {
   socket_ = (dir_.path() / "medq.sock").string();
   std::vector<std::string> argv = {MedqdPath().string(), "--config",
                                    (dir_.path() / "none.conf").string()};
@@ -72,6 +73,10 @@ DaemonProcess::DaemonProcess(std::vector<std::string> extra_args, std::chrono::m
     int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     dup2(fd, STDERR_FILENO);
     dup2(fd, STDOUT_FILENO);
+    if (open_file_limit != 0) {
+      const rlimit limit{open_file_limit, open_file_limit};
+      if (setrlimit(RLIMIT_NOFILE, &limit) != 0) _exit(126);
+    }
     auto args = CStrings(argv);
     execv(args[0], args.data());
     _exit(127);

@@ -35,9 +35,10 @@ class DaemonProcess {
   // (unless `extra_args` names its own --socket) plus `extra_args`, stderr to
   // <dir>/medqd.log, and waits until `health` says ready (or, without
   // `wait_until_ready`, merely answers); REQUIREs it within `startup`.
+  // `open_file_limit`, when not 0, sets medqd's RLIMIT_NOFILE (soft and hard).
   explicit DaemonProcess(std::vector<std::string> extra_args = {},
                          std::chrono::milliseconds startup = std::chrono::seconds(30),
-                         bool wait_until_ready = true);
+                         bool wait_until_ready = true, unsigned open_file_limit = 0);
   ~DaemonProcess();
   DaemonProcess(const DaemonProcess&) = delete;
   DaemonProcess& operator=(const DaemonProcess&) = delete;
