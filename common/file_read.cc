@@ -9,8 +9,9 @@
 
 namespace medq {
 
-Error FileError(const std::filesystem::path& path, int err) {
-  std::string message = "cannot read " + path.string() + ": " + std::strerror(err);
+Error FileError(const std::filesystem::path& path, int err, const char* verb) {
+  std::string message =
+      std::string("cannot ") + verb + " " + path.string() + ": " + std::strerror(err);
   switch (err) {
     case EMFILE:
     case ENFILE:
@@ -31,7 +32,7 @@ Result<std::string> ReadWholeFile(const std::filesystem::path& path) {
   if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
     const int err = S_ISDIR(st.st_mode) ? EISDIR : errno;
     ::close(fd);
-    return FileError(path, err);
+    return FileError(path, err, "read");
   }
   std::string text;
   text.reserve(static_cast<size_t>(st.st_size));
@@ -43,7 +44,7 @@ Result<std::string> ReadWholeFile(const std::filesystem::path& path) {
       if (errno == EINTR) continue;
       const int err = errno;
       ::close(fd);
-      return FileError(path, err);
+      return FileError(path, err, "read");
     }
     text.append(chunk, static_cast<size_t>(n));
   }

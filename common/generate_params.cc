@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "common/params.h"
 #include "common/protocol.h"
 
 namespace medq {
@@ -11,15 +12,6 @@ using nlohmann::json;
 
 Error Invalid(const std::string& field, const std::string& what) {
   return Error(ErrorCode::kInvalidRequest, "params." + field + " " + what);
-}
-
-// Reads params[key] into `out` when present; an error names the field.
-Status ReadString(const json& p, const char* key, std::string& out) {
-  auto it = p.find(key);
-  if (it == p.end() || it->is_null()) return Status::Ok();
-  if (!it->is_string()) return Invalid(key, "must be a string");
-  out = it->get<std::string>();
-  return Status::Ok();
 }
 
 Status ReadInt(const json& p, const char* key, int64_t lo, int64_t hi, int& out) {

@@ -5,6 +5,7 @@
 #include <spdlog/spdlog.h>
 
 #include "common/messages.h"
+#include "common/params.h"
 #include "common/version.h"
 #include "daemon/engine/fault_injection.h"
 #include "daemon/engine/runtime.h"
@@ -105,7 +106,8 @@ void InjectFault(DaemonState& state, const Request& req, Responder reply) {
     return reply.Fail(Error(ErrorCode::kPermissionDenied,
                             "fault injection is off; start medqd with --test-fault-injection"));
   }
-  const std::string at = req.params.value("at", "");
+  std::string at;
+  if (Status st = ReadString(req.params, "at", at); !st.ok()) return reply.Fail(st.error());
   if (at == "load") {
     engine::ArmFault(engine::Fault::kLoadOom);
   } else if (at == "decode") {

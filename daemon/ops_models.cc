@@ -4,6 +4,7 @@
 #include <spdlog/spdlog.h>
 
 #include "common/generate_params.h"
+#include "common/params.h"
 #include "daemon/generate_job.h"
 #include "daemon/memory.h"
 #include "daemon/model_store.h"
@@ -68,7 +69,12 @@ void SubmitStoreJob(DaemonState& s, const char* op, Priority priority, Responder
 // needed), as a normal-priority job; `fn`'s result is the reply.
 void SubmitModelJob(DaemonState& s, const char* op, const json& params, Responder reply,
                     ModelWork fn) {
-  std::string name = params.value("model", s.config.model);
+  std::string name = s.config.model;
+  std::string adapter_name;
+  if (Status st = ReadString(params, "model", name); !st.ok()) return reply.Fail(st.error());
+  if (Status st = ReadString(params, "adapter", adapter_name); !st.ok()) {
+    return reply.Fail(st.error());
+  }
   if (name.empty()) {
     return reply.Fail(Error(ErrorCode::kModelNotFound,
                             "no model named in params.model and no default model configured"));
@@ -76,8 +82,8 @@ void SubmitModelJob(DaemonState& s, const char* op, const json& params, Responde
   auto dir = s.resolver.Resolve(name, "model");
   if (!dir.ok()) return reply.Fail(dir.error());
   fs::path adapter;
-  if (std::string a = params.value("adapter", ""); !a.empty()) {
-    auto resolved = s.resolver.Resolve(a, "adapter");
+  if (!adapter_name.empty()) {
+    auto resolved = s.resolver.Resolve(adapter_name, "adapter");
     if (!resolved.ok()) return reply.Fail(resolved.error());
     adapter = *resolved;
   }
@@ -127,7 +133,8 @@ void LoadOp(DaemonState& s, const Request& req, Responder reply) {
 void UnloadOp(DaemonState& s, const Request& req, Responder reply) {
   if (Status st = RejectUnknownFields(req.params, {"model"}); !st.ok())
     return reply.Fail(st.error());
-  const std::string name = req.params.value("model", "");
+  std::string name;
+  if (Status st = ReadString(req.params, "model", name); !st.ok()) return reply.Fail(st.error());
   if (name.empty()) {
     return reply.Fail(Error(ErrorCode::kInvalidRequest, "params.model must name a loaded model"));
   }
@@ -160,7 +167,10 @@ void TokenizeOp(DaemonState& s, const Request& req, Responder reply) {
                                                             std::to_string(kMaxTokenizeBytes) +
                                                             " bytes"));
   }
-  const bool special = req.params.value("add_special_tokens", true);
+  bool special = true;
+  if (Status st = ReadBool(req.params, "add_special_tokens", special); !st.ok()) {
+    return reply.Fail(st.error());
+  }
   SubmitModelJob(s, "tokenize", req.params, std::move(reply),
                  [text = text->get<std::string>(), special](LoadedModel& m) -> Result<json> {
                    if (!m.tokenizer) {
@@ -197,7 +207,10 @@ void DetokenizeOp(DaemonState& s, const Request& req, Responder reply) {
     }
     ids.push_back(static_cast<int32_t>(id.get<int64_t>()));
   }
-  const bool skip = req.params.value("skip_special_tokens", false);
+  bool skip = false;
+  if (Status st = ReadBool(req.params, "skip_special_tokens", skip); !st.ok()) {
+    return reply.Fail(st.error());
+  }
   SubmitModelJob(
       s, "detokenize", req.params, std::move(reply), [ids, skip](LoadedModel& m) -> Result<json> {
         if (!m.tokenizer) {
@@ -213,13 +226,17 @@ void ApplyTemplateOp(DaemonState& s, const Request& req, Responder reply) {
       !st.ok()) {
     return reply.Fail(st.error());
   }
-  json gen = {{"messages", req.params.value("messages", json())}, {"mode", "chat"}};
+  json gen = {{"messages", req.params.contains("messages") ? req.params["messages"] : json()},
+              {"mode", "chat"}};
   for (const char* key : {"tools", "template_kwargs"}) {
     if (req.params.contains(key)) gen[key] = req.params[key];
   }
   auto params = ParseGenerateParams(gen);
   if (!params.ok()) return reply.Fail(params.error());
-  const bool add_prompt = req.params.value("add_generation_prompt", true);
+  bool add_prompt = true;
+  if (Status st = ReadBool(req.params, "add_generation_prompt", add_prompt); !st.ok()) {
+    return reply.Fail(st.error());
+  }
   SubmitModelJob(s, "apply-template", req.params, std::move(reply),
                  [p = std::move(*params), add_prompt](LoadedModel& m) -> Result<json> {
                    auto text = RenderChat(m, p, add_prompt);

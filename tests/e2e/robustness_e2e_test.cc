@@ -60,6 +60,23 @@ TEST_CASE("malformed requests get INVALID_REQUEST and the connection stays usabl
       {R"({"v":1,"id":7,"op":"health","params":{"verbose":true}})", "INVALID_REQUEST", 7},
       {R"({"v":9,"id":8,"op":"health"})", "UNSUPPORTED_VERSION", 8},
       {R"({"v":1,"id":9,"op":"make-coffee"})", "UNKNOWN_OP", 9},
+      // A mistyped field is the client's error naming it, never INTERNAL.
+      {R"({"v":1,"id":11,"op":"load","params":{"model":7}})", "INVALID_REQUEST", 11},
+      {R"({"v":1,"id":12,"op":"unload","params":{"model":[]}})", "INVALID_REQUEST", 12},
+      {R"({"v":1,"id":13,"op":"tokenize","params":{"model":{},"text":"x"}})", "INVALID_REQUEST",
+       13},
+      {R"({"v":1,"id":14,"op":"tokenize","params":{"text":"x","add_special_tokens":1}})",
+       "INVALID_REQUEST", 14},
+      {R"({"v":1,"id":15,"op":"detokenize","params":{"model":1,"ids":[1]}})", "INVALID_REQUEST",
+       15},
+      {R"({"v":1,"id":16,"op":"detokenize","params":{"ids":[1],"skip_special_tokens":"y"}})",
+       "INVALID_REQUEST", 16},
+      {R"({"v":1,"id":17,"op":"apply-template","params":{"model":false,"messages":[{"role":"user"}]}})",
+       "INVALID_REQUEST", 17},
+      {R"({"v":1,"id":18,"op":"apply-template","params":{"messages":[{"role":"user"}],"add_generation_prompt":0}})",
+       "INVALID_REQUEST", 18},
+      {R"({"v":1,"id":19,"op":"generate","params":{"prompt":"x","model":3}})", "INVALID_REQUEST",
+       19},
   };
   for (const Case& k : cases) {
     CAPTURE(k.line);
@@ -68,6 +85,9 @@ TEST_CASE("malformed requests get INVALID_REQUEST and the connection stays usabl
     CHECK(reply["code"] == k.code);
     CHECK(reply["id"] == k.id);
     CHECK_FALSE(reply["message"].get<std::string>().empty());
+    if (k.line.find("\"model\":") != std::string::npos) {
+      CHECK_THAT(reply["message"].get<std::string>(), Catch::Contains("params.model"));
+    }
   }
   // Unknown top-level fields are ignored.
   json ok = c.Roundtrip(R"({"v":1,"id":10,"op":"version","client":"test"})"

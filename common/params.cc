@@ -1,0 +1,28 @@
+#include "common/params.h"
+
+namespace medq {
+namespace {
+
+Error Invalid(const char* key, const char* what) {
+  return Error(ErrorCode::kInvalidRequest, std::string("params.") + key + " " + what);
+}
+
+}  // namespace
+
+Status ReadString(const nlohmann::json& params, const char* key, std::string& out) {
+  auto it = params.find(key);
+  if (it == params.end() || it->is_null()) return Status::Ok();
+  if (!it->is_string()) return Invalid(key, "must be a string");
+  out = it->get<std::string>();
+  return Status::Ok();
+}
+
+Status ReadBool(const nlohmann::json& params, const char* key, bool& out) {
+  auto it = params.find(key);
+  if (it == params.end() || it->is_null()) return Status::Ok();
+  if (!it->is_boolean()) return Invalid(key, "must be true or false");
+  out = it->get<bool>();
+  return Status::Ok();
+}
+
+}  // namespace medq

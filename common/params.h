@@ -1,0 +1,18 @@
+// Typed reads of an op's params for every op's parser: a field of the wrong
+// type is INVALID_REQUEST naming it ("params.model must be a string"), never
+// an exception from the JSON library (which the daemon would answer INTERNAL).
+#pragma once
+
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "common/result.h"
+
+namespace medq {
+
+// Absent or null leaves `out` as it is.
+Status ReadString(const nlohmann::json& params, const char* key, std::string& out);
+Status ReadBool(const nlohmann::json& params, const char* key, bool& out);
+
+}  // namespace medq
