@@ -1,6 +1,7 @@
 #include "daemon/engine/device_memory.h"
 
 #include <torch/torch.h>
+#include <torch/version.h>
 
 #if MEDQ_WITH_CUDA
 #include <c10/cuda/CUDACachingAllocator.h>
@@ -10,6 +11,19 @@
 #endif
 
 namespace medq::engine {
+namespace {
+
+#if MEDQ_WITH_CUDA
+// LibTorch 2.5 moved the allocator's statistics types from
+// c10::cuda::CUDACachingAllocator to c10::CachingAllocator (pytorch#130923).
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 5)
+using StatType = c10::CachingAllocator::StatType;
+#else
+using StatType = c10::cuda::CUDACachingAllocator::StatType;
+#endif
+#endif
+
+}  // namespace
 
 bool CudaAvailable() {
   return torch::cuda::is_available();
@@ -32,7 +46,7 @@ std::vector<DeviceMemory> QueryDeviceMemory() {
       m.total_bytes = static_cast<int64_t>(total_b);
     }
     const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(i);
-    const auto agg = static_cast<size_t>(c10::cuda::CUDACachingAllocator::StatType::AGGREGATE);
+    const auto agg = static_cast<size_t>(StatType::AGGREGATE);
     m.allocated_bytes = stats.allocated_bytes[agg].current;
     m.reserved_bytes = stats.reserved_bytes[agg].current;
     out.push_back(std::move(m));
