@@ -1,21 +1,18 @@
 // The fixture references on a CUDA device (label "gpu"; needs a CUDA LibTorch
-// and a visible device, otherwise each case only warns).
+// and a visible device, otherwise each case is reported as skipped).
 #include <catch2/catch.hpp>
 
 #include "daemon/engine/device_memory.h"
 #include "tests/engine/engine_test_util.h"
+#include "tests/support/skip.h"
 
 namespace medq::engine::test {
 namespace {
 
-bool HaveCuda() {
-  if (CudaAvailable()) return true;
-  WARN("no CUDA device visible: GPU test skipped");
-  return false;
-}
+constexpr const char* kNoCuda = "no CUDA device visible (or a LibTorch without CUDA)";
 
 TEST_CASE("fixture models match transformers on cuda:0 in fp32", "[engine][gpu]") {
-  if (!HaveCuda()) return;
+  if (!CudaAvailable()) MEDQ_SKIP(kNoCuda);
   for (const auto& dir : ModelFolders()) {
     INFO("model " << dir.filename().string());
     const auto ref = ReadTensors(dir / "reference.safetensors");
@@ -32,7 +29,7 @@ TEST_CASE("fixture models match transformers on cuda:0 in fp32", "[engine][gpu]"
 }
 
 TEST_CASE("bf16 on cuda:0 runs, seeds reproduce, and memory is returned", "[engine][gpu]") {
-  if (!HaveCuda()) return;
+  if (!CudaAvailable()) MEDQ_SKIP(kNoCuda);
   auto m = LoadModel(medq::test::ModelFixture("tiny-llama"), {"cuda", "auto"});
   REQUIRE(m.ok());
   CHECK(Info(**m).dtype == "bf16");
