@@ -7,21 +7,47 @@
 
 namespace medq::engine {
 
-std::optional<at::Tensor> AttentionMask(int64_t start, int64_t t,
-                                        std::optional<int64_t> sliding_window, at::Device device) {
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 5)
+#define MEDQ_SDPA_GQA 1  // scaled_dot_product_attention has enable_gqa
+#else
+#define MEDQ_SDPA_GQA 0
+#endif
+
+bool FusedCausalAttention() {
+  return MEDQ_SDPA_GQA != 0;
+}
+
+AttentionPlan PlanAttention(int64_t start, int64_t t, std::optional<int64_t> sliding_window,
+                            at::Device device) {
   const int64_t s = start + t;
   const bool window_cuts = sliding_window.has_value() && s > *sliding_window;
-  if (t == 1 && !window_cuts) return std::nullopt;
+  AttentionPlan plan;
+  if (t == 1 && !window_cuts) return plan;
+  if (FusedCausalAttention() && start == 0 && !window_cuts) {
+    plan.causal = true;
+    return plan;
+  }
   const auto opts = at::TensorOptions().dtype(at::kLong).device(device);
   const at::Tensor q_pos = at::arange(start, s, opts).unsqueeze(1);  // [T, 1]
   const at::Tensor k_pos = at::arange(0, s, opts).unsqueeze(0);      // [1, S]
   at::Tensor mask = k_pos <= q_pos;
   if (window_cuts) mask = mask.logical_and(q_pos - k_pos < *sliding_window);
-  return mask;
+  plan.mask = mask;
+  return plan;
 }
 
 at::Tensor Attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-                     const std::optional<at::Tensor>& mask) {
+                     const AttentionPlan& plan) {
+#if MEDQ_SDPA_GQA
+  // k and v keep their kv_heads: enable_gqa maps query head h to kv head
+  // h / group inside the kernel, and a [T, S] mask broadcasts over heads.
+  std::optional<at::Tensor> attn_mask;
+  if (plan.mask.has_value()) attn_mask = *plan.mask;
+  return at::scaled_dot_product_attention(q, k, v, attn_mask, /*dropout_p=*/0.0,
+                                          /*is_causal=*/plan.causal, /*scale=*/std::nullopt,
+                                          /*enable_gqa=*/true);
+#else
+  const std::optional<at::Tensor>& mask = plan.mask;
   const int64_t b = q.size(0), heads = q.size(1), t = q.size(2), d = q.size(3);
   const int64_t kv_heads = k.size(1);
   const int64_t group = heads / kv_heads;
@@ -45,6 +71,7 @@ at::Tensor Attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor&
   const at::Tensor out = at::matmul(probs, v);
 #endif
   return out.reshape({b, heads, t, d});
+#endif  // MEDQ_SDPA_GQA
 }
 
 }  // namespace medq::engine

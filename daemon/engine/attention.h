@@ -7,18 +7,31 @@
 
 namespace medq::engine {
 
-// Which key positions each new query may see: causal, and within
-// `sliding_window` positions when set. Returns a bool mask [T, start + T]
-// (true = may attend) on `device`, or nullopt when every query sees every key
-// (one query and no window cut).
-std::optional<at::Tensor> AttentionMask(int64_t start, int64_t t,
-                                        std::optional<int64_t> sliding_window, at::Device device);
+// True when this LibTorch (2.5 and later) runs a causal prefill, grouped
+// query heads included, in scaled_dot_product_attention's fused kernels
+// (flash or memory-efficient on CUDA, the flash kernel on the CPU) with
+// `is_causal` and `enable_gqa`: no T x T mask or score matrix is ever built.
+// The memory estimate (ModelInfo::fused_causal_attention) follows it.
+bool FusedCausalAttention();
 
-// q: [B, heads, T, D]; k, v: [B, kv_heads, S, D] (S = start + T); mask from
-// AttentionMask. Query head h reads kv head h / (heads / kv_heads), as
+// Which key positions each new query may see: causal, and within
+// `sliding_window` positions when set.
+struct AttentionPlan {
+  // A prefill from position 0 with no window cut: the fused kernels' own
+  // causal rule (query i sees keys 0..i), and no mask.
+  bool causal = false;
+  // Otherwise a bool mask [T, start + T] (true = may attend) on the device,
+  // or nullopt when every query sees every key (one query, no window cut).
+  std::optional<at::Tensor> mask;
+};
+AttentionPlan PlanAttention(int64_t start, int64_t t, std::optional<int64_t> sliding_window,
+                            at::Device device);
+
+// q: [B, heads, T, D]; k, v: [B, kv_heads, S, D] (S = start + T); `plan` from
+// PlanAttention. Query head h reads kv head h / (heads / kv_heads), as
 // transformers' repeat_kv does, without copying k or v. Softmax runs in
 // float32. Returns [B, heads, T, D] in q's dtype.
 at::Tensor Attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-                     const std::optional<at::Tensor>& mask);
+                     const AttentionPlan& plan);
 
 }  // namespace medq::engine

@@ -105,7 +105,7 @@ void AttentionBlock(const Model& m, const LayerWeights& l, size_t layer, KvCache
   a.kv_heads = c.num_kv_heads;
   a.capacity = capacity;
   a.head_dim = d;
-  // AttentionMask's rule: position p sees k <= p with p - k < window.
+  // PlanAttention's rule: position p sees k <= p with p - k < window.
   a.begin = c.sliding_window ? std::max<int64_t>(0, p - *c.sliding_window + 1) : 0;
   a.end = p + 1;
   a.out = b.attn.data();

@@ -47,6 +47,9 @@ struct ModelInfo {
   int64_t hidden_size = 0;
   int64_t intermediate_size = 0;
   int64_t compute_element_bytes = 4;  // per element of activations and the KV cache
+  // A prefill's attention runs in fused kernels that never build the T x T
+  // scores (LibTorch 2.5 and later); otherwise they are materialised.
+  bool fused_causal_attention = false;
 };
 
 // A loaded model: opaque, immutable after load. Safe to share between runs on

@@ -78,6 +78,36 @@ TEST_CASE("the workspace grows with the prompt and covers logits and attention",
   CHECK(e.total() < 600 * kMiB);
 }
 
+TEST_CASE("with fused attention a 1.5B model takes an 8k-token prompt on a 6 GB budget",
+          "[memory]") {
+  // Qwen2.5-1.5B in bf16 on a GPU: 3.1 GB of weights held.
+  engine::ModelInfo m;
+  m.device = "cuda:0";
+  m.vocab_size = 151936;
+  m.num_layers = 28;
+  m.num_heads = 12;
+  m.num_kv_heads = 2;
+  m.head_dim = 128;
+  m.hidden_size = 1536;
+  m.intermediate_size = 8960;
+  m.compute_element_bytes = 2;
+  const int64_t weights = int64_t{3087} * kMiB;
+  AdmissionInput in;
+  in.budget_bytes = int64_t{6144} * kMiB;
+  in.usage.held_bytes = weights;
+
+  m.fused_causal_attention = true;
+  in.estimate = EstimateRunMemory(m, 8192, 256);
+  CHECK(in.estimate.total() < 1024 * kMiB);  // KV cache and activations, no T x T scores
+  CHECK(Decide(in).verdict == Verdict::kAdmit);
+
+  // The unfused path materialises 12 x 8192 x 8192 scores: it would not fit.
+  m.fused_causal_attention = false;
+  in.estimate = EstimateRunMemory(m, 8192, 256);
+  CHECK(in.estimate.workspace_bytes - WorkspaceBytes(m, 0, 256) >= int64_t{12} * 8192 * 8192 * 6);
+  CHECK(Decide(in).verdict == Verdict::kRefuse);
+}
+
 TEST_CASE("admission: within the budget and the device's free memory, the job runs", "[memory]") {
   CHECK(Decide(Input(100, 0, 5000)).verdict == Verdict::kAdmit);         // no budget, CPU
   CHECK(Decide(Input(100, 1000, 900)).verdict == Verdict::kAdmit);       // exactly fits
