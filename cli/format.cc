@@ -18,9 +18,14 @@ void AppendMemory(std::ostringstream& out, const MemorySnapshot& m, const char* 
   out << indent << "host RSS      " << FormatBytes(m.rss_bytes) << "\n";
   for (const DeviceMemoryInfo& d : m.devices) {
     out << indent << "cuda:" << d.index << " " << d.name << "\n"
-        << indent << "  total " << FormatBytes(d.total_bytes) << ", free "
-        << FormatBytes(d.free_bytes) << ", allocated " << FormatBytes(d.allocated_bytes)
-        << ", reserved " << FormatBytes(d.reserved_bytes) << "\n";
+        << indent << "  total " << FormatBytes(d.total_bytes);
+    if (d.measured) {
+      out << ", free " << FormatBytes(d.free_bytes) << ", allocated "
+          << FormatBytes(d.allocated_bytes) << ", reserved " << FormatBytes(d.reserved_bytes);
+    } else {
+      out << " (usage measured once a model is on the GPU; idle until then)";
+    }
+    out << "\n";
   }
 }
 

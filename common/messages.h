@@ -16,12 +16,14 @@ struct DeviceMemoryInfo {
   int index = 0;
   std::string name;
   int64_t total_bytes = 0;
+  bool measured = false;  // free/allocated/reserved: only while a model is on a GPU
   int64_t free_bytes = 0;
   int64_t allocated_bytes = 0;  // held by live tensors
   int64_t reserved_bytes = 0;   // held by the CUDA caching allocator
 };
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(DeviceMemoryInfo, index, name, total_bytes,
-                                                free_bytes, allocated_bytes, reserved_bytes)
+                                                measured, free_bytes, allocated_bytes,
+                                                reserved_bytes)
 
 // Host and device memory at one moment.
 struct MemorySnapshot {

@@ -20,8 +20,8 @@ MemorySnapshot TakeMemorySnapshot() {
   MemorySnapshot snap;
   snap.rss_bytes = ResidentSetBytes();
   for (const engine::DeviceMemory& d : engine::QueryDeviceMemory()) {
-    snap.devices.push_back(DeviceMemoryInfo{d.index, d.name, d.total_bytes, d.free_bytes,
-                                            d.allocated_bytes, d.reserved_bytes});
+    snap.devices.push_back(DeviceMemoryInfo{d.index, d.name, d.total_bytes, d.measured,
+                                            d.free_bytes, d.allocated_bytes, d.reserved_bytes});
   }
   return snap;
 }

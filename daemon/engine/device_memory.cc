@@ -3,6 +3,8 @@
 #include <torch/torch.h>
 #include <torch/version.h>
 
+#include <atomic>
+
 #if MEDQ_WITH_CUDA
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAFunctions.h>
@@ -23,7 +25,18 @@ using StatType = c10::cuda::CUDACachingAllocator::StatType;
 #endif
 #endif
 
+std::atomic<int> g_cuda_models{0};
+
 }  // namespace
+
+int CudaModelsLive() {
+  return g_cuda_models.load();
+}
+
+std::shared_ptr<const void> CudaPresence() {
+  ++g_cuda_models;
+  return std::shared_ptr<const void>(nullptr, [](const void*) { --g_cuda_models; });
+}
 
 bool CudaAvailable() {
   return torch::cuda::is_available();
@@ -34,12 +47,21 @@ std::vector<DeviceMemory> QueryDeviceMemory() {
 #if MEDQ_WITH_CUDA
   if (!torch::cuda::is_available()) return out;
   const int count = static_cast<int>(torch::cuda::device_count());
+  const bool measure = CudaModelsLive() > 0;
   for (int i = 0; i < count; ++i) {
-    c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(i));
     DeviceMemory m;
     m.index = i;
     cudaDeviceProp prop{};
-    if (cudaGetDeviceProperties(&prop, i) == cudaSuccess) m.name = prop.name;
+    if (cudaGetDeviceProperties(&prop, i) == cudaSuccess) {
+      m.name = prop.name;
+      m.total_bytes = static_cast<int64_t>(prop.totalGlobalMem);
+    }
+    if (!measure) {
+      out.push_back(std::move(m));
+      continue;
+    }
+    c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(i));
+    m.measured = true;
     size_t free_b = 0, total_b = 0;
     if (cudaMemGetInfo(&free_b, &total_b) == cudaSuccess) {
       m.free_bytes = static_cast<int64_t>(free_b);

@@ -2,6 +2,8 @@
 // exceptions become medq::Error values.
 #include "daemon/engine/engine.h"
 
+#include "daemon/engine/attention.h"
+
 #include "daemon/engine/fault_injection.h"
 
 #include <ATen/Parallel.h>
@@ -11,6 +13,7 @@
 #include <algorithm>
 
 #include "daemon/engine/checkpoint.h"
+#include "daemon/engine/device_memory.h"
 #include "daemon/engine/generate.h"
 #include "daemon/engine/kernels/cpu_linear.h"
 #include "daemon/engine/lora.h"
@@ -108,6 +111,7 @@ Result<std::shared_ptr<const Model>> Load(const std::filesystem::path& dir, cons
   MEDQ_ASSIGN_OR_RETURN(placement, Place(o, device, CheckpointDtype(model->config, tensors)));
   MEDQ_ASSIGN_OR_RETURN(model->weights, BuildWeights(model->config, std::move(tensors), placement));
   model->device = device;
+  if (device.is_cuda()) model->cuda_presence = CudaPresence();
   model->weight_dtype = placement.weight_dtype;
   model->compute_dtype = placement.compute_dtype;
   model->inv_freq = RopeInvFreq(model->config);
@@ -128,6 +132,7 @@ Result<std::shared_ptr<const Model>> Load(const std::filesystem::path& dir, cons
   info.hidden_size = model->config.hidden_size;
   info.intermediate_size = model->config.intermediate_size;
   info.compute_element_bytes = static_cast<int64_t>(c10::elementSize(placement.compute_dtype));
+  info.fused_causal_attention = FusedCausalAttention();
   return std::shared_ptr<const Model>(std::move(model));
 }
 

@@ -5,6 +5,7 @@
 #include <ATen/ATen.h>
 
 #include <filesystem>
+#include <memory>
 #include <vector>
 
 #include "daemon/engine/engine.h"
@@ -44,6 +45,9 @@ class Model {
   at::ScalarType weight_dtype = at::kFloat;   // projections and embeddings in memory
   at::ScalarType compute_dtype = at::kFloat;  // activations, norms, biases, KV cache
   at::Tensor inv_freq;                        // [head_dim / 2] float32 on CPU, scaled
+  // Held while the weights are on a CUDA device (see CudaPresence); copies
+  // of the model share it.
+  std::shared_ptr<const void> cuda_presence;
 };
 
 // Bytes held by the model's weights, counting shared storage once.
