@@ -7,9 +7,16 @@
 namespace medq::engine {
 namespace {
 
+// Device memory runs out in more places than the caching allocator: cuBLAS
+// allocating its workspace or handle, cuDNN its workspace, the driver on a
+// raw cudaMalloc. Each says so in its own words; all are GPU_OOM.
 bool LooksLikeOom(const std::string& what) {
-  return what.find("CUDA out of memory") != std::string::npos ||
-         what.find("out of memory") != std::string::npos;
+  for (const char* sign :
+       {"out of memory", "CUBLAS_STATUS_ALLOC_FAILED", "CUDNN_STATUS_ALLOC_FAILED",
+        "CUDNN_STATUS_NOT_ENOUGH_WORKSPACE", "cudaErrorMemoryAllocation"}) {
+    if (what.find(sign) != std::string::npos) return true;
+  }
+  return false;
 }
 
 std::string FirstLine(const std::string& s) {

@@ -27,6 +27,14 @@ TEST_CASE("LibTorch exceptions map to error codes", "[engine][errors]") {
   CHECK(e.retry_after_s.has_value());
   e = Mapped([] { TORCH_CHECK(false, "CUDA out of memory. Tried to allocate 2.00 GiB"); });
   CHECK(e.code == ErrorCode::kGpuOom);
+  // cuBLAS, cuDNN and the runtime report device OOM in their own words.
+  for (const char* what :
+       {"CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling `cublasCreate(handle)`",
+        "cuDNN error: CUDNN_STATUS_ALLOC_FAILED", "cuDNN error: CUDNN_STATUS_NOT_ENOUGH_WORKSPACE",
+        "CUDA error: out of memory", "cudaErrorMemoryAllocation"}) {
+    CAPTURE(what);
+    CHECK(Mapped([what] { TORCH_CHECK(false, what); }).code == ErrorCode::kGpuOom);
+  }
   e = Mapped([] {
     TORCH_CHECK(false, "DefaultCPUAllocator: can't allocate memory: you tried to allocate 1 bytes");
   });
