@@ -1,5 +1,7 @@
 #include "daemon/engine/transformer.h"
 
+#include <torch/version.h>
+
 #include "daemon/engine/attention.h"
 #include "daemon/engine/decode_step.h"
 #include "daemon/engine/kernels/linear.h"
@@ -18,14 +20,21 @@ bool InPlace() {
 at::Tensor Mul(at::Tensor a, const at::Tensor& b) {
   return InPlace() ? a.mul_(b) : a * b;
 }
-at::Tensor Add(at::Tensor a, const at::Tensor& b) {
-  return InPlace() ? a.add_(b) : a + b;
-}
 
 // transformers' LlamaRMSNorm: normalise in float32, cast back, then scale.
+// LibTorch 2.4 and later have it as one op (the same steps, or a fused
+// kernel on CUDA); before, it takes eight.
 at::Tensor RmsNorm(const at::Tensor& x, const at::Tensor& weight, double eps) {
-  const at::Tensor xf = x.to(at::kFloat);
-  return Mul((xf * xf.pow(2).mean(-1, true).add(eps).rsqrt()).to(x.scalar_type()), weight);
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
+  if (weight.scalar_type() == x.scalar_type()) {
+    return at::rms_norm(x, {x.size(-1)}, weight, eps);
+  }
+#endif
+  const bool wide = x.scalar_type() == at::kFloat;  // no casts to dispatch
+  const at::Tensor xf = wide ? x : x.to(at::kFloat);
+  at::Tensor normed = xf * xf.pow(2).mean(-1, true).add(eps).rsqrt();
+  if (!wide) normed = normed.to(x.scalar_type());
+  return Mul(normed, weight);
 }
 
 // Keys and values of one layer for the attention of the current positions:
@@ -45,35 +54,49 @@ LayerKv StoreKv(KvCache* cache, size_t layer_index, const at::Tensor& k, const a
   return {keys.narrow(2, 0, start + t), values.narrow(2, 0, start + t)};
 }
 
-at::Tensor AttentionBlock(const Model& m, const LayerWeights& l, size_t layer_index,
-                          const at::Tensor& h, KvCache* cache, const at::Tensor& cos,
-                          const at::Tensor& sin, const std::optional<at::Tensor>& mask) {
+// x += o_proj(attention(input_norm(x))).
+void AttentionBlock(const Model& m, const LayerWeights& l, size_t layer_index, at::Tensor& x,
+                    KvCache* cache, const at::Tensor& cos, const at::Tensor& sin,
+                    const AttentionPlan& plan) {
   const ModelConfig& c = m.config;
+  const at::Tensor h = RmsNorm(x, l.input_norm, c.rms_norm_eps);
   const int64_t b = h.size(0), t = h.size(1);
   // [B, T, heads * D] -> [B, heads, T, D]
   const int64_t q_out = c.num_heads * c.head_dim, kv_out = c.num_kv_heads * c.head_dim;
   const at::Tensor qkv = Linear(h, l.qkv_proj, l.qkv_bias);  // [B, T, q_out + 2 * kv_out]
-  at::Tensor q = qkv.narrow(-1, 0, q_out).view({b, t, c.num_heads, c.head_dim});
-  at::Tensor k = qkv.narrow(-1, q_out, kv_out).view({b, t, c.num_kv_heads, c.head_dim});
   const at::Tensor v =
       qkv.narrow(-1, q_out + kv_out, kv_out).view({b, t, c.num_kv_heads, c.head_dim});
+  at::Tensor q, k;
   if (c.qk_norm) {
-    q = RmsNorm(q, l.q_norm, c.rms_norm_eps);
-    k = RmsNorm(k, l.k_norm, c.rms_norm_eps);
+    q = RmsNorm(qkv.narrow(-1, 0, q_out).view({b, t, c.num_heads, c.head_dim}), l.q_norm,
+                c.rms_norm_eps);
+    k = RmsNorm(qkv.narrow(-1, q_out, kv_out).view({b, t, c.num_kv_heads, c.head_dim}), l.k_norm,
+                c.rms_norm_eps);
+    q = ApplyRope(q.transpose(1, 2), cos, sin);
+    k = ApplyRope(k.transpose(1, 2), cos, sin);
+  } else {
+    // q and k sit side by side in qkv: one rotation for both heads' sets.
+    const at::Tensor qk = ApplyRope(qkv.narrow(-1, 0, q_out + kv_out)
+                                        .view({b, t, c.num_heads + c.num_kv_heads, c.head_dim})
+                                        .transpose(1, 2),
+                                    cos, sin);
+    q = qk.narrow(1, 0, c.num_heads);
+    k = qk.narrow(1, c.num_heads, c.num_kv_heads);
   }
-  q = ApplyRope(q.transpose(1, 2), cos, sin);
-  k = ApplyRope(k.transpose(1, 2), cos, sin);
   const LayerKv kv = StoreKv(cache, layer_index, k, v.transpose(1, 2));
-  const at::Tensor out = Attention(q, kv.keys, kv.values, mask);
-  return Linear(out.transpose(1, 2).reshape({b, t, c.num_heads * c.head_dim}), l.o_proj, l.o_bias);
+  const at::Tensor out = Attention(q, kv.keys, kv.values, plan);
+  LinearAddInto(x, out.transpose(1, 2).reshape({b, t, c.num_heads * c.head_dim}), l.o_proj,
+                l.o_bias);
 }
 
-at::Tensor MlpBlock(const LayerWeights& l, const at::Tensor& h) {
+// x += down_proj(silu(gate) * up), over post_norm(x).
+void MlpBlock(const ModelConfig& c, const LayerWeights& l, at::Tensor& x) {
+  const at::Tensor h = RmsNorm(x, l.post_norm, c.rms_norm_eps);
   const at::Tensor gate_up = Linear(h, l.gate_up_proj, l.gate_up_bias);  // [B, T, 2 * inter]
   const int64_t inter = l.gate_up_proj.size(0) / 2;
   const at::Tensor act =
       Mul(at::silu(gate_up.narrow(-1, 0, inter)), gate_up.narrow(-1, inter, inter));
-  return Linear(act, l.down_proj, l.down_bias);
+  LinearAddInto(x, act, l.down_proj, l.down_bias);
 }
 
 // The decoder stack over ids at positions start .. start + T - 1, then the
@@ -83,12 +106,11 @@ at::Tensor Decode(const Model& m, const at::Tensor& ids, KvCache* cache, int64_t
   const ModelConfig& c = m.config;
   const int64_t t = ids.size(1);
   at::Tensor x = at::embedding(m.weights.embed, ids.to(m.device, at::kLong)).to(m.compute_dtype);
-  const auto mask = AttentionMask(start, t, c.sliding_window, m.device);
+  const AttentionPlan plan = PlanAttention(start, t, c.sliding_window, m.device);
   for (size_t i = 0; i < m.weights.layers.size(); ++i) {
     const LayerWeights& l = m.weights.layers[i];
-    x = Add(x, AttentionBlock(m, l, i, RmsNorm(x, l.input_norm, c.rms_norm_eps), cache, cos, sin,
-                              mask));
-    x = Add(x, MlpBlock(l, RmsNorm(x, l.post_norm, c.rms_norm_eps)));
+    AttentionBlock(m, l, i, x, cache, cos, sin, plan);
+    MlpBlock(c, l, x);
   }
   if (which == LogitsFor::kLastPosition) x = x.narrow(1, t - 1, 1).contiguous();
   x = RmsNorm(x, m.weights.norm, c.rms_norm_eps);

@@ -77,6 +77,7 @@ std::vector<int64_t> OutputSizes(const torch::Tensor& x, int64_t out) {
 // Bias as a contiguous float32 buffer, or undefined.
 torch::Tensor FloatBias(const torch::Tensor& bias) {
   if (!bias.defined()) return bias;
+  if (bias.scalar_type() == torch::kFloat && bias.is_contiguous()) return bias;  // no dispatch
   return bias.to(torch::kFloat).contiguous();
 }
 

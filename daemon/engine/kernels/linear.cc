@@ -1,6 +1,7 @@
 #include "daemon/engine/kernels/linear.h"
 
 #include <cstdint>
+#include <vector>
 
 #include "daemon/engine/kernels/cpu_linear.h"
 
@@ -86,6 +87,43 @@ torch::Tensor Linear(const torch::Tensor& x, const torch::Tensor& weight,
       break;
   }
   return BaselineLinear(x, weight, bias);
+}
+
+void LinearAddInto(torch::Tensor& residual, const torch::Tensor& x, const torch::Tensor& weight,
+                   const torch::Tensor& bias) {
+  const int64_t in = weight.size(1), out = weight.size(0);
+  const bool fusable = !at::GradMode::is_enabled() && residual.is_contiguous() &&
+                       residual.scalar_type() == x.scalar_type() && residual.size(-1) == out &&
+                       residual.numel() / out == x.numel() / in && !bias.defined();
+  if (fusable) {
+    switch (SelectLinearPath(x, weight, bias)) {
+      case LinearPath::kMatVecF32:
+      case LinearPath::kMatVecBf16: {
+        // One row: y = W x into a scratch row, then added; no ATen op at all.
+        const torch::Tensor xc = x.is_contiguous() ? x : x.contiguous();
+        std::vector<float> y(static_cast<size_t>(out));
+        kernels::MatVecInto(weight, xc.data_ptr<float>(), nullptr, y.data());
+        float* r = residual.data_ptr<float>();
+        for (int64_t i = 0; i < out; ++i)
+          r[i] += y[static_cast<size_t>(i)];
+        return;
+      }
+      case LinearPath::kBaseline:
+        if (weight.scalar_type() == x.scalar_type()) {
+          residual.view({-1, out}).addmm_(x.reshape({-1, in}), weight.t());
+          return;
+        }
+        break;
+      default:
+        break;
+    }
+  }
+  torch::Tensor y = Linear(x, weight, bias);
+  if (at::GradMode::is_enabled()) {
+    residual = residual + y;
+  } else {
+    residual.add_(y);
+  }
 }
 
 }  // namespace medq::engine

@@ -53,6 +53,14 @@ enum class LinearPath {
 // kernels_bench, see bench/kernels/README.md).
 inline constexpr int64_t kTiledGemmMinRows = 32;
 
+// residual += Linear(x, weight, bias), in place, as one op where the path
+// allows: addmm_ into the residual on the baseline path (the GPU's), the
+// matrix-vector kernel writing into a scratch row and adding on the CPU. The
+// residual must be contiguous and of x's dtype; otherwise Linear then add_.
+// Used for the projections that end a block (o_proj, down_proj).
+void LinearAddInto(torch::Tensor& residual, const torch::Tensor& x, const torch::Tensor& weight,
+                   const torch::Tensor& bias = {});
+
 // Which path Linear(x, weight, bias) takes; for tests and benchmarks.
 // Never throws.
 LinearPath SelectLinearPath(const torch::Tensor& x, const torch::Tensor& weight,

@@ -1,0 +1,123 @@
+// How many LibTorch ops one decode step dispatches per layer on the generic
+// path (the path CUDA takes; on the CPU the raw-buffer decode step replaces
+// it). A RecordFunction observer counts the ops the engine itself calls
+// (nested ops inside them are not counted), leaving out views (narrow, view,
+// transpose, ...: metadata only, no kernel). Each op counted is a dispatch
+// and, on a GPU, a kernel launch. The per-layer count is the difference
+// between the model and the same model cut to its first layer, so that the
+// embedding, final norm and lm_head cancel. The bound fails the test when a
+// layer grows; the count is printed for the record.
+#include <ATen/record_function.h>
+#include <torch/version.h>
+
+#include <atomic>
+#include <catch2/catch.hpp>
+#include <string_view>
+
+#include "daemon/engine/decode_step.h"
+#include "daemon/engine/model.h"
+#include "tests/engine/engine_test_util.h"
+
+namespace medq::engine::test {
+namespace {
+
+thread_local int t_depth = 0;
+std::atomic<int64_t> g_top_level_ops{0};
+thread_local std::vector<std::string> t_names;
+
+bool IsView(std::string_view name) {
+  for (std::string_view view :
+       {"aten::narrow", "aten::view", "aten::transpose", "aten::reshape", "aten::_reshape_alias",
+        "aten::slice", "aten::select", "aten::unsqueeze", "aten::squeeze", "aten::expand",
+        "aten::permute", "aten::as_strided", "aten::t", "aten::alias", "aten::detach"}) {
+    if (name == view) return true;
+  }
+  return false;
+}
+
+// Counts top-level ATen ops on this thread while alive.
+class OpCounter {
+ public:
+  OpCounter() {
+    g_top_level_ops = 0;
+    t_names.clear();
+    handle_ = at::addThreadLocalCallback(
+        at::RecordFunctionCallback(
+            [](const at::RecordFunction& fn) -> std::unique_ptr<at::ObserverContext> {
+              if (t_depth++ == 0 && !IsView(fn.name())) {
+                ++g_top_level_ops;
+                t_names.emplace_back(fn.name());
+              }
+              return nullptr;
+            },
+            [](const at::RecordFunction&, at::ObserverContext*) { --t_depth; })
+            .scopes({at::RecordScope::FUNCTION}));
+  }
+  ~OpCounter() { at::removeCallback(handle_); }
+  OpCounter(const OpCounter&) = delete;
+  OpCounter& operator=(const OpCounter&) = delete;
+  int64_t count() const { return g_top_level_ops.load(); }
+  // The ops in the order they ran, joined by spaces.
+  static std::string Names() {
+    std::string out;
+    for (const std::string& n : t_names)
+      out += n + " ";
+    return out;
+  }
+
+ private:
+  at::CallbackHandle handle_;
+};
+
+// The ops of one decode step after a short prefill, on the generic path.
+int64_t OpsPerDecodeStep(const Model& m, std::string* names) {
+  c10::InferenceMode guard;
+  SetCpuDecodeStepEnabled(false);
+  KvCache cache(m, 1, 8);
+  Forward(m, at::tensor({1, 2, 3, 4}, at::kLong).view({1, -1}), cache, LogitsFor::kLastPosition);
+  int64_t ops = 0;
+  {
+    OpCounter counter;
+    Forward(m, at::tensor({5}, at::kLong).view({1, 1}), cache, LogitsFor::kLastPosition);
+    ops = counter.count();
+    *names = OpCounter::Names();
+  }
+  SetCpuDecodeStepEnabled(true);
+  return ops;
+}
+
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 5)
+// rms_norm (1 op, x2), qkv and gate_up projections (2), one rotation for q
+// and k (5), the KV cache writes (2), fused attention (1), silu * up (2);
+// o_proj and down_proj add into the residual stream inside the projection.
+constexpr int64_t kOpsPerLayer = 14;
+#else
+// LibTorch 1.13: RMSNorm in six ops and attention in five (no rms_norm, no
+// grouped-query scaled_dot_product_attention).
+constexpr int64_t kOpsPerLayer = 28;
+#endif
+
+TEST_CASE("a generic decode step dispatches at most a fixed number of ops per layer",
+          "[engine][ops]") {
+  for (const auto& dir : ModelFolders()) {
+    const auto model = MustLoad(dir, "fp32");
+    if (model->config.qk_norm) continue;  // Qwen3's q/k norms: two more ops, not a fixture here
+    Model first = *model;
+    first.weights.layers.resize(1);
+    std::string names, first_names;
+    const int64_t ops = OpsPerDecodeStep(*model, &names);
+    const int64_t first_ops = OpsPerDecodeStep(first, &first_names);
+    const auto layers = static_cast<int64_t>(model->weights.layers.size());
+    REQUIRE(layers >= 2);
+    const int64_t per_layer = (ops - first_ops) / (layers - 1);
+    INFO("ops of the whole step: " << names);
+    WARN("op count: " << dir.filename().string() << ": " << per_layer << " ops per layer, " << ops
+                      << " in one decode step of " << layers << " layers");
+    CHECK((ops - first_ops) % (layers - 1) == 0);  // every layer the same
+    CHECK(per_layer > 0);                          // the observer saw the step
+    CHECK(per_layer <= kOpsPerLayer);
+  }
+}
+
+}  // namespace
+}  // namespace medq::engine::test
