@@ -18,14 +18,6 @@ namespace {
 using nlohmann::json;
 using namespace std::chrono_literals;
 
-void RequireHealthy(const DaemonProcess& d) {
-  RawClient probe(d.socket());
-  json reply = probe.Roundtrip(R"({"v":1,"id":"probe","op":"health"})"
-                               "\n");
-  REQUIRE(reply["event"] == "result");
-  REQUIRE(reply["result"]["ready"] == true);
-}
-
 std::vector<std::string> Args(const ModelRepo& repo, std::vector<std::string> extra = {}) {
   std::vector<std::string> args = {"--models-dir", repo.dir().string(), "--model",
                                    "tiny-llama3",  "--threads",         "1"};
@@ -42,6 +34,14 @@ json FinalReply(RawClient& c, const json& id) {
     const std::string event = (*e)["event"];
     if (event == "done" || event == "result" || event == "error") return *e;
   }
+}
+
+json Tokenize(const std::string& socket, const std::string& text) {
+  auto client = ipc::Client::Connect(socket);
+  REQUIRE(client.ok());
+  auto reply = client->Call("tokenize", {{"text", text}}, 120s);
+  REQUIRE(reply.ok());
+  return *reply;
 }
 
 int64_t Rss(const std::string& socket) {
@@ -75,7 +75,7 @@ TEST_CASE("a request nested 100,000 levels deep is refused, and the daemon lives
     CHECK(reply["id"] == 1);
     CHECK_THAT(reply["message"].get<std::string>(), Catch::Contains("64 levels"));
   }
-  RequireHealthy(d);
+  RequireHealthy(d.socket());
 }
 
 TEST_CASE("a client trickling one byte at a time is closed by the idle timeout", "[e2e]") {
@@ -91,7 +91,7 @@ TEST_CASE("a client trickling one byte at a time is closed by the idle timeout",
   CHECK(trickler.closed());
   CHECK(took < 3s);  // one idle timeout and a little, not "never"
   CHECK_THAT(d.Log(), Catch::Contains("without completing a line"));
-  RequireHealthy(d);
+  RequireHealthy(d.socket());
 }
 
 TEST_CASE("max_connections above the open-file limit is lowered to what fits", "[e2e]") {
@@ -132,17 +132,11 @@ TEST_CASE("max_connections above the open-file limit is lowered to what fits", "
 TEST_CASE("tokenize refuses text over its limit and frees what a large one used", "[e2e]") {
   ModelRepo repo;
   DaemonProcess d(Args(repo));
-  auto client = ipc::Client::Connect(d.socket());
-  REQUIRE(client.ok());
-  auto warm = client->Call("tokenize", {{"text", "warm up"}}, 60s);
-  REQUIRE(warm.ok());
-  REQUIRE((*warm)["event"] == "result");
-
-  auto huge = client->Call("tokenize", {{"text", std::string(4u << 20, 'a')}}, 60s);
-  REQUIRE(huge.ok());
-  CHECK((*huge)["event"] == "error");
-  CHECK((*huge)["code"] == "INVALID_REQUEST");
-  CHECK_THAT((*huge)["message"].get<std::string>(), Catch::Contains("1048576"));
+  REQUIRE(Tokenize(d.socket(), "warm up")["event"] == "result");
+  json huge = Tokenize(d.socket(), std::string(4u << 20, 'a'));
+  CHECK(huge["event"] == "error");
+  CHECK(huge["code"] == "INVALID_REQUEST");
+  CHECK_THAT(huge["message"].get<std::string>(), Catch::Contains("1048576"));
 }
 
 TEST_CASE("the memory of a large tokenize is given back after the job", "[e2e]") {
@@ -152,19 +146,15 @@ TEST_CASE("the memory of a large tokenize is given back after the job", "[e2e]")
 #endif
   ModelRepo repo;
   DaemonProcess d(Args(repo));
-  auto client = ipc::Client::Connect(d.socket());
-  REQUIRE(client.ok());
-  auto warm = client->Call("tokenize", {{"text", "warm up"}}, 60s);
-  REQUIRE(warm.ok());
+  REQUIRE(Tokenize(d.socket(), "warm up")["event"] == "result");
   std::string words;
   for (int i = 0; words.size() < (1u << 20) - 16; ++i)
     words += "word" + std::to_string(i % 5000) + " ";
   const int64_t before = Rss(d.socket());
   {
-    auto big = client->Call("tokenize", {{"text", words}}, 120s);
-    REQUIRE(big.ok());
-    REQUIRE((*big)["event"] == "result");
-    CHECK((*big)["result"]["ids"].size() > 100000);
+    json big = Tokenize(d.socket(), words);
+    REQUIRE(big["event"] == "result");
+    CHECK(big["result"]["ids"].size() > 100000);
   }
   // The trim runs on the worker just after the job: give it a moment.
   int64_t after = Rss(d.socket());
@@ -201,7 +191,7 @@ TEST_CASE("a last line without its newline is answered before a half-close", "[e
     CHECK(done["usage"]["completion_tokens"].get<int>() >= 1);
     CHECK(c.WaitClosed(5s));
   }
-  RequireHealthy(d);
+  RequireHealthy(d.socket());
 }
 
 }  // namespace medq::test

@@ -72,4 +72,12 @@ bool RawClient::WaitClosed(std::chrono::milliseconds timeout) {
   return closed_;
 }
 
+void RequireHealthy(const std::string& socket) {
+  RawClient probe(socket);
+  nlohmann::json reply = probe.Roundtrip(R"({"v":1,"id":"probe","op":"health"})"
+                                         "\n");
+  REQUIRE(reply["event"] == "result");
+  REQUIRE(reply["result"]["ready"] == true);
+}
+
 }  // namespace medq::test

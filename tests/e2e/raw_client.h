@@ -39,4 +39,7 @@ class RawClient {
   ipc::LineBuffer lines_{64u << 20};
 };
 
+// The daemon at `socket` still serves a fresh client and says it is ready.
+void RequireHealthy(const std::string& socket);
+
 }  // namespace medq::test

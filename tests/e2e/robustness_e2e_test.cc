@@ -15,19 +15,6 @@ namespace medq::test {
 using nlohmann::json;
 using namespace std::chrono_literals;
 
-namespace {
-
-// The daemon still serves a fresh client.
-void RequireHealthy(const DaemonProcess& d) {
-  RawClient probe(d.socket());
-  json reply = probe.Roundtrip(R"({"v":1,"id":"probe","op":"health"})"
-                               "\n");
-  REQUIRE(reply["event"] == "result");
-  REQUIRE(reply["result"]["ready"] == true);
-}
-
-}  // namespace
-
 TEST_CASE("malformed requests get INVALID_REQUEST and the connection stays usable", "[e2e]") {
   DaemonProcess d;
   RawClient c(d.socket());
@@ -93,7 +80,7 @@ TEST_CASE("malformed requests get INVALID_REQUEST and the connection stays usabl
   json ok = c.Roundtrip(R"({"v":1,"id":10,"op":"version","client":"test"})"
                         "\n");
   CHECK(ok["event"] == "result");
-  RequireHealthy(d);
+  RequireHealthy(d.socket());
 }
 
 TEST_CASE("a line over the maximum gets TOO_LARGE and its connection is closed", "[e2e]") {
@@ -109,7 +96,7 @@ TEST_CASE("a line over the maximum gets TOO_LARGE and its connection is closed",
   // A line just under the limit is fine, and other clients never noticed.
   std::string fits = R"({"v":1,"id":2,"op":"version","pad":")" + std::string(3900, 'y') + "\"}\n";
   CHECK(other.Roundtrip(fits)["event"] == "result");
-  RequireHealthy(d);
+  RequireHealthy(d.socket());
 }
 
 TEST_CASE("a client that stalls in the middle of a line is timed out", "[e2e]") {
@@ -117,7 +104,7 @@ TEST_CASE("a client that stalls in the middle of a line is timed out", "[e2e]") 
   RawClient stalled(d.socket());
   REQUIRE(stalled.Send(R"({"v":1,"id":1,"op":"hea)"));
   CHECK(stalled.WaitClosed(5s));
-  RequireHealthy(d);
+  RequireHealthy(d.socket());
 }
 
 TEST_CASE("clients that connect and vanish leave the daemon serving", "[e2e]") {
@@ -129,7 +116,7 @@ TEST_CASE("clients that connect and vanish leave the daemon serving", "[e2e]") {
              "\n");                                         // reply unread
     if (i % 3 == 1) c.Send(R"({"v":1,"id":1,"op":"heal)");  // half a line
   }
-  RequireHealthy(d);
+  RequireHealthy(d.socket());
   auto client = ipc::Client::Connect(d.socket());
   REQUIRE(client.ok());
   auto h = client->Call("health", {}, 5s);
@@ -157,7 +144,7 @@ TEST_CASE("connections past the limit are refused clearly", "[e2e]") {
   CHECK(refused.WaitClosed(5s));
   held.clear();  // room again
   std::this_thread::sleep_for(200ms);
-  RequireHealthy(d);
+  RequireHealthy(d.socket());
 }
 
 TEST_CASE("hundreds of concurrent clients are all served", "[e2e]") {
@@ -193,7 +180,7 @@ TEST_CASE("hundreds of concurrent clients are all served", "[e2e]") {
     th.join();
   CHECK(ok == kClients * kCalls);
   CHECK(burst_ok == 300);
-  RequireHealthy(d);
+  RequireHealthy(d.socket());
 }
 
 }  // namespace medq::test
