@@ -21,22 +21,27 @@ std::string ModelStore::ResolveDevice() const {
   return engine::CudaAvailable() ? "cuda:0" : "cpu";
 }
 
+// (Also on a CPU-only machine, where only an injected fault gets here: the
+// retry then exercises the same path.)
+bool ModelStore::FallsBackToCpu(const Error& error) const {
+  return error.code == ErrorCode::kGpuOom && policy_.cpu_fallback;
+}
+
+Result<std::shared_ptr<const engine::Model>> ModelStore::LoadOnCpu(const fs::path& dir) {
+  engine::EmptyDeviceCaches();
+  return engine::LoadModel(dir, {"cpu", policy_.dtype == "fp16" ? "auto" : policy_.dtype});
+}
+
 Result<std::shared_ptr<const engine::Model>> ModelStore::LoadWeights(const fs::path& dir,
                                                                      bool* fell_back) {
-  engine::LoadOptions options{ResolveDevice(), policy_.dtype};
-  auto model = engine::LoadModel(dir, options);
-  // (Also on a CPU-only machine, where only an injected fault gets here: the
-  // retry then exercises the same path.)
-  if (!model.ok() && model.error().code == ErrorCode::kGpuOom && policy_.cpu_fallback) {
+  auto model = engine::LoadModel(dir, {ResolveDevice(), policy_.dtype});
+  if (!model.ok() && FallsBackToCpu(model.error())) {
     spdlog::warn(
         "out of GPU memory loading {}; loading it on the CPU instead (gpu_fallback = "
         "cpu). Free GPU memory or pick a smaller model to run it on the GPU.",
         dir.string());
-    engine::EmptyDeviceCaches();
     *fell_back = true;
-    options.device = "cpu";
-    options.dtype = policy_.dtype == "fp16" ? "auto" : policy_.dtype;
-    model = engine::LoadModel(dir, options);
+    model = LoadOnCpu(dir);
   }
   return model;
 }
@@ -62,6 +67,19 @@ Result<LoadedModel> ModelStore::Load(const std::string& name, const fs::path& di
     m.model = std::move(base);
   } else {
     auto adapted = engine::ApplyAdapter(base, adapter);
+    if (!adapted.ok() && FallsBackToCpu(adapted.error())) {
+      // The merge copies the targeted weights on the device; when that does
+      // not fit, the adapted model goes to the CPU like a load that does not
+      // fit (the base stays where it is for requests without the adapter).
+      spdlog::warn(
+          "out of GPU memory merging adapter {} into {}; running the adapted model on the CPU "
+          "instead (gpu_fallback = cpu)",
+          adapter.filename().string(), name);
+      auto cpu_base = LoadOnCpu(dir);
+      if (!cpu_base.ok()) return std::move(cpu_base).error();
+      m.fell_back_to_cpu = true;
+      adapted = engine::ApplyAdapter(*cpu_base, adapter);
+    }
     if (!adapted.ok()) return std::move(adapted).error();
     m.model = std::move(*adapted);
   }

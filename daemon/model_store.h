@@ -62,6 +62,9 @@ class ModelStore {
                            const std::filesystem::path& adapter);
   Result<std::shared_ptr<const engine::Model>> LoadWeights(const std::filesystem::path& dir,
                                                            bool* fell_back);
+  // gpu_fallback = cpu and the device ran out of memory (loading or merging).
+  bool FallsBackToCpu(const Error& error) const;
+  Result<std::shared_ptr<const engine::Model>> LoadOnCpu(const std::filesystem::path& dir);
   std::string ResolveDevice() const;
 
   LoadPolicy policy_;

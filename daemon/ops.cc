@@ -98,7 +98,7 @@ void CleanupMemory(DaemonState& state, const Request& req, Responder reply) {
   if (!job.ok()) shared_reply->Fail(job.error());
 }
 
-// Testing only (medqd --test-fault-injection): the next model load or decode
+// Testing only (medqd --test-fault-injection): the next model load, merge or decode
 // step fails as a CUDA out-of-memory would.
 void InjectFault(DaemonState& state, const Request& req, Responder reply) {
   if (Status st = RejectUnknownFields(req.params, {"at"}); !st.ok()) return reply.Fail(st.error());
@@ -112,9 +112,11 @@ void InjectFault(DaemonState& state, const Request& req, Responder reply) {
     engine::ArmFault(engine::Fault::kLoadOom);
   } else if (at == "decode") {
     engine::ArmFault(engine::Fault::kDecodeOom);
+  } else if (at == "merge") {
+    engine::ArmFault(engine::Fault::kMergeOom);
   } else {
     return reply.Fail(
-        Error(ErrorCode::kInvalidRequest, "params.at must be \"load\" or \"decode\""));
+        Error(ErrorCode::kInvalidRequest, "params.at must be \"load\", \"merge\" or \"decode\""));
   }
   spdlog::warn("fault injection: the next {} will fail with GPU out of memory", at);
   reply.Result({{"armed", at}});
@@ -150,7 +152,8 @@ constexpr OpSpec kOps[] = {
     {"detokenize", &DetokenizeOp, "Text of token ids", true},
     {"apply-template", &ApplyTemplateOp, "Render a conversation with the chat template", true},
     {"metrics", &MetricsOp, "Prometheus text exposition of counters and histograms", false},
-    {"inject-fault", &InjectFault, "Testing only: fail the next load or decode step (OOM)", false},
+    {"inject-fault", &InjectFault, "Testing only: fail the next load, merge or decode step (OOM)",
+     false},
 };
 
 }  // namespace

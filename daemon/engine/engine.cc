@@ -171,6 +171,7 @@ Result<std::shared_ptr<const Model>> ApplyAdapter(std::shared_ptr<const Model> b
   if (base == nullptr) return Error(ErrorCode::kInternal, "ApplyAdapter: no base model");
   WideTorchThreads wide;
   try {
+    FailIfArmed(Fault::kMergeOom);
     return MergeAdapter(base, adapter_dir);
   } catch (...) {
     return ErrorFromCurrentException("applying adapter " + adapter_dir.string() + " to model " +

@@ -9,9 +9,18 @@ namespace {
 
 std::atomic<bool> g_load_oom{false};
 std::atomic<bool> g_decode_oom{false};
+std::atomic<bool> g_merge_oom{false};
 
 std::atomic<bool>& Flag(Fault fault) {
-  return fault == Fault::kLoadOom ? g_load_oom : g_decode_oom;
+  switch (fault) {
+    case Fault::kLoadOom:
+      return g_load_oom;
+    case Fault::kDecodeOom:
+      return g_decode_oom;
+    case Fault::kMergeOom:
+      break;
+  }
+  return g_merge_oom;
 }
 
 }  // namespace

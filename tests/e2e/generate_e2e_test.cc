@@ -513,6 +513,42 @@ TEST_CASE("an out-of-memory in a decode step fails that job only", "[e2e][genera
   CHECK((*q)["result"]["running"].empty());
 }
 
+TEST_CASE("an out-of-memory while merging a LoRA adapter falls back like a load",
+          "[e2e][generate]") {
+  ModelRepo repo;
+  DaemonProcess d(DaemonArgs(repo, {"--test-fault-injection"}));
+  auto client = ipc::Client::Connect(d.socket());
+  REQUIRE(client.ok());
+  REQUIRE(client->Call("inject-fault", {{"at", "merge"}}).ok());
+  // The adapted model still gives its reference, from the CPU copy.
+  json ref = Reference("tiny-llama-lora")["prompts"]["prompt1"];
+  Run run = Generate(d.socket(), {{"model", "tiny-llama"},
+                                  {"adapter", "tiny-llama-lora"},
+                                  {"prompt_ids", ref["input_ids"]},
+                                  {"max_tokens", 24},
+                                  {"return_ids", true}});
+  REQUIRE(run.final()["event"] == "done");
+  const std::vector<int32_t> expected = ref["greedy_ids"].get<std::vector<int32_t>>();
+  CHECK(run.Ids() == std::vector<int32_t>(expected.begin(),
+                                          expected.begin() + static_cast<long>(run.Ids().size())));
+  auto h = client->Call("health");
+  REQUIRE(h.ok());
+  CHECK((*h)["result"]["loaded_models"][0]["fell_back_to_cpu"] == true);
+  CHECK_THAT(d.Log(), Catch::Contains("merging adapter tiny-llama-lora"));
+}
+
+TEST_CASE("without fallback an out-of-memory while merging is GPU_OOM", "[e2e][generate]") {
+  ModelRepo repo;
+  DaemonProcess d(DaemonArgs(repo, {"--test-fault-injection", "--gpu-fallback", "none"}));
+  auto client = ipc::Client::Connect(d.socket());
+  REQUIRE(client->Call("inject-fault", {{"at", "merge"}}).ok());
+  Run failed = Generate(d.socket(), {{"model", "tiny-llama"},
+                                     {"adapter", "tiny-llama-lora"},
+                                     {"prompt_ids", {1, 2, 3}},
+                                     {"max_tokens", 3}});
+  CHECK(failed.final()["code"] == "GPU_OOM");
+}
+
 TEST_CASE("fault injection is refused unless the daemon was started for it", "[e2e][generate]") {
   DaemonProcess d;
   auto client = ipc::Client::Connect(d.socket());
