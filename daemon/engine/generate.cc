@@ -5,6 +5,7 @@
 #include <c10/core/InferenceMode.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 
 #include "daemon/engine/kv_cache.h"
@@ -15,6 +16,8 @@ namespace medq::engine {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+std::atomic<bool> g_device_loop_on_cpu{false};
 
 double MsSince(Clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
@@ -40,7 +43,59 @@ Status Validate(const Model& m, const GenerateRequest& r) {
   return ValidateSampling(r.sampling);
 }
 
+// The ids of one run: chosen by the sampler, fed back to the model, and
+// handed to the caller. On the host path the id goes to a reusable host
+// tensor; on the device path it stays where the model is, and one small copy
+// to pinned memory tells the caller.
+class TokenLoop {
+ public:
+  TokenLoop(const Model& m, const GenerateRequest& r, Sampler& sampler)
+      : sampler_(sampler),
+        on_device_(!m.device.is_cpu() || g_device_loop_on_cpu.load()),
+        history_(r.prompt) {
+    history_.reserve(r.prompt.size() + static_cast<size_t>(r.max_new_tokens));
+    if (on_device_) {
+      sampler_.StartOnDevice(r.prompt, m.config.vocab_size, m.device);
+      host_id_ =
+          at::empty({1}, at::TensorOptions().dtype(at::kLong).pinned_memory(m.device.is_cuda()));
+    } else {
+      step_ids_ = at::empty({1, 1}, at::kLong);
+    }
+  }
+
+  // Chooses the next id from `logits` ([vocab]); returns it for the caller.
+  int32_t Choose(const at::Tensor& logits) {
+    int32_t id = 0;
+    if (on_device_) {
+      const at::Tensor chosen = sampler_.NextOnDevice(logits);
+      host_id_.copy_(chosen.view({1}));  // the one transfer of the step
+      id = static_cast<int32_t>(host_id_.data_ptr<int64_t>()[0]);
+      sampler_.Observe(chosen);
+      step_ids_ = chosen.view({1, 1});
+    } else {
+      id = sampler_.Next(logits, history_);
+      step_ids_.fill_(static_cast<int64_t>(id));
+    }
+    history_.push_back(id);
+    return id;
+  }
+
+  // The input of the next step: the id just chosen, [1, 1] int64.
+  const at::Tensor& step_ids() const { return step_ids_; }
+
+ private:
+  Sampler& sampler_;
+  const bool on_device_;
+  std::vector<int32_t> history_;  // prompt + generated ids (host path's penalty)
+  at::Tensor step_ids_;
+  at::Tensor host_id_;
+};
+
 }  // namespace
+
+void SetDeviceLoopOnCpu(bool enabled) {
+  g_device_loop_on_cpu.store(enabled);
+}
 
 Result<GenerateResult> RunGeneration(const Model& m, const GenerateRequest& r,
                                      const std::function<bool(int32_t)>& on_token) {
@@ -53,24 +108,21 @@ Result<GenerateResult> RunGeneration(const Model& m, const GenerateRequest& r,
 
   const std::vector<int32_t>& stop = r.stop_ids ? *r.stop_ids : m.info.eos_ids;
   Sampler sampler(r.sampling);
-  std::vector<int32_t> history = r.prompt;
-  history.reserve(r.prompt.size() + static_cast<size_t>(r.max_new_tokens));
-  // Everything below is local: the cache and activations are freed on return,
-  // whichever way the run ends (an exception included).
+  // Everything below is local: the cache (allocated once, for the whole run)
+  // and activations are freed on return, whichever way the run ends (an
+  // exception included).
   KvCache cache(m, 1, static_cast<int64_t>(r.prompt.size()) + r.max_new_tokens);
+  TokenLoop loop(m, r, sampler);
 
   const auto t_prefill = Clock::now();
   const std::vector<int64_t> prompt64(r.prompt.begin(), r.prompt.end());
   at::Tensor logits =
       Forward(m, at::tensor(prompt64, at::kLong).view({1, -1}), cache, LogitsFor::kLastPosition);
-  int32_t next = sampler.Next(logits.view({-1}), history);
+  int32_t next = loop.Choose(logits.view({-1}));
   result.prefill_ms = MsSince(t_prefill);
 
   const auto t_decode = Clock::now();
-  // One reusable host tensor for the fed-back token.
-  at::Tensor step_ids = at::empty({1, 1}, at::kLong);
   while (true) {
-    history.push_back(next);
     ++result.new_tokens;
     const bool keep_going = on_token(next);
     if (std::find(stop.begin(), stop.end(), next) != stop.end()) {
@@ -85,10 +137,9 @@ Result<GenerateResult> RunGeneration(const Model& m, const GenerateRequest& r,
       result.finish = FinishReason::kLength;
       break;
     }
-    step_ids.fill_(static_cast<int64_t>(next));
     FailIfArmed(Fault::kDecodeOom);
-    logits = Forward(m, step_ids, cache, LogitsFor::kLastPosition);
-    next = sampler.Next(logits.view({-1}), history);
+    logits = Forward(m, loop.step_ids(), cache, LogitsFor::kLastPosition);
+    next = loop.Choose(logits.view({-1}));
   }
   result.decode_ms = MsSince(t_decode);
   return result;

@@ -49,6 +49,10 @@ at::Tensor Sampler::Warp(const at::Tensor& logits, const std::vector<int32_t>& h
                      .to(at::kCPU)
                      .contiguous();
   if (params_.temperature == 0) return s;
+  return WarpScores(s);
+}
+
+at::Tensor Sampler::WarpScores(at::Tensor s) const {
   s = s / params_.temperature;
   const int64_t vocab = s.size(0);
   if (params_.top_k > 0 && params_.top_k < vocab) {
@@ -74,6 +78,35 @@ at::Tensor Sampler::Warp(const at::Tensor& logits, const std::vector<int32_t>& h
     s = s.masked_fill(probs < threshold, kNegInf);
   }
   return s;
+}
+
+void Sampler::StartOnDevice(const std::vector<int32_t>& prompt, int64_t vocab, at::Device device) {
+  if (params_.repetition_penalty == 1.0f) return;
+  seen_ = at::zeros({vocab}, at::TensorOptions().dtype(at::kBool).device(device));
+  if (prompt.empty()) return;
+  const at::Tensor ids =
+      at::tensor(std::vector<int64_t>(prompt.begin(), prompt.end()), at::kLong).to(device);
+  seen_.index_fill_(0, ids, true);
+}
+
+void Sampler::Observe(const at::Tensor& id) {
+  if (seen_.defined()) seen_.index_fill_(0, id.view({1}), true);
+}
+
+at::Tensor Sampler::NextOnDevice(const at::Tensor& logits) {
+  at::Tensor s = logits.to(at::kFloat);
+  if (seen_.defined()) {
+    // transformers' penalty: each id seen once or more is scaled once.
+    const float p = params_.repetition_penalty;
+    s = at::where(seen_, at::where(s < 0, s * p, s / p), s);
+  }
+  if (params_.temperature == 0) return s.argmax();
+  const at::Tensor cum = WarpScores(s).softmax(0).to(at::kDouble).cumsum(0);
+  // Next()'s draw: u in [0, total), the first id whose running sum passes u
+  // (ids of zero probability never do). The uniform comes from the same
+  // generator in the same way, scaled by the total on the device.
+  const double u = std::uniform_real_distribution<double>(0.0, 1.0)(rng_);
+  return cum.le(cum[-1] * u).sum().clamp_max_(cum.size(0) - 1);
 }
 
 int32_t Sampler::Next(const at::Tensor& logits, const std::vector<int32_t>& history) {

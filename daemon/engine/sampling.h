@@ -34,9 +34,25 @@ class Sampler {
   // tests. Greedy params leave the scores after the penalty unchanged.
   at::Tensor Warp(const at::Tensor& logits, const std::vector<int32_t>& history) const;
 
+  // The same choice without leaving the logits' device (what CUDA runs): the
+  // penalty from a device mask of the ids seen so far, the warpers as tensor
+  // ops, and the draw by inverse CDF on the device against a uniform drawn
+  // here from the same seeded generator, so that a seed gives the tokens
+  // Next() gives (up to float rounding at a boundary). Nothing is copied to
+  // the host: the id comes back as a 0-dim int64 tensor on the device, for
+  // the next step's input and one small copy for the caller.
+  // StartOnDevice records the prompt (one upload); Observe adds each token.
+  void StartOnDevice(const std::vector<int32_t>& prompt, int64_t vocab, at::Device device);
+  at::Tensor NextOnDevice(const at::Tensor& logits);
+  void Observe(const at::Tensor& id);
+
  private:
+  // The warpers (temperature, top_k, top_p, min_p) on scores of any device.
+  at::Tensor WarpScores(at::Tensor s) const;
+
   SamplingParams params_;
   std::mt19937_64 rng_;
+  at::Tensor seen_;  // [vocab] bool on the device: ids the penalty applies to
 };
 
 }  // namespace medq::engine

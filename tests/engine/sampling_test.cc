@@ -1,6 +1,7 @@
 // Sampling and the generation loop's stop rules, on tiny-llama.
 #include <catch2/catch.hpp>
 
+#include "daemon/engine/generate.h"
 #include "daemon/engine/sampling.h"
 #include "tests/engine/engine_test_util.h"
 
@@ -79,6 +80,65 @@ TEST_CASE("warpers keep what transformers keeps", "[engine][sampling]") {
   CHECK(w[1].item<float>() == Approx(1.5f));
   CHECK(w[4].item<float>() == Approx(-2.0f));
   CHECK(w[0].item<float>() == Approx(1.0f));
+}
+
+TEST_CASE("the device sampler chooses what the host sampler chooses for one seed",
+          "[engine][sampling]") {
+  SamplingParams variants[6];
+  variants[0].temperature = 0;  // greedy
+  variants[1].temperature = 0.8f;
+  variants[2].temperature = 1.3f;
+  variants[2].top_k = 40;
+  variants[3].temperature = 1.0f;
+  variants[3].top_p = 0.9f;
+  variants[4].temperature = 0.7f;
+  variants[4].min_p = 0.05f;
+  variants[5].temperature = 1.1f;
+  variants[5].repetition_penalty = 1.3f;
+  variants[5].top_k = 20;
+  for (SamplingParams p : variants) {
+    p.seed = 1234;
+    CAPTURE(p.temperature, p.top_k, p.top_p, p.min_p, p.repetition_penalty);
+    Sampler host(p), device(p);
+    std::vector<int32_t> history = {3, 17, 17, 250};
+    device.StartOnDevice(history, 512, at::kCPU);
+    at::manual_seed(99);
+    for (int step = 0; step < 200; ++step) {
+      // Peaked logits, so that the penalty and the warpers change the choice.
+      const at::Tensor logits = at::randn({512}) * 4;
+      const int32_t want = host.Next(logits, history);
+      const at::Tensor got = device.NextOnDevice(logits);
+      REQUIRE(got.dim() == 0);
+      REQUIRE(got.item<int64_t>() == want);
+      device.Observe(got);
+      history.push_back(want);
+    }
+  }
+}
+
+// Runs the loop a GPU takes (sampling and feedback on the model's device)
+// on the CPU for its scope.
+class DeviceLoop {
+ public:
+  DeviceLoop() { SetDeviceLoopOnCpu(true); }
+  ~DeviceLoop() { SetDeviceLoopOnCpu(false); }
+  DeviceLoop(const DeviceLoop&) = delete;
+  DeviceLoop& operator=(const DeviceLoop&) = delete;
+};
+
+TEST_CASE("the device loop generates what the host loop generates", "[engine][sampling]") {
+  const auto m = MustLoad(medq::test::ModelFixture("tiny-llama"));
+  auto greedy = Request(*m, 0, std::nullopt);
+  auto sampled = Request(*m, 1.2f, 5);
+  sampled.sampling.top_p = 0.95f;
+  sampled.sampling.repetition_penalty = 1.2f;
+  for (const GenerateRequest& r : {greedy, sampled}) {
+    const Run host = RunRequest(*m, r);
+    DeviceLoop on;
+    const Run device = RunRequest(*m, r);
+    CHECK(device.ids == host.ids);
+    CHECK(device.result.new_tokens == 16);
+  }
 }
 
 TEST_CASE("generation stops on a stop id, on max_new_tokens and on cancellation",
