@@ -131,7 +131,7 @@ ConfigOutcome LoadConfig(int argc, const char* const* argv) {
   AddKey(app, "preload", c.preload, "A model to load at start; ready waits for it");
   AddKey(app, "device", c.device, "auto (CUDA when available), cpu or cuda:N");
   AddKey(app, "dtype", c.dtype,
-         "Weight dtype: auto (checkpoint on CUDA, fp32 on CPU), bf16, fp16 or fp32")
+         "Weight dtype: auto (the checkpoint's; fp16 is fp32 on CPU), bf16, fp16 or fp32")
       ->check(CLI::IsMember({"auto", "bf16", "fp16", "fp32"}));
   AddKey(app, "gpu_fallback", c.gpu_fallback,
          "On CUDA out-of-memory while loading a model: cpu (load it on the CPU) or none (GPU_OOM)")

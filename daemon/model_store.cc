@@ -32,6 +32,18 @@ Result<std::shared_ptr<const engine::Model>> ModelStore::LoadOnCpu(const fs::pat
   return engine::LoadModel(dir, {"cpu", policy_.dtype == "fp16" ? "auto" : policy_.dtype});
 }
 
+Result<std::shared_ptr<const engine::Model>> ModelStore::MergeBase(
+    std::shared_ptr<const engine::Model> base, const fs::path& dir) {
+  const engine::ModelInfo& info = engine::Info(*base);
+  if (policy_.dtype == "auto" && info.device == "cpu" && info.dtype == "bf16") {
+    // Merging W + BA into bf16 weights would round the adapter's small
+    // deltas away; on the CPU, where bf16 is only a storage choice, the
+    // adapted model gets float32 weights of its own.
+    return engine::LoadModel(dir, {"cpu", "fp32"});
+  }
+  return base;
+}
+
 Result<std::shared_ptr<const engine::Model>> ModelStore::LoadWeights(const fs::path& dir,
                                                                      bool* fell_back) {
   auto model = engine::LoadModel(dir, {ResolveDevice(), policy_.dtype});
@@ -66,7 +78,9 @@ Result<LoadedModel> ModelStore::Load(const std::string& name, const fs::path& di
   if (adapter.empty()) {
     m.model = std::move(base);
   } else {
-    auto adapted = engine::ApplyAdapter(base, adapter);
+    auto merge_base = MergeBase(base, dir);
+    if (!merge_base.ok()) return std::move(merge_base).error();
+    auto adapted = engine::ApplyAdapter(*merge_base, adapter);
     if (!adapted.ok() && FallsBackToCpu(adapted.error())) {
       // The merge copies the targeted weights on the device; when that does
       // not fit, the adapted model goes to the CPU like a load that does not
@@ -77,8 +91,10 @@ Result<LoadedModel> ModelStore::Load(const std::string& name, const fs::path& di
           adapter.filename().string(), name);
       auto cpu_base = LoadOnCpu(dir);
       if (!cpu_base.ok()) return std::move(cpu_base).error();
+      merge_base = MergeBase(*cpu_base, dir);
+      if (!merge_base.ok()) return std::move(merge_base).error();
       m.fell_back_to_cpu = true;
-      adapted = engine::ApplyAdapter(*cpu_base, adapter);
+      adapted = engine::ApplyAdapter(*merge_base, adapter);
     }
     if (!adapted.ok()) return std::move(adapted).error();
     m.model = std::move(*adapted);

@@ -65,6 +65,10 @@ class ModelStore {
   // gpu_fallback = cpu and the device ran out of memory (loading or merging).
   bool FallsBackToCpu(const Error& error) const;
   Result<std::shared_ptr<const engine::Model>> LoadOnCpu(const std::filesystem::path& dir);
+  // The model an adapter merges into: `base`, or a float32 copy of a bf16 one
+  // on the CPU under dtype = auto.
+  Result<std::shared_ptr<const engine::Model>> MergeBase(std::shared_ptr<const engine::Model> base,
+                                                         const std::filesystem::path& dir);
   std::string ResolveDevice() const;
 
   LoadPolicy policy_;

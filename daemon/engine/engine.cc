@@ -78,7 +78,10 @@ Result<WeightPlacement> Place(const LoadOptions& o, at::Device device, at::Scala
   p.device = device;
   const bool cpu = device.is_cpu();
   if (o.dtype == "auto") {
-    p.weight_dtype = cpu ? at::kFloat : checkpoint;
+    // The checkpoint's dtype, except fp16 on the CPU (no fp16 kernels there):
+    // a bf16 checkpoint keeps bf16 weights, which the CPU kernels widen to
+    // float32 as they read them, so nothing is lost and half the bytes move.
+    p.weight_dtype = cpu && checkpoint != at::kBFloat16 ? at::kFloat : checkpoint;
   } else if (o.dtype == "fp32") {
     p.weight_dtype = at::kFloat;
   } else if (o.dtype == "bf16") {

@@ -139,6 +139,19 @@ TEST_CASE("the LoRA adapter's greedy output equals its reference", "[e2e][genera
   std::vector<int32_t> got = run.Ids();
   REQUIRE(!got.empty());
   CHECK(std::equal(got.begin(), got.end(), expected.begin()));
+  // The bf16 checkpoint stays bf16 on the CPU, but an adapter merges into
+  // float32 weights, where its deltas are not rounded away.
+  auto client = ipc::Client::Connect(d.socket());
+  REQUIRE(client.ok());
+  auto h = client->Call("health");
+  REQUIRE(h.ok());
+  bool seen = false;
+  for (const json& m : (*h)["result"]["loaded_models"]) {
+    if (m["name"] != "tiny-llama+tiny-llama-lora") continue;
+    seen = true;
+    CHECK(m["dtype"] == "fp32");
+  }
+  CHECK(seen);
 }
 
 TEST_CASE("text in, text out: streamed text equals non-streamed text for one seed",
@@ -602,7 +615,8 @@ TEST_CASE("a preloaded model is loaded and warmed up before the daemon is ready"
   REQUIRE(health["loaded_models"].size() == 1);
   CHECK(health["loaded_models"][0]["name"] == "tiny-llama3");
   CHECK(health["loaded_models"][0]["device"] == "cpu");
-  CHECK(health["loaded_models"][0]["dtype"] == "fp32");
+  // auto keeps the checkpoint's bf16 on the CPU too (the kernels compute in fp32).
+  CHECK(health["loaded_models"][0]["dtype"] == "bf16");
   CHECK(health["loaded_models"][0]["has_chat_template"] == true);
 }
 

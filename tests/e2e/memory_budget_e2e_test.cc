@@ -39,7 +39,7 @@ TEST_CASE("a generate over the memory budget gets INSUFFICIENT_MEMORY; a small o
   // and KV cache with fused attention, LibTorch 2.5 and later) or over 30 MiB
   // (with the T x T scores of the unfused path).
   DaemonProcess d({"--models-dir", repo.dir().string(), "--model", "tiny-llama", "--threads", "1",
-                   "--test-fault-injection", "--max-gpu-memory-mb", "18"});
+                   "--dtype", "fp32", "--test-fault-injection", "--max-gpu-memory-mb", "18"});
   auto client = ipc::Client::Connect(d.socket());
   REQUIRE(client.ok());
   auto health = client->Call("health", {}, 5s);
