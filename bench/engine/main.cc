@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -81,6 +82,31 @@ json Measure(const fs::path& dir, const std::string& device, const std::string& 
       out["device_reserved_bytes"] = m.reserved_bytes;  // the caching allocator keeps its peak
     }
   }
+  if (info.device.rfind("cuda:", 0) == 0) {
+    const int index = std::stoi(info.device.substr(5));
+    out["device_read_bandwidth_bytes_s"] =
+        medq::engine::DeviceReadBandwidth(index, size_t{1} << 30);
+    // cleanup = after-each against never: the same request five times each
+    // way, with the caching allocator emptied after each run or not.
+    const auto per_request_ms = [&](bool empty_after) {
+      std::vector<double> ms;
+      for (int i = 0; i < 5; ++i) {
+        const auto t = Clock::now();
+        if (!medq::engine::Generate(**model, r, ignore).ok()) return -1.0;
+        if (empty_after) medq::engine::EmptyDeviceCaches();
+        ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t).count());
+      }
+      std::sort(ms.begin(), ms.end());
+      return ms[ms.size() / 2];
+    };
+    const double never_ms = per_request_ms(false);
+    const double after_each_ms = per_request_ms(true);
+    out["request_ms_cleanup_never"] = never_ms;
+    out["request_ms_cleanup_after_each"] = after_each_ms;
+    for (const auto& m : medq::engine::QueryDeviceMemory()) {
+      if (m.index == index) out["device_reserved_after_cleanup_bytes"] = m.reserved_bytes;
+    }
+  }
   return out;
 }
 
@@ -148,12 +174,15 @@ int Run(const Options& o) {
       for (const auto& dtype : o.dtypes) {
         json r = InChild([&] { return Measure(dir, device, dtype, o); });
         r["model"] = shape.name;
-        if (device == "cpu" && r.contains("parameter_bytes")) {
+        const double read =
+            device == "cpu" ? bandwidth : r.value("device_read_bandwidth_bytes_s", 0.0);
+        if (r.contains("parameter_bytes") && read > 0) {
           // Per token, decode reads every projection and the (tied) lm_head;
           // an untied embedding is read one row at a time and does not count.
           int64_t bytes = r["parameter_bytes"].get<int64_t>();
           if (!shape.tied) bytes -= shape.vocab * shape.hidden * (dtype == "fp32" ? 4 : 2);
-          const double ceiling = bandwidth / static_cast<double>(bytes);
+          // `read`: the CPU's read bandwidth, or the device's (from the child).
+          const double ceiling = read / static_cast<double>(bytes);
           r["weight_bytes_per_token"] = bytes;
           r["decode_ceiling_tok_s"] = ceiling;
           r["decode_fraction_of_ceiling"] = r["decode_tok_s"].get<double>() / ceiling;

@@ -3,7 +3,9 @@
 #include <torch/torch.h>
 #include <torch/version.h>
 
+#include <algorithm>
 #include <atomic>
+#include <chrono>
 
 #if MEDQ_WITH_CUDA
 #include <c10/cuda/CUDACachingAllocator.h>
@@ -75,6 +77,30 @@ std::vector<DeviceMemory> QueryDeviceMemory() {
   }
 #endif
   return out;
+}
+
+double DeviceReadBandwidth(int index, size_t bytes) {
+#if MEDQ_WITH_CUDA
+  if (!torch::cuda::is_available()) return 0;
+  const auto options = at::TensorOptions()
+                           .dtype(at::kFloat)
+                           .device(at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(index)));
+  const at::Tensor buffer = at::ones({static_cast<int64_t>(bytes / sizeof(float))}, options);
+  double best = 0;
+  for (int pass = 0; pass < 5; ++pass) {
+    torch::cuda::synchronize(index);
+    const auto t0 = std::chrono::steady_clock::now();
+    const at::Tensor sum = buffer.sum();
+    torch::cuda::synchronize(index);
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    best = std::max(best, static_cast<double>(bytes) / s);
+  }
+  return best;
+#else
+  (void)index;
+  (void)bytes;
+  return 0;
+#endif
 }
 
 void EmptyDeviceCaches() {

@@ -2,6 +2,7 @@
 // `cleanup-memory`. Call only from the worker thread, which owns LibTorch.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -38,5 +39,10 @@ std::shared_ptr<const void> CudaPresence();
 // Returns cached, unused blocks of the CUDA caching allocator to the driver on
 // every device. A no-op without CUDA. Live tensors (loaded weights) stay.
 void EmptyDeviceCaches();
+
+// For benchmarks: bytes per second a reduction reads from a `bytes`-sized
+// buffer on CUDA device `index` (best of a few passes), the bound on decode
+// speed there. 0 without CUDA.
+double DeviceReadBandwidth(int index, size_t bytes);
 
 }  // namespace medq::engine
