@@ -500,16 +500,24 @@ TEST_CASE("an out-of-memory while loading falls back to the CPU and the request 
   CHECK_THAT(d.Log(), Catch::Contains("loading it on the CPU instead"));
 }
 
-TEST_CASE("without fallback an out-of-memory while loading is GPU_OOM", "[e2e][generate]") {
+TEST_CASE("without fallback an out-of-memory while loading or merging is GPU_OOM",
+          "[e2e][generate]") {
   ModelRepo repo;
   DaemonProcess d(DaemonArgs(repo, {"--test-fault-injection", "--gpu-fallback", "none"}));
   auto client = ipc::Client::Connect(d.socket());
-  REQUIRE(client->Call("inject-fault", {{"at", "load"}}).ok());
-  Run failed = Generate(d.socket(), {{"prompt_ids", {1, 2, 3}}, {"max_tokens", 3}});
-  CHECK(failed.final()["code"] == "GPU_OOM");
-  CHECK(failed.final().contains("retry_after_s"));
-  Run next = Generate(d.socket(), {{"prompt_ids", {1, 2, 3}}, {"max_tokens", 3}});
-  CHECK(next.final()["event"] == "done");
+  const json plain = {{"prompt_ids", {1, 2, 3}}, {"max_tokens", 3}};
+  json adapted = plain;
+  adapted["model"] = "tiny-llama";
+  adapted["adapter"] = "tiny-llama-lora";
+  for (const auto& [at, params] : {std::pair{"load", plain}, std::pair{"merge", adapted}}) {
+    CAPTURE(at);
+    REQUIRE(client->Call("inject-fault", {{"at", at}}).ok());
+    Run failed = Generate(d.socket(), params);
+    CHECK(failed.final()["code"] == "GPU_OOM");
+    CHECK(failed.final().contains("retry_after_s"));
+    Run next = Generate(d.socket(), params);
+    CHECK(next.final()["event"] == "done");
+  }
 }
 
 TEST_CASE("an out-of-memory in a decode step fails that job only", "[e2e][generate]") {
@@ -548,18 +556,6 @@ TEST_CASE("an out-of-memory while merging a LoRA adapter falls back like a load"
   REQUIRE(h.ok());
   CHECK((*h)["result"]["loaded_models"][0]["fell_back_to_cpu"] == true);
   CHECK_THAT(d.Log(), Catch::Contains("merging adapter tiny-llama-lora"));
-}
-
-TEST_CASE("without fallback an out-of-memory while merging is GPU_OOM", "[e2e][generate]") {
-  ModelRepo repo;
-  DaemonProcess d(DaemonArgs(repo, {"--test-fault-injection", "--gpu-fallback", "none"}));
-  auto client = ipc::Client::Connect(d.socket());
-  REQUIRE(client->Call("inject-fault", {{"at", "merge"}}).ok());
-  Run failed = Generate(d.socket(), {{"model", "tiny-llama"},
-                                     {"adapter", "tiny-llama-lora"},
-                                     {"prompt_ids", {1, 2, 3}},
-                                     {"max_tokens", 3}});
-  CHECK(failed.final()["code"] == "GPU_OOM");
 }
 
 TEST_CASE("fault injection is refused unless the daemon was started for it", "[e2e][generate]") {
