@@ -1,17 +1,14 @@
 #include "daemon/engine/attention.h"
 
-#include <torch/version.h>
-
 #include <cmath>
 #include <limits>
 
+#include "daemon/engine/torch_version.h"
+
 namespace medq::engine {
 
-#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 5)
-#define MEDQ_SDPA_GQA 1  // scaled_dot_product_attention has enable_gqa
-#else
-#define MEDQ_SDPA_GQA 0
-#endif
+// scaled_dot_product_attention has enable_gqa from 2.5 on.
+#define MEDQ_SDPA_GQA MEDQ_TORCH_AT_LEAST(2, 5)
 
 bool FusedCausalAttention() {
   return MEDQ_SDPA_GQA != 0;
@@ -56,7 +53,7 @@ at::Tensor Attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor&
   const at::Tensor qg = q.reshape({b, kv_heads, group * t, d});
   std::optional<at::Tensor> mask_g;
   if (mask.has_value()) mask_g = group == 1 ? *mask : mask->repeat({group, 1});
-#if TORCH_VERSION_MAJOR >= 2
+#if MEDQ_TORCH_AT_LEAST(2, 0)
   // c10::optional is not std::optional before LibTorch 2.3; convert explicitly.
   c10::optional<at::Tensor> attn_mask;
   if (mask_g.has_value()) attn_mask = *mask_g;

@@ -1,11 +1,12 @@
 #include "daemon/engine/device_memory.h"
 
 #include <torch/torch.h>
-#include <torch/version.h>
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+
+#include "daemon/engine/torch_version.h"
 
 #if MEDQ_WITH_CUDA
 #include <c10/cuda/CUDACachingAllocator.h>
@@ -20,7 +21,7 @@ namespace {
 #if MEDQ_WITH_CUDA
 // LibTorch 2.5 moved the allocator's statistics types from
 // c10::cuda::CUDACachingAllocator to c10::CachingAllocator (pytorch#130923).
-#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 5)
+#if MEDQ_TORCH_AT_LEAST(2, 5)
 using StatType = c10::CachingAllocator::StatType;
 #else
 using StatType = c10::cuda::CUDACachingAllocator::StatType;

@@ -2,18 +2,16 @@
 // exceptions become medq::Error values.
 #include "daemon/engine/engine.h"
 
-#include "daemon/engine/attention.h"
-
-#include "daemon/engine/fault_injection.h"
-
 #include <ATen/Parallel.h>
-
 #include <c10/core/InferenceMode.h>
 #include <torch/cuda.h>
+
 #include <algorithm>
 
+#include "daemon/engine/attention.h"
 #include "daemon/engine/checkpoint.h"
 #include "daemon/engine/device_memory.h"
+#include "daemon/engine/fault_injection.h"
 #include "daemon/engine/generate.h"
 #include "daemon/engine/kernels/cpu_linear.h"
 #include "daemon/engine/lora.h"

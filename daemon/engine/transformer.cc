@@ -1,11 +1,10 @@
 #include "daemon/engine/transformer.h"
 
-#include <torch/version.h>
-
 #include "daemon/engine/attention.h"
 #include "daemon/engine/decode_step.h"
 #include "daemon/engine/kernels/linear.h"
 #include "daemon/engine/rope.h"
+#include "daemon/engine/torch_version.h"
 
 namespace medq::engine {
 namespace {
@@ -25,7 +24,7 @@ at::Tensor Mul(at::Tensor a, const at::Tensor& b) {
 // LibTorch 2.4 and later have it as one op (the same steps, or a fused
 // kernel on CUDA); before, it takes eight.
 at::Tensor RmsNorm(const at::Tensor& x, const at::Tensor& weight, double eps) {
-#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
+#if MEDQ_TORCH_AT_LEAST(2, 4)
   if (weight.scalar_type() == x.scalar_type()) {
     return at::rms_norm(x, {x.size(-1)}, weight, eps);
   }
