@@ -7,20 +7,11 @@
 namespace medq::engine {
 namespace {
 
-std::atomic<bool> g_load_oom{false};
-std::atomic<bool> g_decode_oom{false};
-std::atomic<bool> g_merge_oom{false};
+// One flag per Fault, indexed by its value.
+std::atomic<bool> g_armed[static_cast<size_t>(Fault::kMergeOom) + 1];
 
 std::atomic<bool>& Flag(Fault fault) {
-  switch (fault) {
-    case Fault::kLoadOom:
-      return g_load_oom;
-    case Fault::kDecodeOom:
-      return g_decode_oom;
-    case Fault::kMergeOom:
-      break;
-  }
-  return g_merge_oom;
+  return g_armed[static_cast<size_t>(fault)];
 }
 
 }  // namespace

@@ -1,8 +1,7 @@
 // Test-only fault injection: makes the next model load, adapter merge or
-// decode step fail
-// exactly as a CUDA out-of-memory error would, so that machines without a GPU
-// exercise the daemon's recovery paths. The daemon arms faults only when
-// started with --test-fault-injection.
+// decode step fail exactly as a CUDA out-of-memory error would, so that
+// machines without a GPU exercise the daemon's recovery paths. The daemon
+// arms faults only when started with --test-fault-injection.
 #pragma once
 
 namespace medq::engine {
@@ -10,7 +9,7 @@ namespace medq::engine {
 enum class Fault {
   kLoadOom,    // the next LoadModel fails with GPU_OOM
   kDecodeOom,  // the next decode step of a generation fails with GPU_OOM
-  kMergeOom,   // the next LoRA adapter merge fails with GPU_OOM
+  kMergeOom,   // the next LoRA adapter merge fails with GPU_OOM (the last: see Flag())
 };
 
 // Any thread. Arms `fault` for the next time it can happen; arming twice is

@@ -50,33 +50,30 @@ Status Validate(const Model& m, const GenerateRequest& r) {
 class TokenLoop {
  public:
   TokenLoop(const Model& m, const GenerateRequest& r, Sampler& sampler)
-      : sampler_(sampler),
-        on_device_(!m.device.is_cpu() || g_device_loop_on_cpu.load()),
-        history_(r.prompt) {
-    history_.reserve(r.prompt.size() + static_cast<size_t>(r.max_new_tokens));
+      : sampler_(sampler), on_device_(!m.device.is_cpu() || g_device_loop_on_cpu.load()) {
     if (on_device_) {
       sampler_.StartOnDevice(r.prompt, m.config.vocab_size, m.device);
       host_id_ =
           at::empty({1}, at::TensorOptions().dtype(at::kLong).pinned_memory(m.device.is_cuda()));
     } else {
+      history_ = r.prompt;
+      history_.reserve(r.prompt.size() + static_cast<size_t>(r.max_new_tokens));
       step_ids_ = at::empty({1, 1}, at::kLong);
     }
   }
 
   // Chooses the next id from `logits` ([vocab]); returns it for the caller.
   int32_t Choose(const at::Tensor& logits) {
-    int32_t id = 0;
     if (on_device_) {
       const at::Tensor chosen = sampler_.NextOnDevice(logits);
       host_id_.copy_(chosen.view({1}));  // the one transfer of the step
-      id = static_cast<int32_t>(host_id_.data_ptr<int64_t>()[0]);
       sampler_.Observe(chosen);
       step_ids_ = chosen.view({1, 1});
-    } else {
-      id = sampler_.Next(logits, history_);
-      step_ids_.fill_(static_cast<int64_t>(id));
+      return static_cast<int32_t>(host_id_.data_ptr<int64_t>()[0]);
     }
+    const int32_t id = sampler_.Next(logits, history_);
     history_.push_back(id);
+    step_ids_.fill_(static_cast<int64_t>(id));
     return id;
   }
 
@@ -86,7 +83,7 @@ class TokenLoop {
  private:
   Sampler& sampler_;
   const bool on_device_;
-  std::vector<int32_t> history_;  // prompt + generated ids (host path's penalty)
+  std::vector<int32_t> history_;  // host path: prompt + generated ids, for the penalty
   at::Tensor step_ids_;
   at::Tensor host_id_;
 };

@@ -100,8 +100,11 @@ void LinearAddInto(torch::Tensor& residual, const torch::Tensor& x, const torch:
       case LinearPath::kMatVecF32:
       case LinearPath::kMatVecBf16: {
         // One row: y = W x into a scratch row, then added; no ATen op at all.
+        // The row is the calling thread's and only grows: no allocation per
+        // token once the widest projection has run.
+        thread_local std::vector<float> y;
+        y.resize(static_cast<size_t>(out));
         const torch::Tensor xc = x.is_contiguous() ? x : x.contiguous();
-        std::vector<float> y(static_cast<size_t>(out));
         kernels::MatVecInto(weight, xc.data_ptr<float>(), nullptr, y.data());
         float* r = residual.data_ptr<float>();
         for (int64_t i = 0; i < out; ++i)
