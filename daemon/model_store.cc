@@ -27,33 +27,35 @@ bool ModelStore::FallsBackToCpu(const Error& error) const {
   return error.code == ErrorCode::kGpuOom && policy_.cpu_fallback;
 }
 
-Result<std::shared_ptr<const engine::Model>> ModelStore::LoadOnCpu(const fs::path& dir) {
-  engine::EmptyDeviceCaches();
-  return engine::LoadModel(dir, {"cpu", policy_.dtype == "fp16" ? "auto" : policy_.dtype});
+// On the CPU, fp16 has no kernels (a GPU fallback loads auto instead), and
+// under auto an adapter merges into float32 weights: merged into bf16 ones,
+// W + BA would round the adapter's small deltas away, and on the CPU bf16 is
+// only a storage choice (the kernels compute in float32 either way).
+std::string ModelStore::CpuDtype(bool for_merge) const {
+  if (policy_.dtype != "auto" && policy_.dtype != "fp16") return policy_.dtype;
+  return for_merge ? "fp32" : "auto";
 }
 
-Result<std::shared_ptr<const engine::Model>> ModelStore::MergeBase(
-    std::shared_ptr<const engine::Model> base, const fs::path& dir) {
-  const engine::ModelInfo& info = engine::Info(*base);
-  if (policy_.dtype == "auto" && info.device == "cpu" && info.dtype == "bf16") {
-    // Merging W + BA into bf16 weights would round the adapter's small
-    // deltas away; on the CPU, where bf16 is only a storage choice, the
-    // adapted model gets float32 weights of its own.
-    return engine::LoadModel(dir, {"cpu", "fp32"});
-  }
-  return base;
+Result<std::shared_ptr<const engine::Model>> ModelStore::LoadOnCpu(const fs::path& dir,
+                                                                   bool for_merge) {
+  engine::EmptyDeviceCaches();
+  return engine::LoadModel(dir, {"cpu", CpuDtype(for_merge)});
 }
 
 Result<std::shared_ptr<const engine::Model>> ModelStore::LoadWeights(const fs::path& dir,
+                                                                     bool for_merge,
                                                                      bool* fell_back) {
-  auto model = engine::LoadModel(dir, {ResolveDevice(), policy_.dtype});
+  const std::string device = ResolveDevice();
+  const std::string dtype =
+      device == "cpu" && policy_.dtype == "auto" ? CpuDtype(for_merge) : policy_.dtype;
+  auto model = engine::LoadModel(dir, {device, dtype});
   if (!model.ok() && FallsBackToCpu(model.error())) {
     spdlog::warn(
         "out of GPU memory loading {}; loading it on the CPU instead (gpu_fallback = "
         "cpu). Free GPU memory or pick a smaller model to run it on the GPU.",
         dir.string());
     *fell_back = true;
-    model = LoadOnCpu(dir);
+    model = LoadOnCpu(dir, for_merge);
   }
   return model;
 }
@@ -71,16 +73,22 @@ Result<LoadedModel> ModelStore::Load(const std::string& name, const fs::path& di
     if (other.key == dir.string()) base = other.model;
   }
   if (!base) {
-    auto loaded = LoadWeights(dir, &m.fell_back_to_cpu);
+    auto loaded = LoadWeights(dir, /*for_merge=*/!adapter.empty(), &m.fell_back_to_cpu);
     if (!loaded.ok()) return std::move(loaded).error();
     base = std::move(*loaded);
   }
   if (adapter.empty()) {
     m.model = std::move(base);
   } else {
-    auto merge_base = MergeBase(base, dir);
-    if (!merge_base.ok()) return std::move(merge_base).error();
-    auto adapted = engine::ApplyAdapter(*merge_base, adapter);
+    // A base shared with requests without the adapter may hold bf16 weights
+    // on the CPU; the adapted model then gets float32 ones of its own.
+    const engine::ModelInfo& info = engine::Info(*base);
+    if (info.device == "cpu" && info.dtype == "bf16" && CpuDtype(/*for_merge=*/true) == "fp32") {
+      auto wide = LoadOnCpu(dir, /*for_merge=*/true);
+      if (!wide.ok()) return std::move(wide).error();
+      base = std::move(*wide);
+    }
+    auto adapted = engine::ApplyAdapter(base, adapter);
     if (!adapted.ok() && FallsBackToCpu(adapted.error())) {
       // The merge copies the targeted weights on the device; when that does
       // not fit, the adapted model goes to the CPU like a load that does not
@@ -89,12 +97,10 @@ Result<LoadedModel> ModelStore::Load(const std::string& name, const fs::path& di
           "out of GPU memory merging adapter {} into {}; running the adapted model on the CPU "
           "instead (gpu_fallback = cpu)",
           adapter.filename().string(), name);
-      auto cpu_base = LoadOnCpu(dir);
+      auto cpu_base = LoadOnCpu(dir, /*for_merge=*/true);
       if (!cpu_base.ok()) return std::move(cpu_base).error();
-      merge_base = MergeBase(*cpu_base, dir);
-      if (!merge_base.ok()) return std::move(merge_base).error();
       m.fell_back_to_cpu = true;
-      adapted = engine::ApplyAdapter(*merge_base, adapter);
+      adapted = engine::ApplyAdapter(*cpu_base, adapter);
     }
     if (!adapted.ok()) return std::move(adapted).error();
     m.model = std::move(*adapted);

@@ -60,15 +60,15 @@ class ModelStore {
  private:
   Result<LoadedModel> Load(const std::string& name, const std::filesystem::path& dir,
                            const std::filesystem::path& adapter);
+  // `for_merge`: the weights will take a LoRA adapter (see CpuDtype).
   Result<std::shared_ptr<const engine::Model>> LoadWeights(const std::filesystem::path& dir,
-                                                           bool* fell_back);
+                                                           bool for_merge, bool* fell_back);
   // gpu_fallback = cpu and the device ran out of memory (loading or merging).
   bool FallsBackToCpu(const Error& error) const;
-  Result<std::shared_ptr<const engine::Model>> LoadOnCpu(const std::filesystem::path& dir);
-  // The model an adapter merges into: `base`, or a float32 copy of a bf16 one
-  // on the CPU under dtype = auto.
-  Result<std::shared_ptr<const engine::Model>> MergeBase(std::shared_ptr<const engine::Model> base,
-                                                         const std::filesystem::path& dir);
+  // The dtype a model gets on the CPU after a fallback or for a merge.
+  std::string CpuDtype(bool for_merge) const;
+  Result<std::shared_ptr<const engine::Model>> LoadOnCpu(const std::filesystem::path& dir,
+                                                         bool for_merge);
   std::string ResolveDevice() const;
 
   LoadPolicy policy_;
