@@ -40,9 +40,9 @@ struct Request {
 // Parses and validates one request line (without its newline).
 // On failure the Error says which field is wrong; `id_out` receives the
 // request's id whenever it could be read, so that the error reply can echo it
-// (null otherwise: unparsable JSON, or an id that
-// is neither a string nor an integer in [-2^63, 2^64), such as 1e999, 2^64 or
-// 1.5, which cannot be echoed exactly). Unknown top-level fields are ignored; `params` is checked
+// (null otherwise: unparsable JSON, or an id that is neither a string nor an
+// integer in [-2^63, 2^64), such as 1e999, 2^64 or 1.5, which cannot be
+// echoed exactly). Unknown top-level fields are ignored; `params` is checked
 // by each op's own parser.
 Result<Request> ParseRequest(std::string_view line, nlohmann::json* id_out);
 

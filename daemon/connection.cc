@@ -68,22 +68,21 @@ void Connection::OnRead(uv_stream_t* stream, ssize_t nread, const uv_buf_t* buf)
     self->callbacks_.on_too_large(*self);
     return;
   }
-  const size_t before = self->lines_delivered_;
-  self->DeliverLines();
-  if (!self->closing_ && (!line_in_progress || self->lines_delivered_ != before)) {
-    self->ArmIdleTimer();
-  }
+  const bool completed_lines = self->DeliverLines();
+  if (!self->closing_ && (!line_in_progress || completed_lines)) self->ArmIdleTimer();
 }
 
-void Connection::DeliverLines() {
+bool Connection::DeliverLines() {
   // Hold a reference: a line's handler may close the connection.
   std::shared_ptr<Connection> keep = shared_from_this();
+  bool any = false;
   while (!closing_) {
     std::optional<std::string> line = lines_.NextLine();
     if (!line) break;
-    ++lines_delivered_;
+    any = true;
     callbacks_.on_line(*this, std::move(*line));
   }
+  return any;
 }
 
 void Connection::OnEndOfInput() {
@@ -95,7 +94,6 @@ void Connection::OnEndOfInput() {
     return;
   }
   if (std::optional<std::string> last = lines_.TakeFinalLine()) {
-    ++lines_delivered_;
     callbacks_.on_line(*this, std::move(*last));
   }
   if (closing_) return;

@@ -77,7 +77,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
   static void OnHandleClosed(uv_handle_t* handle);
   void ArmIdleTimer();
   void OnEndOfInput();
-  void DeliverLines();
+  // Hands every complete line to on_line; true when there was at least one.
+  bool DeliverLines();
   bool PeerHungUp() const;
 
   uint64_t id_;
@@ -88,7 +89,6 @@ class Connection : public std::enable_shared_from_this<Connection> {
   ipc::LineBuffer lines_;
   char read_buffer_[64 * 1024];
   int in_flight_ = 0;
-  uint64_t lines_delivered_ = 0;
   int open_handles_ = 2;
   bool reading_ = false;
   bool input_ended_ = false;  // EOF read: no more requests, replies still go out
