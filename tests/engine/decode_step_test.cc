@@ -9,13 +9,10 @@
 namespace medq::engine::test {
 namespace {
 
-// Turns the decode step off for its scope, and back on even when a check fails.
-class LibTorchPathOnly {
+// Turns the decode step off for its scope.
+class LibTorchPathOnly : public ScopedSwitch {
  public:
-  LibTorchPathOnly() { SetCpuDecodeStepEnabled(false); }
-  ~LibTorchPathOnly() { SetCpuDecodeStepEnabled(true); }
-  LibTorchPathOnly(const LibTorchPathOnly&) = delete;
-  LibTorchPathOnly& operator=(const LibTorchPathOnly&) = delete;
+  LibTorchPathOnly() : ScopedSwitch(&SetCpuDecodeStepEnabled, false, true) {}
 };
 
 // Prefills prompt[0, n), then decodes prompt[n] (LibTorch path or decode

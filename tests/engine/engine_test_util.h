@@ -29,6 +29,22 @@ namespace medq::engine::test {
 
 namespace fs = std::filesystem;
 
+// Sets one of the engine's test switches (SetCpuDecodeStepEnabled,
+// SetDeviceLoopOnCpu, ...) for its scope, and back even when a check fails.
+class ScopedSwitch {
+ public:
+  ScopedSwitch(void (*set)(bool), bool value, bool restore) : set_(set), restore_(restore) {
+    set_(value);
+  }
+  ~ScopedSwitch() { set_(restore_); }
+  ScopedSwitch(const ScopedSwitch&) = delete;
+  ScopedSwitch& operator=(const ScopedSwitch&) = delete;
+
+ private:
+  void (*set_)(bool);
+  bool restore_;
+};
+
 // Every tensor of a safetensors file, read with the engine's own reader.
 inline std::map<std::string, at::Tensor> ReadTensors(const fs::path& path) {
   auto file = SafetensorsFile::Open(path);

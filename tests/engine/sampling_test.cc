@@ -118,12 +118,9 @@ TEST_CASE("the device sampler chooses what the host sampler chooses for one seed
 
 // Runs the loop a GPU takes (sampling and feedback on the model's device)
 // on the CPU for its scope.
-class DeviceLoop {
+class DeviceLoop : public ScopedSwitch {
  public:
-  DeviceLoop() { SetDeviceLoopOnCpu(true); }
-  ~DeviceLoop() { SetDeviceLoopOnCpu(false); }
-  DeviceLoop(const DeviceLoop&) = delete;
-  DeviceLoop& operator=(const DeviceLoop&) = delete;
+  DeviceLoop() : ScopedSwitch(&SetDeviceLoopOnCpu, true, false) {}
 };
 
 TEST_CASE("the device loop generates what the host loop generates", "[engine][sampling]") {
