@@ -9,8 +9,8 @@
 #include "common/version.h"
 #include "daemon/config.h"
 #include "daemon/logging.h"
-#include "daemon/open_files.h"
-#include "daemon/server.h"
+#include "daemon/loop/open_files.h"
+#include "daemon/loop/server.h"
 
 int main(int argc, char** argv) {
   std::signal(SIGPIPE, SIG_IGN);  // a client that vanished is an error value, not a signal

@@ -1,8 +1,8 @@
-#include "daemon/memory_budget.h"
+#include "daemon/worker/memory_budget.h"
 
 #include <catch2/catch.hpp>
 
-#include "daemon/model_store.h"
+#include "daemon/worker/model_store.h"
 
 namespace medq::daemon {
 namespace {

@@ -1,4 +1,4 @@
-#include "daemon/stop_strings.h"
+#include "daemon/worker/stop_strings.h"
 
 #include <catch2/catch.hpp>
 

@@ -13,10 +13,10 @@
 
 #include "common/messages.h"
 #include "daemon/config.h"
-#include "daemon/job_queue.h"
-#include "daemon/metrics.h"
+#include "daemon/loop/job_queue.h"
+#include "daemon/loop/metrics.h"
 #include "daemon/model_resolver.h"
-#include "daemon/worker.h"
+#include "daemon/worker/worker.h"
 
 namespace medq::daemon {
 

@@ -1,4 +1,4 @@
-#include "daemon/server.h"
+#include "daemon/loop/server.h"
 
 #include <spdlog/spdlog.h>
 
@@ -7,10 +7,10 @@
 #include "common/protocol.h"
 #include "daemon/engine/engine.h"
 #include "daemon/logging.h"
-#include "daemon/memory.h"
-#include "daemon/ops.h"
-#include "daemon/ops_internal.h"
-#include "daemon/systemd.h"
+#include "daemon/worker/memory.h"
+#include "daemon/loop/ops.h"
+#include "daemon/loop/ops_internal.h"
+#include "daemon/loop/systemd.h"
 
 namespace medq::daemon {
 namespace {

@@ -3,11 +3,11 @@
 #include <spdlog/spdlog.h>
 
 #include "common/generate_params.h"
-#include "daemon/generate_job.h"
-#include "daemon/memory.h"
-#include "daemon/memory_budget.h"
-#include "daemon/model_store.h"
-#include "daemon/ops_internal.h"
+#include "daemon/worker/generate_job.h"
+#include "daemon/worker/memory.h"
+#include "daemon/worker/memory_budget.h"
+#include "daemon/worker/model_store.h"
+#include "daemon/loop/ops_internal.h"
 
 namespace medq::daemon {
 namespace {

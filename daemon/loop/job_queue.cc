@@ -1,4 +1,4 @@
-#include "daemon/job_queue.h"
+#include "daemon/loop/job_queue.h"
 
 #include <algorithm>
 #include <cmath>

@@ -1,4 +1,4 @@
-#include "daemon/ops.h"
+#include "daemon/loop/ops.h"
 
 #include <unistd.h>
 
@@ -9,8 +9,8 @@
 #include "common/version.h"
 #include "daemon/engine/fault_injection.h"
 #include "daemon/engine/runtime.h"
-#include "daemon/memory.h"
-#include "daemon/ops_internal.h"
+#include "daemon/worker/memory.h"
+#include "daemon/loop/ops_internal.h"
 
 namespace medq::daemon {
 namespace {

@@ -1,4 +1,4 @@
-#include "daemon/responder.h"
+#include "daemon/loop/responder.h"
 
 #include <spdlog/spdlog.h>
 

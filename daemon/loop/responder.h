@@ -13,8 +13,8 @@
 #include <nlohmann/json.hpp>
 
 #include "common/error.h"
-#include "daemon/connection.h"
-#include "daemon/metrics.h"
+#include "daemon/loop/connection.h"
+#include "daemon/loop/metrics.h"
 
 namespace medq::daemon {
 

@@ -1,4 +1,4 @@
-#include "daemon/memory_budget.h"
+#include "daemon/worker/memory_budget.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -7,7 +7,7 @@
 #include <spdlog/spdlog.h>
 
 #include "daemon/engine/device_memory.h"
-#include "daemon/model_store.h"
+#include "daemon/worker/model_store.h"
 
 namespace medq::daemon {
 namespace {

@@ -1,4 +1,4 @@
-#include "daemon/model_store.h"
+#include "daemon/worker/model_store.h"
 
 #include <spdlog/spdlog.h>
 

@@ -1,4 +1,4 @@
-#include "daemon/systemd.h"
+#include "daemon/loop/systemd.h"
 
 #include <systemd/sd-daemon.h>
 

@@ -5,10 +5,10 @@
 
 #include "common/generate_params.h"
 #include "common/params.h"
-#include "daemon/generate_job.h"
-#include "daemon/memory.h"
-#include "daemon/model_store.h"
-#include "daemon/ops_internal.h"
+#include "daemon/worker/generate_job.h"
+#include "daemon/worker/memory.h"
+#include "daemon/worker/model_store.h"
+#include "daemon/loop/ops_internal.h"
 
 namespace medq::daemon {
 namespace {

@@ -1,4 +1,4 @@
-#include "daemon/peer_auth.h"
+#include "daemon/loop/peer_auth.h"
 
 #include <grp.h>
 #include <pwd.h>

@@ -1,4 +1,4 @@
-#include "daemon/metrics.h"
+#include "daemon/loop/metrics.h"
 
 #include <cstdio>
 

@@ -7,8 +7,8 @@
 #include <string_view>
 
 #include "common/protocol.h"
-#include "daemon/responder.h"
-#include "daemon/state.h"
+#include "daemon/loop/responder.h"
+#include "daemon/loop/state.h"
 
 namespace medq::daemon {
 

@@ -13,14 +13,14 @@
 #include <uv.h>
 
 #include "daemon/config.h"
-#include "daemon/connection.h"
+#include "daemon/loop/connection.h"
 #include "daemon/handoff.h"
-#include "daemon/job_queue.h"
-#include "daemon/listen_socket.h"
-#include "daemon/model_store.h"
-#include "daemon/peer_auth.h"
-#include "daemon/state.h"
-#include "daemon/worker.h"
+#include "daemon/loop/job_queue.h"
+#include "daemon/loop/listen_socket.h"
+#include "daemon/worker/model_store.h"
+#include "daemon/loop/peer_auth.h"
+#include "daemon/loop/state.h"
+#include "daemon/worker/worker.h"
 
 namespace medq::daemon {
 

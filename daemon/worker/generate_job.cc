@@ -1,8 +1,8 @@
-#include "daemon/generate_job.h"
+#include "daemon/worker/generate_job.h"
 
 #include <chrono>
 
-#include "daemon/stop_strings.h"
+#include "daemon/worker/stop_strings.h"
 #include "daemon/tokenizer/incremental_decoder.h"
 
 namespace medq::daemon {

@@ -1,4 +1,4 @@
-#include "daemon/open_files.h"
+#include "daemon/loop/open_files.h"
 
 #include <sys/resource.h>
 

@@ -1,7 +1,7 @@
 // The op handlers, grouped by file; ops.cc lists them in the op table.
 #pragma once
 
-#include "daemon/ops.h"
+#include "daemon/loop/ops.h"
 
 namespace medq::daemon {
 

@@ -1,4 +1,4 @@
-#include "daemon/listen_socket.h"
+#include "daemon/loop/listen_socket.h"
 
 #include <grp.h>
 #include <sys/socket.h>

@@ -12,7 +12,7 @@
 
 #include "common/generate_params.h"
 #include "common/result.h"
-#include "daemon/model_store.h"
+#include "daemon/worker/model_store.h"
 
 namespace medq::daemon {
 

@@ -1,4 +1,4 @@
-#include "daemon/memory.h"
+#include "daemon/worker/memory.h"
 
 #include <malloc.h>
 #include <unistd.h>

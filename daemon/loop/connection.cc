@@ -1,4 +1,4 @@
-#include "daemon/connection.h"
+#include "daemon/loop/connection.h"
 
 #include <poll.h>
 

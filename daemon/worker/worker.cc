@@ -1,4 +1,4 @@
-#include "daemon/worker.h"
+#include "daemon/worker/worker.h"
 
 #include <pthread.h>
 
