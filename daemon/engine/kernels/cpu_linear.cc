@@ -119,6 +119,32 @@ void MatVecInto(const torch::Tensor& weight, const float* x, const float* bias, 
   }
 }
 
+void MatRowsInto(const torch::Tensor& weight, const float* x, int64_t m, const float* bias,
+                 float* y) {
+  const int64_t out = weight.size(0);
+  const int64_t in = weight.size(1);
+  const DenseKernels& k = ActiveKernels();
+  // The weight bytes decide the split, as in MatVecInto: the rows of x are
+  // reused from cache, so the chunks stay as long as for one row.
+  if (weight.scalar_type() == torch::kFloat) {
+    const float* wp = weight.data_ptr<float>();
+    ParallelOverRows(out, in, sizeof(float), [&](int64_t begin, int64_t end) {
+      k.matrows_f32(wp, in, out, x, m, bias, y, begin, end);
+    });
+  } else {
+    const auto* wp = reinterpret_cast<const uint16_t*>(weight.data_ptr<at::BFloat16>());
+    // Grown, never shrunk: one decode step makes several calls per layer.
+    thread_local std::vector<float> prepared;
+    if (prepared.size() < static_cast<size_t>(m * in)) prepared.resize(static_cast<size_t>(m * in));
+    for (int64_t i = 0; i < m; ++i)
+      k.prepare_bf16_x(x + i * in, in, prepared.data() + i * in);
+    const float* xp = prepared.data();
+    ParallelOverRows(out, in, sizeof(uint16_t), [&](int64_t begin, int64_t end) {
+      k.matrows_bf16(wp, in, out, xp, m, bias, y, begin, end);
+    });
+  }
+}
+
 torch::Tensor CpuMatVec(const torch::Tensor& x, const torch::Tensor& weight,
                         const torch::Tensor& bias) {
   const torch::Tensor xc = x.contiguous();

@@ -27,6 +27,17 @@ torch::Tensor CpuMatVec(const torch::Tensor& x, const torch::Tensor& weight,
 // No allocation and no LibTorch dispatch.
 void MatVecInto(const torch::Tensor& weight, const float* x, const float* bias, float* y);
 
+// m rows on raw buffers, batch-invariant: y [m, out] = x [m, in] · weightᵀ +
+// bias, where row i of y is bitwise what MatVecInto(weight, x row i, bias)
+// writes, whatever m and the other rows are (the same dot product in the
+// same order, ActiveKernels().matrows_*), while each weight row is read from
+// memory once for all m rows. For the batched CPU decode step, where a
+// sequence's logits must not depend on its neighbours. m >= 1; buffers as
+// MatVecInto's. No LibTorch dispatch; the bf16 path lays x out in a scratch
+// buffer reused across calls on the same thread.
+void MatRowsInto(const torch::Tensor& weight, const float* x, int64_t m, const float* bias,
+                 float* y);
+
 // bf16 weights, any number of rows: reads each block of weight rows once and
 // applies it to every row of x (ActiveKernels().matmul_bf16).
 torch::Tensor CpuMatMulBf16(const torch::Tensor& x, const torch::Tensor& weight,

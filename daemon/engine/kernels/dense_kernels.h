@@ -34,6 +34,20 @@ using MatMulBf16Fn = void (*)(const uint16_t* w, int64_t in, int64_t out, const 
                               const float* bias, float* y, int64_t row_begin, int64_t row_end,
                               float* scratch);
 
+// Several input rows, each computed exactly as the same table's matvec
+// computes one: for every i in [0, m) and r in [row_begin, row_end),
+// y[i * out + r] holds, bitwise, what matvec_f32 / matvec_bf16 writes to
+// y[r] for x row i (bf16: each row laid out by prepare_bf16_x). Each weight
+// row is read from memory once for all m rows and reused from L1 while the
+// rows run against it, so m rows cost about one weight read, and a row's
+// result never depends on m or on the other rows (batch invariance). x is
+// [m, in], y is [m, out].
+using MatRowsF32Fn = void (*)(const float* w, int64_t in, int64_t out, const float* x, int64_t m,
+                              const float* bias, float* y, int64_t row_begin, int64_t row_end);
+using MatRowsBf16Fn = void (*)(const uint16_t* w, int64_t in, int64_t out, const float* x,
+                               int64_t m, const float* bias, float* y, int64_t row_begin,
+                               int64_t row_end);
+
 // dst[i] = float(src[i]) for i in [0, n): bf16 to float32, exact.
 using Bf16ToF32Fn = void (*)(const uint16_t* src, int64_t n, float* dst);
 
@@ -44,6 +58,8 @@ struct DenseKernels {
   PrepareBf16XFn prepare_bf16_x;
   MatMulBf16Fn matmul_bf16;
   Bf16ToF32Fn bf16_to_f32;
+  MatRowsF32Fn matrows_f32;
+  MatRowsBf16Fn matrows_bf16;
 };
 
 // The portable kernels; run on every x86-64 (and any other) CPU.

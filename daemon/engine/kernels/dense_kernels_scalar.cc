@@ -73,6 +73,30 @@ void ConvertBf16(const uint16_t* src, int64_t n, float* dst) {
     dst[i] = Bf16ToF32(src[i]);
 }
 
+// Each weight row against every x row with MatVecF32's / MatVecBf16's Dot:
+// the row is read from memory for the first x row and from L1 after.
+void MatRowsF32(const float* w, int64_t in, int64_t out, const float* x, int64_t m,
+                const float* bias, float* y, int64_t row_begin, int64_t row_end) {
+  for (int64_t r = row_begin; r < row_end; ++r) {
+    const float* row = w + r * in;
+    for (int64_t i = 0; i < m; ++i) {
+      const float dot = Dot(in, x + i * in, [row](int64_t k) { return row[k]; });
+      y[i * out + r] = bias != nullptr ? dot + bias[r] : dot;
+    }
+  }
+}
+
+void MatRowsBf16(const uint16_t* w, int64_t in, int64_t out, const float* x, int64_t m,
+                 const float* bias, float* y, int64_t row_begin, int64_t row_end) {
+  for (int64_t r = row_begin; r < row_end; ++r) {
+    const uint16_t* row = w + r * in;
+    for (int64_t i = 0; i < m; ++i) {
+      const float dot = Dot(in, x + i * in, [row](int64_t k) { return Bf16ToF32(row[k]); });
+      y[i * out + r] = bias != nullptr ? dot + bias[r] : dot;
+    }
+  }
+}
+
 // matvec_bf16 here reads x as it is.
 void PrepareBf16X(const float* x, int64_t in, float* prepared) {
   std::memcpy(prepared, x, static_cast<size_t>(in) * sizeof(float));
@@ -81,8 +105,8 @@ void PrepareBf16X(const float* x, int64_t in, float* prepared) {
 }  // namespace
 
 const DenseKernels& ScalarKernels() {
-  static constexpr DenseKernels kTable{"scalar",      &MatVecF32,  &MatVecBf16,
-                                       &PrepareBf16X, &MatMulBf16, &ConvertBf16};
+  static constexpr DenseKernels kTable{"scalar",    &MatVecF32,   &MatVecBf16, &PrepareBf16X,
+                                       &MatMulBf16, &ConvertBf16, &MatRowsF32, &MatRowsBf16};
   return kTable;
 }
 
