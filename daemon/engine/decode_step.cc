@@ -57,15 +57,19 @@ void EmbeddingRow(const at::Tensor& embed, int64_t id, float* out) {
   kernels::Bf16ToFloat(rows + id * n, n, out);
 }
 
-// The per-step activations, sized once per step.
+// The per-step activations of n rows, row-major [n, width], sized once per
+// step.
 struct Buffers {
-  explicit Buffers(const ModelConfig& c, int64_t intermediate)
-      : x(c.hidden_size),
-        h(c.hidden_size),
-        qkv((c.num_heads + 2 * c.num_kv_heads) * c.head_dim),
-        attn(c.num_heads * c.head_dim),
-        gate_up(2 * intermediate) {}
-  std::vector<float> x, h, qkv, attn, gate_up;
+  Buffers(const ModelConfig& c, int64_t intermediate, int64_t n)
+      : rows(n),
+        x(n * c.hidden_size),
+        h(n * c.hidden_size),
+        qkv(n * (c.num_heads + 2 * c.num_kv_heads) * c.head_dim),
+        attn(n * c.num_heads * c.head_dim),
+        gate_up(n * 2 * intermediate),
+        act(n * intermediate) {}
+  int64_t rows;
+  std::vector<float> x, h, qkv, attn, gate_up, act;
 };
 
 // The residual connection: x += h.
@@ -74,12 +78,20 @@ void AddResidual(Buffers& b) {
     b.x[i] += b.h[i];
 }
 
-void AttentionBlock(const Model& m, const LayerWeights& l, size_t layer, KvCache& cache,
-                    Buffers& b) {
-  const ModelConfig& c = m.config;
+// RMSNorm of every row of b.x into b.h.
+void NormRows(const ModelConfig& c, const at::Tensor& weight, Buffers& b) {
+  for (int64_t i = 0; i < b.rows; ++i) {
+    RmsNorm(b.x.data() + i * c.hidden_size, c.hidden_size, F32(weight), c.rms_norm_eps,
+            b.h.data() + i * c.hidden_size);
+  }
+}
+
+// q/k norms, RoPE at the cache's position, the key/value write and the
+// attention of one sequence: qkv [q_out + 2 * kv_out] in, out [heads * D].
+void AttendOne(const ModelConfig& c, const LayerWeights& l, size_t layer, KvCache& cache,
+               float* qkv, float* out) {
   const int64_t d = c.head_dim, p = cache.length();
-  kernels::MatVecInto(l.qkv_proj, b.h.data(), F32(l.qkv_bias), b.qkv.data());
-  float* q = b.qkv.data();
+  float* q = qkv;
   float* k = q + c.num_heads * d;
   const float* v = k + c.num_kv_heads * d;
   const float* cos = F32(cache.cos()) + p * d;
@@ -108,32 +120,49 @@ void AttentionBlock(const Model& m, const LayerWeights& l, size_t layer, KvCache
   // PlanAttention's rule: position p sees k <= p with p - k < window.
   a.begin = c.sliding_window ? std::max<int64_t>(0, p - *c.sliding_window + 1) : 0;
   a.end = p + 1;
-  a.out = b.attn.data();
+  a.out = out;
   kernels::CpuCachedAttention(a);
-  kernels::MatVecInto(l.o_proj, b.attn.data(), F32(l.o_bias), b.h.data());
+}
+
+// x += o_proj(attention(h)): one projection call per weight for all rows,
+// attention per sequence against its own cache.
+void AttentionBlock(const ModelConfig& c, const LayerWeights& l, size_t layer,
+                    std::span<KvCache* const> caches, Buffers& b) {
+  const int64_t qkv_width = (c.num_heads + 2 * c.num_kv_heads) * c.head_dim;
+  const int64_t attn_width = c.num_heads * c.head_dim;
+  kernels::MatRowsInto(l.qkv_proj, b.h.data(), b.rows, F32(l.qkv_bias), b.qkv.data());
+  for (int64_t i = 0; i < b.rows; ++i) {
+    AttendOne(c, l, layer, *caches[static_cast<size_t>(i)], b.qkv.data() + i * qkv_width,
+              b.attn.data() + i * attn_width);
+  }
+  kernels::MatRowsInto(l.o_proj, b.attn.data(), b.rows, F32(l.o_bias), b.h.data());
   AddResidual(b);
 }
 
+// x += down_proj(silu(gate) · up) over h.
 void MlpBlock(const LayerWeights& l, Buffers& b) {
-  kernels::MatVecInto(l.gate_up_proj, b.h.data(), F32(l.gate_up_bias), b.gate_up.data());
+  kernels::MatRowsInto(l.gate_up_proj, b.h.data(), b.rows, F32(l.gate_up_bias), b.gate_up.data());
   const int64_t inter = l.gate_up_proj.size(0) / 2;
-  float* gate = b.gate_up.data();
-  const float* up = gate + inter;
-  for (int64_t i = 0; i < inter; ++i)
-    gate[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];  // silu(gate) · up
-  kernels::MatVecInto(l.down_proj, gate, F32(l.down_bias), b.h.data());
+  for (int64_t i = 0; i < b.rows; ++i) {
+    const float* gate = b.gate_up.data() + i * 2 * inter;
+    const float* up = gate + inter;
+    float* act = b.act.data() + i * inter;
+    for (int64_t j = 0; j < inter; ++j)
+      act[j] = gate[j] / (1.0f + std::exp(-gate[j])) * up[j];  // silu(gate) · up
+  }
+  kernels::MatRowsInto(l.down_proj, b.act.data(), b.rows, F32(l.down_bias), b.h.data());
   AddResidual(b);
 }
 
 }  // namespace
 
-bool CpuDecodeStepApplies(const Model& m, const KvCache& cache) {
+bool CpuDecodeRowsApply(const Model& m) {
   if (!g_enabled.load(std::memory_order_relaxed)) return false;
   if (!m.device.is_cpu() || m.compute_dtype != at::kFloat || at::GradMode::is_enabled()) {
     return false;
   }
   if (m.weight_dtype != at::kFloat && m.weight_dtype != at::kBFloat16) return false;
-  if (m.weights.layers.empty() || cache.batch() != 1) return false;
+  if (m.weights.layers.empty()) return false;
   const at::ScalarType w = m.weight_dtype;
   if (!IsMatVecWeight(m.weights.embed, w) || !IsMatVecWeight(m.weights.lm_head, w)) return false;
   return std::all_of(m.weights.layers.begin(), m.weights.layers.end(), [w](const LayerWeights& l) {
@@ -142,21 +171,34 @@ bool CpuDecodeStepApplies(const Model& m, const KvCache& cache) {
   });
 }
 
-at::Tensor CpuDecodeStep(const Model& m, int64_t id, KvCache& cache) {
+bool CpuDecodeStepApplies(const Model& m, const KvCache& cache) {
+  return cache.batch() == 1 && CpuDecodeRowsApply(m);
+}
+
+at::Tensor CpuDecodeRows(const Model& m, std::span<const int64_t> ids,
+                         std::span<KvCache* const> caches) {
   const ModelConfig& c = m.config;
-  Buffers b(c, m.weights.layers[0].gate_up_proj.size(0) / 2);
-  EmbeddingRow(m.weights.embed, id, b.x.data());
+  const auto n = static_cast<int64_t>(ids.size());
+  Buffers b(c, m.weights.layers[0].gate_up_proj.size(0) / 2, n);
+  for (int64_t i = 0; i < n; ++i)
+    EmbeddingRow(m.weights.embed, ids[static_cast<size_t>(i)], b.x.data() + i * c.hidden_size);
   for (size_t i = 0; i < m.weights.layers.size(); ++i) {
     const LayerWeights& l = m.weights.layers[i];
-    RmsNorm(b.x.data(), c.hidden_size, F32(l.input_norm), c.rms_norm_eps, b.h.data());
-    AttentionBlock(m, l, i, cache, b);
-    RmsNorm(b.x.data(), c.hidden_size, F32(l.post_norm), c.rms_norm_eps, b.h.data());
+    NormRows(c, l.input_norm, b);
+    AttentionBlock(c, l, i, caches, b);
+    NormRows(c, l.post_norm, b);
     MlpBlock(l, b);
   }
-  RmsNorm(b.x.data(), c.hidden_size, F32(m.weights.norm), c.rms_norm_eps, b.h.data());
-  at::Tensor logits = at::empty({1, 1, m.weights.lm_head.size(0)}, at::kFloat);
-  kernels::MatVecInto(m.weights.lm_head, b.h.data(), nullptr, logits.data_ptr<float>());
+  NormRows(c, m.weights.norm, b);
+  at::Tensor logits = at::empty({n, m.weights.lm_head.size(0)}, at::kFloat);
+  kernels::MatRowsInto(m.weights.lm_head, b.h.data(), n, nullptr, logits.data_ptr<float>());
   return logits;
+}
+
+at::Tensor CpuDecodeStep(const Model& m, int64_t id, KvCache& cache) {
+  KvCache* const one[] = {&cache};
+  const int64_t ids[] = {id};
+  return CpuDecodeRows(m, ids, one).view({1, 1, -1});
 }
 
 void SetCpuDecodeStepEnabled(bool enabled) {

@@ -9,6 +9,7 @@
 #include <chrono>
 
 #include "daemon/engine/kv_cache.h"
+#include "daemon/engine/request_validation.h"
 #include "daemon/engine/sampling.h"
 #include "daemon/engine/transformer.h"
 
@@ -23,26 +24,6 @@ double MsSince(Clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
 }
 
-Status Validate(const Model& m, const GenerateRequest& r) {
-  const auto bad = [](const std::string& what) { return Error(ErrorCode::kInvalidRequest, what); };
-  if (r.prompt.empty()) return bad("the prompt is empty; give at least one token id");
-  for (const int32_t id : r.prompt) {
-    if (id < 0 || id >= m.config.vocab_size) {
-      return bad("prompt token id " + std::to_string(id) + " is outside the vocabulary [0, " +
-                 std::to_string(m.config.vocab_size) + ")");
-    }
-  }
-  if (r.max_new_tokens < 0) return bad("max_new_tokens must be >= 0");
-  const int64_t total = static_cast<int64_t>(r.prompt.size()) + r.max_new_tokens;
-  if (total > m.info.max_context) {
-    return bad("prompt (" + std::to_string(r.prompt.size()) + " tokens) + max_new_tokens (" +
-               std::to_string(r.max_new_tokens) + ") exceeds the model's context of " +
-               std::to_string(m.info.max_context) +
-               " tokens; shorten the prompt or ask for fewer tokens");
-  }
-  return ValidateSampling(r.sampling);
-}
-
 // The ids of one run: chosen by the sampler, fed back to the model, and
 // handed to the caller. On the host path the id goes to a reusable host
 // tensor; on the device path it stays where the model is, and one small copy
@@ -50,7 +31,7 @@ Status Validate(const Model& m, const GenerateRequest& r) {
 class TokenLoop {
  public:
   TokenLoop(const Model& m, const GenerateRequest& r, Sampler& sampler)
-      : sampler_(sampler), on_device_(!m.device.is_cpu() || g_device_loop_on_cpu.load()) {
+      : sampler_(sampler), on_device_(UsesDeviceLoop(m)) {
     if (on_device_) {
       sampler_.StartOnDevice(r.prompt, m.config.vocab_size, m.device);
       host_id_ =
@@ -94,9 +75,13 @@ void SetDeviceLoopOnCpu(bool enabled) {
   g_device_loop_on_cpu.store(enabled);
 }
 
+bool UsesDeviceLoop(const Model& m) {
+  return !m.device.is_cpu() || g_device_loop_on_cpu.load();
+}
+
 Result<GenerateResult> RunGeneration(const Model& m, const GenerateRequest& r,
                                      const std::function<bool(int32_t)>& on_token) {
-  const Status valid = Validate(m, r);
+  const Status valid = ValidateRequest(m, r);
   if (!valid.ok()) return valid.error();
   c10::InferenceMode inference_mode;
   GenerateResult result;

@@ -19,4 +19,8 @@ Result<GenerateResult> RunGeneration(const Model& model, const GenerateRequest& 
 // GPU takes is checked where there is none. Production code never calls it.
 void SetDeviceLoopOnCpu(bool enabled);
 
+// Whether runs on `model` take the device loop: on a GPU, or on the CPU with
+// the switch above on. The batch (batch.h) follows the same rule.
+bool UsesDeviceLoop(const Model& model);
+
 }  // namespace medq::engine

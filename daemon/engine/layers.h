@@ -1,0 +1,32 @@
+// The pieces of a decoder layer on LibTorch tensors (internal), shared by the
+// forward pass over one sequence's positions (transformer.cc) and the batched
+// decode step, where the projections run once for all sequences and the
+// attention once per sequence (batch_forward.cc).
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include "daemon/engine/attention.h"
+#include "daemon/engine/kv_cache.h"
+#include "daemon/engine/model.h"
+
+namespace medq::engine {
+
+// transformers' LlamaRMSNorm over the last dimension: normalise in float32,
+// cast back, then scale.
+at::Tensor RmsNorm(const at::Tensor& x, const at::Tensor& weight, double eps);
+
+// The attention of one layer from its q/k/v projection `qkv` [B, T, q_out +
+// 2 * kv_out] of positions start .. start + T - 1 (start = cache->length()):
+// q/k norms, RoPE with cos/sin [T, D], the keys and values written into
+// `cache` at start without advancing it (or used as they are when cache is
+// null: a whole sequence from position 0), attention under `plan`. Returns
+// [B, T, heads * D], the input of o_proj.
+at::Tensor SelfAttention(const Model& model, const LayerWeights& layer, size_t layer_index,
+                         const at::Tensor& qkv, KvCache* cache, const at::Tensor& cos,
+                         const at::Tensor& sin, const AttentionPlan& plan);
+
+// x += down_proj(silu(gate) * up), over post_norm(x); any number of rows.
+void MlpBlock(const ModelConfig& config, const LayerWeights& layer, at::Tensor& x);
+
+}  // namespace medq::engine

@@ -1,0 +1,299 @@
+// Continuous batching (batch.h): a sequence decoded beside others gives what
+// it gives alone. On the CPU's raw-buffer path that is bitwise (tokens and
+// logits); on the generic LibTorch path the tokens match. Also chunked
+// prefill and its budget, seeded sampling on both token loops, leaving the
+// batch (stop, length, Remove), validation and a failing step.
+#include <catch2/catch.hpp>
+
+#include <map>
+#include <optional>
+
+#include "daemon/engine/batch.h"
+#include "daemon/engine/batch_testing.h"
+#include "daemon/engine/decode_step.h"
+#include "daemon/engine/fault_injection.h"
+#include "daemon/engine/generate.h"
+#include "tests/engine/engine_test_util.h"
+
+namespace medq::engine::test {
+namespace {
+
+// Records every logits row the batch samples from, per sequence, while alive.
+class LogitsLog {
+ public:
+  LogitsLog() {
+    SetBatchLogitsObserver([this](SequenceId id, const at::Tensor& row) {
+      rows[id].push_back(row.to(at::kCPU).clone());
+    });
+  }
+  ~LogitsLog() { SetBatchLogitsObserver({}); }
+  LogitsLog(const LogitsLog&) = delete;
+  LogitsLog& operator=(const LogitsLog&) = delete;
+  std::map<SequenceId, std::vector<at::Tensor>> rows;
+};
+
+GenerateRequest Request(const std::vector<int32_t>& prompt, int max_new_tokens) {
+  GenerateRequest r;
+  r.prompt = prompt;
+  r.max_new_tokens = max_new_tokens;
+  r.stop_ids = std::vector<int32_t>{};
+  return r;
+}
+
+// A request that joins the batch before step `join` (0 = before the first).
+struct Joining {
+  int join = 0;
+  GenerateRequest request;
+};
+
+struct Outcome {
+  SequenceId id = 0;
+  std::vector<int32_t> tokens;
+  std::optional<GenerateResult> result;
+};
+
+// Runs the batch until every request has joined and finished; per request,
+// its tokens and final result.
+std::vector<Outcome> RunBatch(std::shared_ptr<const Model> model, const BatchOptions& options,
+                              const std::vector<Joining>& requests) {
+  Batch batch(std::move(model), options);
+  std::vector<Outcome> out(requests.size());
+  std::map<SequenceId, size_t> index;
+  for (int step = 0;; ++step) {
+    for (size_t i = 0; i < requests.size(); ++i) {
+      if (requests[i].join != step) continue;
+      auto id = batch.Add(requests[i].request);
+      REQUIRE(id.ok());
+      out[i].id = *id;
+      index[*id] = i;
+    }
+    const bool more_to_join = std::any_of(requests.begin(), requests.end(),
+                                          [step](const Joining& j) { return j.join > step; });
+    if (batch.empty() && !more_to_join) break;
+    auto steps = batch.Step();
+    REQUIRE(steps.ok());
+    for (const SequenceStep& s : *steps) {
+      Outcome& o = out[index.at(s.id)];
+      if (s.has_token) o.tokens.push_back(s.token);
+      if (s.finished) o.result = s.result;
+    }
+  }
+  return out;
+}
+
+// Greedy decoding of one sequence as Generate runs it (Forward over the whole
+// prompt, then one Forward per token): the logits of every token.
+std::vector<at::Tensor> SoloLogits(const Model& m, const std::vector<int32_t>& prompt, int n) {
+  c10::InferenceMode guard;
+  KvCache cache(m, 1, static_cast<int64_t>(prompt.size()) + n);
+  const std::vector<int64_t> ids(prompt.begin(), prompt.end());
+  at::Tensor logits =
+      Forward(m, at::tensor(ids, at::kLong).view({1, -1}), cache, LogitsFor::kLastPosition);
+  std::vector<at::Tensor> out;
+  for (int i = 0; i < n; ++i) {
+    out.push_back(logits.view({-1}).clone());
+    if (i + 1 < n) {
+      const int64_t next = logits.view({-1}).argmax().item<int64_t>();
+      logits =
+          Forward(m, at::tensor({next}, at::kLong).view({1, 1}), cache, LogitsFor::kLastPosition);
+    }
+  }
+  return out;
+}
+
+// Whether the batch's steps take the raw-buffer path (they run in inference
+// mode, which the check needs).
+bool FastPathApplies(const Model& m) {
+  c10::InferenceMode guard;
+  return CpuDecodeRowsApply(m);
+}
+
+std::vector<int32_t> Ids(const std::map<std::string, at::Tensor>& ref, const std::string& name) {
+  return ToIds(ref.at(name));
+}
+
+// Four sequences of different lengths joining at different steps; the two
+// reference prompts decode 24 tokens.
+std::vector<Joining> MixedRequests(const std::map<std::string, at::Tensor>& ref) {
+  const std::vector<int32_t> p1 = Ids(ref, "input_ids_prompt1");
+  const std::vector<int32_t> p2 = Ids(ref, "input_ids_prompt2");
+  std::vector<int32_t> p21 = p2;
+  p21.insert(p21.end(), p1.begin(), p1.end());
+  return {{0, Request(p1, 24)},
+          {2, Request(p2, 24)},
+          {1, Request(p21, 9)},
+          {3, Request(std::vector<int32_t>(p1.begin(), p1.begin() + 3), 17)}};
+}
+
+TEST_CASE("batched CPU decoding is bitwise a solo run: tokens and logits", "[engine][batch]") {
+  for (const auto& dir : ModelFolders()) {
+    for (const std::string dtype : {"fp32", "bf16"}) {
+      INFO("model " << dir.filename().string() << " " << dtype);
+      const auto ref = ReadTensors(dir / "reference.safetensors");
+      const auto model = MustLoad(dir, dtype);
+      REQUIRE(FastPathApplies(*model));
+      const std::vector<Joining> requests = MixedRequests(ref);
+      LogitsLog log;
+      const std::vector<Outcome> out = RunBatch(model, BatchOptions{}, requests);
+      for (size_t i = 0; i < requests.size(); ++i) {
+        INFO("sequence " << i);
+        const GenerateRequest& r = requests[i].request;
+        REQUIRE(out[i].result.has_value());
+        CHECK(out[i].result->finish == FinishReason::kLength);
+        CHECK(out[i].result->new_tokens == r.max_new_tokens);
+        CHECK(out[i].tokens == Greedy(*model, r.prompt, r.max_new_tokens));
+        const std::vector<at::Tensor> solo = SoloLogits(*model, r.prompt, r.max_new_tokens);
+        const std::vector<at::Tensor>& batched = log.rows.at(out[i].id);
+        REQUIRE(batched.size() == solo.size());
+        for (size_t t = 0; t < solo.size(); ++t) {
+          INFO("token " << t);
+          CHECK(at::equal(batched[t], solo[t]));
+        }
+      }
+      if (dtype == "fp32") {
+        CHECK(out[0].tokens == Ids(ref, "greedy_prompt1"));
+        CHECK(out[1].tokens == Ids(ref, "greedy_prompt2"));
+      }
+    }
+  }
+}
+
+TEST_CASE("batched generic-path decoding gives the reference and solo tokens", "[engine][batch]") {
+  const ScopedSwitch generic(&SetCpuDecodeStepEnabled, false, true);
+  for (const auto& dir : ModelFolders()) {
+    INFO("model " << dir.filename().string());
+    const auto ref = ReadTensors(dir / "reference.safetensors");
+    const auto model = MustLoad(dir, "fp32");
+    REQUIRE_FALSE(FastPathApplies(*model));
+    const std::vector<Joining> requests = MixedRequests(ref);
+    const std::vector<Outcome> out = RunBatch(model, BatchOptions{}, requests);
+    for (size_t i = 0; i < requests.size(); ++i) {
+      INFO("sequence " << i);
+      const GenerateRequest& r = requests[i].request;
+      CHECK(out[i].tokens == Greedy(*model, r.prompt, r.max_new_tokens));
+    }
+    CHECK(out[0].tokens == Ids(ref, "greedy_prompt1"));
+    CHECK(out[1].tokens == Ids(ref, "greedy_prompt2"));
+  }
+}
+
+std::vector<int32_t> Generated(const Model& m, const GenerateRequest& r) {
+  std::vector<int32_t> out;
+  auto res = Generate(m, r, [&](int32_t id) {
+    out.push_back(id);
+    return true;
+  });
+  REQUIRE(res.ok());
+  return out;
+}
+
+TEST_CASE("seeded sampling gives the same tokens batched and alone, on both token loops",
+          "[engine][batch]") {
+  const auto dir = ModelFolders().front();
+  const auto ref = ReadTensors(dir / "reference.safetensors");
+  const auto model = MustLoad(dir, "fp32");
+  for (const bool device_loop : {false, true}) {
+    INFO("device loop " << device_loop);
+    const ScopedSwitch loop(&SetDeviceLoopOnCpu, device_loop, false);
+    std::vector<Joining> requests = MixedRequests(ref);
+    for (size_t i = 0; i < requests.size(); ++i) {
+      SamplingParams& s = requests[i].request.sampling;
+      s.temperature = 0.8f;
+      s.top_p = 0.9f;
+      s.repetition_penalty = i % 2 == 0 ? 1.0f : 1.3f;
+      s.seed = 1000 + i;
+    }
+    const std::vector<Outcome> out = RunBatch(model, BatchOptions{}, requests);
+    for (size_t i = 0; i < requests.size(); ++i) {
+      INFO("sequence " << i);
+      CHECK(out[i].tokens == Generated(*model, requests[i].request));
+      CHECK(out[i].tokens.size() == static_cast<size_t>(requests[i].request.max_new_tokens));
+    }
+  }
+}
+
+TEST_CASE("a chunked prefill gives the reference ids", "[engine][batch]") {
+  for (const auto& dir : ModelFolders()) {
+    INFO("model " << dir.filename().string());
+    const auto ref = ReadTensors(dir / "reference.safetensors");
+    const auto model = MustLoad(dir, "fp32");
+    for (const bool generic : {false, true}) {
+      INFO("generic path " << generic);
+      const ScopedSwitch path(&SetCpuDecodeStepEnabled, !generic, true);
+      BatchOptions options;
+      options.prefill_chunk_tokens = 3;
+      const auto out = RunBatch(model, options,
+                                {{0, Request(Ids(ref, "input_ids_prompt1"), 24)},
+                                 {0, Request(Ids(ref, "input_ids_prompt2"), 24)}});
+      CHECK(out[0].tokens == Ids(ref, "greedy_prompt1"));
+      CHECK(out[1].tokens == Ids(ref, "greedy_prompt2"));
+    }
+  }
+}
+
+TEST_CASE("the prefill budget: decoding goes on while a long prompt is read", "[engine][batch]") {
+  const auto dir = ModelFolders().front();
+  const auto ref = ReadTensors(dir / "reference.safetensors");
+  const auto model = MustLoad(dir, "fp32");
+  const std::vector<int32_t> p1 = Ids(ref, "input_ids_prompt1");
+  std::vector<int32_t> long_prompt;
+  for (int i = 0; i < 5; ++i)
+    long_prompt.insert(long_prompt.end(), p1.begin(), p1.end());  // 5 x prompt1
+  BatchOptions options;
+  options.prefill_chunk_tokens = 4;
+  options.prefill_budget_tokens = 4;
+  Batch batch(model, options);
+  const SequenceId short_id = *batch.Add(Request(p1, 40));
+  REQUIRE(batch.Step().ok());  // prompt1 in 3 chunks
+  REQUIRE(batch.Step().ok());
+  auto first = batch.Step();
+  REQUIRE(first.ok());
+  REQUIRE(first->size() == 1);
+  CHECK(batch.decoding() == 1);
+  const SequenceId long_id = *batch.Add(Request(long_prompt, 4));
+  const int64_t chunks = (static_cast<int64_t>(long_prompt.size()) + 3) / 4;
+  for (int64_t step = 1; step <= chunks; ++step) {
+    INFO("step " << step);
+    auto steps = batch.Step();
+    REQUIRE(steps.ok());
+    // The decoding sequence gets a token every step; the long prompt yields
+    // its first token with its last chunk only.
+    const bool long_done = step == chunks;
+    REQUIRE(steps->size() == (long_done ? 2u : 1u));
+    CHECK((*steps)[0].id == short_id);
+    if (long_done) CHECK((*steps)[1].id == long_id);
+  }
+  CHECK(batch.decoding() == 2);
+}
+
+TEST_CASE("the prefill budget admits further chunks only while they fit", "[engine][batch]") {
+  const auto dir = ModelFolders().front();
+  const auto ref = ReadTensors(dir / "reference.safetensors");
+  const auto model = MustLoad(dir, "fp32");
+  const std::vector<int32_t> p1 = Ids(ref, "input_ids_prompt1");
+  const std::vector<int32_t> eight(p1.begin(), p1.begin() + 8);
+  // Step at which each of two 8-token prompts (chunks of 4) gets its token.
+  const auto first_token_steps = [&](int budget) {
+    BatchOptions options;
+    options.prefill_chunk_tokens = 4;
+    options.prefill_budget_tokens = budget;
+    Batch batch(model, options);
+    const SequenceId a = *batch.Add(Request(eight, 2));
+    const SequenceId b = *batch.Add(Request(eight, 2));
+    std::map<SequenceId, int> first;
+    for (int step = 1; step <= 6; ++step) {
+      auto steps = batch.Step();
+      REQUIRE(steps.ok());
+      for (const SequenceStep& s : *steps)
+        first.emplace(s.id, step);
+    }
+    return std::pair<int, int>(first.at(a), first.at(b));
+  };
+  using Steps = std::pair<int, int>;
+  CHECK(first_token_steps(8) == Steps(2, 2));  // both chunks fit every step
+  CHECK(first_token_steps(6) == Steps(2, 4));  // one chunk per step
+  CHECK(first_token_steps(1) == Steps(2, 4));  // the first chunk always runs
+}
+
+}  // namespace
+}  // namespace medq::engine::test
