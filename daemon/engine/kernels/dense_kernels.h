@@ -70,6 +70,13 @@ const DenseKernels& ScalarKernels();
 // these kernels on another CPU is an illegal instruction.
 const DenseKernels& Avx2FmaKernels();
 
+// The AVX2+FMA table's matrows entries (dense_kernels_rows_avx2.cc, built
+// with -mavx2 -mfma); same precondition as Avx2FmaKernels().
+void MatRowsF32Avx2(const float* w, int64_t in, int64_t out, const float* x, int64_t m,
+                    const float* bias, float* y, int64_t row_begin, int64_t row_end);
+void MatRowsBf16Avx2(const uint16_t* w, int64_t in, int64_t out, const float* x, int64_t m,
+                     const float* bias, float* y, int64_t row_begin, int64_t row_end);
+
 // Weight rows converted per step by MatMulBf16Fn kernels: a block of this many
 // rows, converted to float32, is reused for every input row.
 inline constexpr int64_t kBf16RowBlock = 4;

@@ -1,49 +1,16 @@
-// AVX2+FMA dense kernels. This is the only file of the project compiled with
-// -mavx2 -mfma (see CMakeLists.txt); nothing here may run before the runtime
-// check in cpu_features.cc has said yes. Everything here has internal linkage
-// and no standard-library template is used: a weak out-of-line copy of one,
-// compiled with AVX2, could be chosen by the linker for the whole program.
+// AVX2+FMA dense kernels. This file and dense_kernels_rows_avx2.cc are the
+// only files of the project compiled with -mavx2 -mfma (see CMakeLists.txt);
+// nothing here may run before the runtime check in cpu_features.cc has said
+// yes. Everything here has internal linkage but the table, and no
+// standard-library template is used: a weak out-of-line copy of one, compiled
+// with AVX2, could be chosen by the linker for the whole program.
 #include <immintrin.h>
 
+#include "daemon/engine/kernels/avx2_common.h"
 #include "daemon/engine/kernels/dense_kernels.h"
 
 namespace medq::engine::kernels {
 namespace {
-
-// Loads eight consecutive weights as float32.
-inline __m256 Load8(const float* p) {
-  return _mm256_loadu_ps(p);
-}
-
-// bf16 is the upper half of a float32: zero-extend to 32 bits, shift left 16.
-inline __m256 Load8(const uint16_t* p) {
-  const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
-  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(raw), 16));
-}
-
-inline float Scalar(float v) {
-  return v;
-}
-inline float Scalar(uint16_t bits) {
-  return _mm_cvtss_f32(_mm_castsi128_ps(_mm_cvtsi32_si128(static_cast<int>(bits) << 16)));
-}
-
-inline float HorizontalSum(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
-
-// sum + Σ w[j]·x[j] for j in [k, in), one term at a time: the scalar tail of
-// every one-row dot product here, written once so that each kernel rounds
-// (and contracts to FMA) its tail the same way.
-template <typename T>
-inline float AddTail(float sum, const T* w, const float* x, int64_t k, int64_t in) {
-  for (; k < in; ++k)
-    sum += Scalar(w[k]) * x[k];
-  return sum;
-}
 
 // Four weight rows against one x: the x vector is loaded once per step for
 // four rows, and eight independent accumulators hide the FMA latency.
@@ -111,42 +78,6 @@ inline float Dot1(const T* w, int64_t in, const float* x) {
                  in);
 }
 
-// Dot1 against two x rows at once: each weight vector is loaded once for both,
-// and each row has its own four accumulators, updated in Dot1's order, so
-// each result is bitwise Dot1's for that row.
-template <typename T>
-inline void Dot1x2(const T* w, int64_t in, const float* x0, const float* x1, float* out0,
-                   float* out1) {
-  __m256 a0 = _mm256_setzero_ps(), b0 = _mm256_setzero_ps();
-  __m256 c0 = _mm256_setzero_ps(), d0 = _mm256_setzero_ps();
-  __m256 a1 = _mm256_setzero_ps(), b1 = _mm256_setzero_ps();
-  __m256 c1 = _mm256_setzero_ps(), d1 = _mm256_setzero_ps();
-  int64_t k = 0;
-  for (; k + 32 <= in; k += 32) {
-    const __m256 wa = Load8(w + k);
-    a0 = _mm256_fmadd_ps(wa, _mm256_loadu_ps(x0 + k), a0);
-    a1 = _mm256_fmadd_ps(wa, _mm256_loadu_ps(x1 + k), a1);
-    const __m256 wb = Load8(w + k + 8);
-    b0 = _mm256_fmadd_ps(wb, _mm256_loadu_ps(x0 + k + 8), b0);
-    b1 = _mm256_fmadd_ps(wb, _mm256_loadu_ps(x1 + k + 8), b1);
-    const __m256 wc = Load8(w + k + 16);
-    c0 = _mm256_fmadd_ps(wc, _mm256_loadu_ps(x0 + k + 16), c0);
-    c1 = _mm256_fmadd_ps(wc, _mm256_loadu_ps(x1 + k + 16), c1);
-    const __m256 wd = Load8(w + k + 24);
-    d0 = _mm256_fmadd_ps(wd, _mm256_loadu_ps(x0 + k + 24), d0);
-    d1 = _mm256_fmadd_ps(wd, _mm256_loadu_ps(x1 + k + 24), d1);
-  }
-  for (; k + 8 <= in; k += 8) {
-    const __m256 wa = Load8(w + k);
-    a0 = _mm256_fmadd_ps(wa, _mm256_loadu_ps(x0 + k), a0);
-    a1 = _mm256_fmadd_ps(wa, _mm256_loadu_ps(x1 + k), a1);
-  }
-  *out0 = AddTail(HorizontalSum(_mm256_add_ps(_mm256_add_ps(a0, b0), _mm256_add_ps(c0, d0))), w, x0,
-                  k, in);
-  *out1 = AddTail(HorizontalSum(_mm256_add_ps(_mm256_add_ps(a1, b1), _mm256_add_ps(c1, d1))), w, x1,
-                  k, in);
-}
-
 void MatVecF32(const float* w, int64_t in, const float* x, const float* bias, float* y,
                int64_t row_begin, int64_t row_end) {
   for (int64_t r = row_begin; r < row_end; ++r) {
@@ -207,49 +138,6 @@ inline float SplitDotBf16(const uint16_t* w, int64_t in, const float* split) {
   }
   return AddTail(HorizontalSum(_mm256_add_ps(_mm256_add_ps(a, b), _mm256_add_ps(c, d))), w, split,
                  k, in);
-}
-
-// SplitDotBf16 against two prepared x rows, as Dot1x2 is to Dot1: one load
-// and unpacking of the weights for both rows, each row with its own
-// accumulators in SplitDotBf16's order (bitwise its result).
-inline void SplitDotBf16x2(const uint16_t* w, int64_t in, const float* s0, const float* s1,
-                           float* out0, float* out1) {
-  const __m256i high = _mm256_set1_epi32(static_cast<int>(0xFFFF0000u));
-  __m256 a0 = _mm256_setzero_ps(), b0 = _mm256_setzero_ps();
-  __m256 c0 = _mm256_setzero_ps(), d0 = _mm256_setzero_ps();
-  __m256 a1 = _mm256_setzero_ps(), b1 = _mm256_setzero_ps();
-  __m256 c1 = _mm256_setzero_ps(), d1 = _mm256_setzero_ps();
-  int64_t k = 0;
-  for (; k + 32 <= in; k += 32) {
-    const __m256i r0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + k));
-    const __m256i r1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + k + 16));
-    const __m256 even0 = _mm256_castsi256_ps(_mm256_slli_epi32(r0, 16));
-    a0 = _mm256_fmadd_ps(even0, _mm256_loadu_ps(s0 + k), a0);
-    a1 = _mm256_fmadd_ps(even0, _mm256_loadu_ps(s1 + k), a1);
-    const __m256 odd0 = _mm256_castsi256_ps(_mm256_and_si256(r0, high));
-    b0 = _mm256_fmadd_ps(odd0, _mm256_loadu_ps(s0 + k + 8), b0);
-    b1 = _mm256_fmadd_ps(odd0, _mm256_loadu_ps(s1 + k + 8), b1);
-    const __m256 even1 = _mm256_castsi256_ps(_mm256_slli_epi32(r1, 16));
-    c0 = _mm256_fmadd_ps(even1, _mm256_loadu_ps(s0 + k + 16), c0);
-    c1 = _mm256_fmadd_ps(even1, _mm256_loadu_ps(s1 + k + 16), c1);
-    const __m256 odd1 = _mm256_castsi256_ps(_mm256_and_si256(r1, high));
-    d0 = _mm256_fmadd_ps(odd1, _mm256_loadu_ps(s0 + k + 24), d0);
-    d1 = _mm256_fmadd_ps(odd1, _mm256_loadu_ps(s1 + k + 24), d1);
-  }
-  if (k + 16 <= in) {
-    const __m256i r0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + k));
-    const __m256 even0 = _mm256_castsi256_ps(_mm256_slli_epi32(r0, 16));
-    a0 = _mm256_fmadd_ps(even0, _mm256_loadu_ps(s0 + k), a0);
-    a1 = _mm256_fmadd_ps(even0, _mm256_loadu_ps(s1 + k), a1);
-    const __m256 odd0 = _mm256_castsi256_ps(_mm256_and_si256(r0, high));
-    b0 = _mm256_fmadd_ps(odd0, _mm256_loadu_ps(s0 + k + 8), b0);
-    b1 = _mm256_fmadd_ps(odd0, _mm256_loadu_ps(s1 + k + 8), b1);
-    k += 16;
-  }
-  *out0 = AddTail(HorizontalSum(_mm256_add_ps(_mm256_add_ps(a0, b0), _mm256_add_ps(c0, d0))), w, s0,
-                  k, in);
-  *out1 = AddTail(HorizontalSum(_mm256_add_ps(_mm256_add_ps(a1, b1), _mm256_add_ps(c1, d1))), w, s1,
-                  k, in);
 }
 
 void MatVecBf16(const uint16_t* w, int64_t in, const float* x, const float* bias, float* y,
@@ -355,47 +243,6 @@ void MatMulBf16(const uint16_t* w, int64_t in, int64_t out, const float* x, int6
   }
 }
 
-// Each weight row against the x rows two at a time (Dot1x2), the last odd row
-// alone (Dot1): every y[i, r] is bitwise MatVecF32's for x row i, and the
-// weight row comes from memory once, then from L1.
-void MatRowsF32(const float* w, int64_t in, int64_t out, const float* x, int64_t m,
-                const float* bias, float* y, int64_t row_begin, int64_t row_end) {
-  for (int64_t r = row_begin; r < row_end; ++r) {
-    const float* row = w + r * in;
-    int64_t i = 0;
-    for (; i + 2 <= m; i += 2) {
-      float d0, d1;
-      Dot1x2(row, in, x + i * in, x + (i + 1) * in, &d0, &d1);
-      y[i * out + r] = bias != nullptr ? d0 + bias[r] : d0;
-      y[(i + 1) * out + r] = bias != nullptr ? d1 + bias[r] : d1;
-    }
-    if (i < m) {
-      const float d0 = Dot1(row, in, x + i * in);
-      y[i * out + r] = bias != nullptr ? d0 + bias[r] : d0;
-    }
-  }
-}
-
-// The same for bf16 weights and x rows laid out by PrepareBf16X, against
-// MatVecBf16.
-void MatRowsBf16(const uint16_t* w, int64_t in, int64_t out, const float* x, int64_t m,
-                 const float* bias, float* y, int64_t row_begin, int64_t row_end) {
-  for (int64_t r = row_begin; r < row_end; ++r) {
-    const uint16_t* row = w + r * in;
-    int64_t i = 0;
-    for (; i + 2 <= m; i += 2) {
-      float d0, d1;
-      SplitDotBf16x2(row, in, x + i * in, x + (i + 1) * in, &d0, &d1);
-      y[i * out + r] = bias != nullptr ? d0 + bias[r] : d0;
-      y[(i + 1) * out + r] = bias != nullptr ? d1 + bias[r] : d1;
-    }
-    if (i < m) {
-      const float d0 = SplitDotBf16(row, in, x + i * in);
-      y[i * out + r] = bias != nullptr ? d0 + bias[r] : d0;
-    }
-  }
-}
-
 void ConvertBf16(const uint16_t* src, int64_t n, float* dst) {
   int64_t i = 0;
   for (; i + 8 <= n; i += 8)
@@ -407,8 +254,9 @@ void ConvertBf16(const uint16_t* src, int64_t n, float* dst) {
 }  // namespace
 
 const DenseKernels& Avx2FmaKernels() {
-  static constexpr DenseKernels kTable{"avx2_fma",  &MatVecF32,   &MatVecBf16, &PrepareBf16X,
-                                       &MatMulBf16, &ConvertBf16, &MatRowsF32, &MatRowsBf16};
+  static constexpr DenseKernels kTable{"avx2_fma",      &MatVecF32,      &MatVecBf16,
+                                       &PrepareBf16X,   &MatMulBf16,     &ConvertBf16,
+                                       &MatRowsF32Avx2, &MatRowsBf16Avx2};
   return kTable;
 }
 
