@@ -12,6 +12,7 @@
 #include "cli/format.h"
 #include "cli/generate.h"
 #include "common/messages.h"
+#include "common/requests.h"
 
 namespace medq::cli {
 namespace {
@@ -104,11 +105,9 @@ Action SetUpLoad(CLI::App& sub, const GlobalOptions& g) {
   sub.add_option("model", *model, "Model name or path")->required();
   sub.add_option("--adapter", *adapter, "PEFT LoRA adapter name or path");
   return [&g, model, adapter] {
-    json params = {{"model", *model}};
-    if (!adapter->empty()) params["adapter"] = *adapter;
-    return RunOneShot(g, "load", params, [](const json& r) {
-      return "loaded " + r.value("model", "") + " (" + r.value("dtype", "") + " on " +
-             r.value("device", "") + ")\n";
+    return RunOneShot(g, "load", ToParams(LoadRequest{{*model, *adapter}}), [](const json& r) {
+      const auto loaded = r.get<LoadResult>();
+      return "loaded " + loaded.model + " (" + loaded.dtype + " on " + loaded.device + ")\n";
     });
   };
 }
@@ -138,14 +137,12 @@ Action SetUpTokenize(CLI::App& sub, const GlobalOptions& g) {
   sub.add_option("--model", *model, "Model name or path (default: the daemon's)");
   sub.add_flag("--no-special", *no_special, "Do not add special tokens such as BOS");
   return [&g, text, model, no_special] {
-    json params = {{"text", ArgOrStdin(*text)}, {"add_special_tokens", !*no_special}};
-    if (!model->empty()) params["model"] = *model;
-    return RunOneShot(g, "tokenize", params, [](const json& r) {
+    const TokenizeRequest request{{*model, ""}, ArgOrStdin(*text), !*no_special};
+    return RunOneShot(g, "tokenize", ToParams(request), [](const json& r) {
       std::string out;
-      const json ids = r.value("ids", json::array());
-      const json tokens = r.value("tokens", json::array());
-      for (size_t i = 0; i < ids.size(); ++i) {
-        out += std::to_string(ids[i].get<int64_t>()) + "\t" + json(tokens[i]).dump() + "\n";
+      const auto tokens = r.get<TokenizeResult>();
+      for (size_t i = 0; i < tokens.ids.size() && i < tokens.tokens.size(); ++i) {
+        out += std::to_string(tokens.ids[i]) + "\t" + json(tokens.tokens[i]).dump() + "\n";
       }
       return out;
     });
@@ -173,16 +170,18 @@ Action SetUpTemplate(CLI::App& sub, const GlobalOptions& g) {
       ss << in.rdbuf();
       text = ss.str();
     }
-    json doc = json::parse(text, nullptr, false);
+    // Ordered: the template sees messages, tools and kwargs in the file's order.
+    using ordered = nlohmann::ordered_json;
+    ordered doc = ordered::parse(text, nullptr, false);
     if (doc.is_discarded() || !(doc.is_array() || doc.is_object())) {
       return ReportError(Error(ErrorCode::kInvalidRequest,
                                *file + " is not a JSON array of messages or an object"));
     }
-    json params = json::object();
+    ordered params = ordered::object();
     if (doc.is_array()) {
       params["messages"] = doc;
     } else {
-      json kwargs = json::object();
+      ordered kwargs = ordered::object();
       for (auto& [key, value] : doc.items()) {
         if (key == "messages" || key == "tools") {
           params[key] = value;

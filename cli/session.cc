@@ -44,7 +44,7 @@ int ReportUnreachable(const Error& error) {
   return error.code == ErrorCode::kPermissionDenied ? kExitNoPerm : kExitUnavailable;
 }
 
-int RunOneShot(const GlobalOptions& options, std::string_view op, const nlohmann::json& params,
+int RunOneShot(const GlobalOptions& options, std::string_view op, const Params& params,
                const std::function<std::string(const nlohmann::json&)>& format,
                const std::function<int(const nlohmann::json&)>& status) {
   auto client = ConnectToDaemon(options);

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/error.h"
+#include "common/protocol.h"
 #include "common/result.h"
 #include "ipc/client.h"
 
@@ -35,7 +36,7 @@ int ReportUnreachable(const Error& error);
 // One request, one reply: connects, calls `op`, prints the result through
 // `format` (or as JSON with --json) to stdout, and returns 0, or the error's
 // exit status. `status`, when given, picks the exit status of a result.
-int RunOneShot(const GlobalOptions& options, std::string_view op, const nlohmann::json& params,
+int RunOneShot(const GlobalOptions& options, std::string_view op, const Params& params,
                const std::function<std::string(const nlohmann::json&)>& format,
                const std::function<int(const nlohmann::json&)>& status = nullptr);
 

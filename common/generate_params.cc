@@ -8,7 +8,8 @@
 namespace medq {
 namespace {
 
-using nlohmann::json;
+// Params keep the client's key order (common/protocol.h).
+using json = nlohmann::ordered_json;
 
 Error Invalid(const std::string& field, const std::string& what) {
   return Error(ErrorCode::kInvalidRequest, "params." + field + " " + what);
@@ -74,7 +75,7 @@ Result<GenerateParams> ParseGenerateParams(const json& p) {
         return Invalid("messages", "must hold objects with a string \"role\"");
       }
     }
-    g.messages = nlohmann::ordered_json::parse(it->dump());
+    g.messages = *it;
     ++prompts;
   }
   if (auto it = p.find("prompt_ids"); it != p.end() && !it->is_null()) {
@@ -108,11 +109,11 @@ Result<GenerateParams> ParseGenerateParams(const json& p) {
   }
   if (auto it = p.find("template_kwargs"); it != p.end() && !it->is_null()) {
     if (!it->is_object()) return Invalid("template_kwargs", "must be an object");
-    g.template_kwargs = nlohmann::ordered_json::parse(it->dump());
+    g.template_kwargs = *it;
   }
   if (auto it = p.find("tools"); it != p.end() && !it->is_null()) {
     if (!it->is_array()) return Invalid("tools", "must be an array");
-    g.tools = nlohmann::ordered_json::parse(it->dump());
+    g.tools = *it;
   }
 
   if (auto it = p.find("max_tokens"); it != p.end() && !it->is_null()) {
@@ -161,12 +162,12 @@ json ToJson(const GenerateParams& g) {
   if (!g.model.empty()) p["model"] = g.model;
   if (!g.adapter.empty()) p["adapter"] = g.adapter;
   if (g.prompt) p["prompt"] = *g.prompt;
-  if (g.messages) p["messages"] = json::parse(g.messages->dump());
+  if (g.messages) p["messages"] = *g.messages;
   if (g.prompt_ids) p["prompt_ids"] = *g.prompt_ids;
   if (g.mode != PromptMode::kAuto) p["mode"] = g.mode == PromptMode::kChat ? "chat" : "raw";
   if (!g.system.empty()) p["system"] = g.system;
-  if (!g.template_kwargs.is_null()) p["template_kwargs"] = json::parse(g.template_kwargs.dump());
-  if (!g.tools.is_null()) p["tools"] = json::parse(g.tools.dump());
+  if (!g.template_kwargs.is_null()) p["template_kwargs"] = g.template_kwargs;
+  if (!g.tools.is_null()) p["tools"] = g.tools;
   if (g.max_tokens) p["max_tokens"] = *g.max_tokens;
   if (g.temperature != 0) p["temperature"] = g.temperature;
   if (g.top_k != 0) p["top_k"] = g.top_k;

@@ -65,9 +65,10 @@ inline int64_t EffectiveMaxTokens(const GenerateParams& params, int64_t room) {
 
 // Validates and reads `params` of a generate request. Unknown keys, wrong
 // types and out-of-range values give INVALID_REQUEST naming the field.
-Result<GenerateParams> ParseGenerateParams(const nlohmann::json& params);
+Result<GenerateParams> ParseGenerateParams(const nlohmann::ordered_json& params);
 
-// The JSON form ParseGenerateParams reads (defaults omitted).
-nlohmann::json ToJson(const GenerateParams& params);
+// The JSON form ParseGenerateParams reads (defaults omitted), keys of
+// messages, tools and template_kwargs in their order.
+nlohmann::ordered_json ToJson(const GenerateParams& params);
 
 }  // namespace medq

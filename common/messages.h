@@ -41,10 +41,13 @@ struct EffectiveLimits {
   double queue_timeout_s = 0;
   double drain_timeout_s = 0;
   int64_t max_gpu_memory_mb = 0;  // the GPU memory budget; 0: the device's free memory
+  int max_concurrent = 1;         // generations decoded at once (1: the generation lock)
+  int prefill_chunk_tokens = 0;   // prompt tokens read per step
 };
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(EffectiveLimits, max_queue, max_connections,
                                                 max_message_bytes, idle_timeout_s, queue_timeout_s,
-                                                drain_timeout_s, max_gpu_memory_mb)
+                                                drain_timeout_s, max_gpu_memory_mb, max_concurrent,
+                                                prefill_chunk_tokens)
 
 // A model the worker holds in memory.
 struct LoadedModelInfo {
@@ -83,15 +86,16 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(HealthInfo, status, ready, versi
 
 // One job as `queue` lists it. Never carries prompt or generated text.
 struct JobInfo {
-  std::string job;       // daemon-assigned job id, e.g. "j42"
-  std::string op;        // the op that created it, e.g. "cleanup-memory"
-  std::string priority;  // "high", "normal" or "low"
-  std::string state;     // "running" or "waiting"
-  int position = 0;      // 0 while running; 1 = next to run
-  double waited_s = 0;   // time spent waiting in the queue so far
+  std::string job;        // daemon-assigned job id, e.g. "j42"
+  std::string op;         // the op that created it, e.g. "cleanup-memory"
+  std::string priority;   // "high", "normal" or "low"
+  std::string state;      // "running" or "waiting"
+  int position = 0;       // 0 while running; 1 = next to run in its class
+  double waited_s = 0;    // time spent waiting in the queue so far
+  std::string job_class;  // "generate" or "model": the queue it waits in
 };
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(JobInfo, job, op, priority, state, position,
-                                                waited_s)
+                                                waited_s, job_class)
 
 struct QueueTotals {
   int64_t processed = 0;  // finished, successfully or with an error of their own
@@ -116,6 +120,65 @@ struct CleanupInfo {
   double duration_ms = 0;
 };
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(CleanupInfo, before, after, duration_ms)
+
+// The `done` event of a generation (its fields beside id and event).
+struct GenerateUsage {
+  int64_t prompt_tokens = 0;
+  int64_t completion_tokens = 0;  // the end-of-sequence token included
+};
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(GenerateUsage, prompt_tokens, completion_tokens)
+
+struct GenerateTimings {
+  double queued_ms = 0;   // submitted -> started
+  double load_ms = 0;     // loading the model, when this job did
+  double prefill_ms = 0;  // reading the prompt (the steps that read its chunks)
+  double decode_ms = 0;   // first token -> last token
+  double total_ms = 0;    // submitted -> done
+};
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(GenerateTimings, queued_ms, load_ms, prefill_ms,
+                                                decode_ms, total_ms)
+
+struct GenerateDone {
+  std::string finish_reason;  // "stop", "length" or "cancelled"
+  std::string model;
+  std::string device;
+  GenerateUsage usage;
+  GenerateTimings timings;
+};
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(GenerateDone, finish_reason, model, device, usage,
+                                                timings)
+
+// Results of the model ops.
+struct LoadResult {
+  std::string model;
+  std::string device;
+  std::string dtype;
+  double load_ms = 0;
+};
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(LoadResult, model, device, dtype, load_ms)
+
+struct UnloadResult {
+  std::string model;
+  bool unloaded = false;
+};
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(UnloadResult, model, unloaded)
+
+struct TokenizeResult {
+  std::vector<int32_t> ids;
+  std::vector<std::string> tokens;  // the vocabulary's string of each id
+};
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(TokenizeResult, ids, tokens)
+
+struct DetokenizeResult {
+  std::string text;
+};
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(DetokenizeResult, text)
+
+struct ApplyTemplateResult {
+  std::string prompt;
+  std::vector<int32_t> ids;  // empty when the model has no tokenizer
+};
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(ApplyTemplateResult, prompt, ids)
 
 struct VersionInfo {
   std::string version;

@@ -9,7 +9,7 @@ Error Invalid(const char* key, const char* what) {
 
 }  // namespace
 
-Status ReadString(const nlohmann::json& params, const char* key, std::string& out) {
+Status ReadString(const Params& params, const char* key, std::string& out) {
   auto it = params.find(key);
   if (it == params.end() || it->is_null()) return Status::Ok();
   if (!it->is_string()) return Invalid(key, "must be a string");
@@ -17,7 +17,7 @@ Status ReadString(const nlohmann::json& params, const char* key, std::string& ou
   return Status::Ok();
 }
 
-Status ReadBool(const nlohmann::json& params, const char* key, bool& out) {
+Status ReadBool(const Params& params, const char* key, bool& out) {
   auto it = params.find(key);
   if (it == params.end() || it->is_null()) return Status::Ok();
   if (!it->is_boolean()) return Invalid(key, "must be true or false");

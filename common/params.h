@@ -5,14 +5,14 @@
 
 #include <string>
 
-#include <nlohmann/json.hpp>
+#include "common/protocol.h"
 
 #include "common/result.h"
 
 namespace medq {
 
 // Absent or null leaves `out` as it is.
-Status ReadString(const nlohmann::json& params, const char* key, std::string& out);
-Status ReadBool(const nlohmann::json& params, const char* key, bool& out);
+Status ReadString(const Params& params, const char* key, std::string& out);
+Status ReadBool(const Params& params, const char* key, bool& out);
 
 }  // namespace medq

@@ -11,7 +11,7 @@ std::string Dump(const json& j) {
   return j.dump(-1, ' ', false, json::error_handler_t::replace) + "\n";
 }
 
-bool IsValidId(const json& id) {
+bool IsValidId(const Params& id) {
   return id.is_string() || id.is_number_integer();
 }
 
@@ -21,19 +21,22 @@ Result<Request> ParseRequest(std::string_view line, json* id_out) {
   *id_out = nullptr;
   // nlohmann's parser is iterative; the callback keeps it from building any
   // value below the limit, so nothing recursive ever sees a deep request.
+  // Parsed keeping the keys' order (Params), so that params reach the ops as
+  // the client wrote them.
   bool too_deep = false;
-  const json::parser_callback_t depth_guard = [&too_deep](int depth, json::parse_event_t event,
-                                                          json&) {
-    if ((event == json::parse_event_t::object_start || event == json::parse_event_t::array_start) &&
+  const Params::parser_callback_t depth_guard = [&too_deep](int depth, Params::parse_event_t event,
+                                                            Params&) {
+    if ((event == Params::parse_event_t::object_start ||
+         event == Params::parse_event_t::array_start) &&
         depth >= kMaxJsonDepth) {
       too_deep = true;
       return false;  // discard it and everything inside
     }
     return true;
   };
-  json doc;
+  Params doc;
   try {
-    doc = json::parse(line, depth_guard);
+    doc = Params::parse(line, depth_guard);
   } catch (const json::parse_error& e) {
     return Error(ErrorCode::kInvalidRequest, "request is not valid JSON (or not UTF-8) near byte " +
                                                  std::to_string(e.byte) +
@@ -87,10 +90,10 @@ Result<Request> ParseRequest(std::string_view line, json* id_out) {
   return req;
 }
 
-std::string EncodeRequest(const json& id, std::string_view op, const json& params) {
-  json j = {{"v", kProtocolVersion}, {"id", id}, {"op", op}};
+std::string EncodeRequest(const json& id, std::string_view op, const Params& params) {
+  Params j = {{"v", kProtocolVersion}, {"id", id}, {"op", op}};
   if (!params.empty()) j["params"] = params;
-  return Dump(j);
+  return j.dump(-1, ' ', false, Params::error_handler_t::replace) + "\n";
 }
 
 std::string EncodeResult(const json& id, const json& result) {
@@ -124,7 +127,7 @@ Error DecodeError(const json& reply) {
   return Error(ErrorCode::kInternal, "unknown error code \"" + code_name + "\": " + message);
 }
 
-Status RejectUnknownFields(const json& params, std::initializer_list<std::string_view> known) {
+Status RejectUnknownFields(const Params& params, std::initializer_list<std::string_view> known) {
   for (const auto& [key, value] : params.items()) {
     bool found = false;
     for (std::string_view k : known)

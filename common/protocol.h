@@ -29,12 +29,17 @@ inline constexpr size_t kDefaultMaxMessageBytes = 16u << 20;  // 16 MiB per line
 // a stack. Real requests (tool schemas included) stay far below it.
 inline constexpr int kMaxJsonDepth = 64;
 
+// An op's params as the client sent them: an object that keeps its keys in
+// the client's order, end to end (a chat template renders `tools` and
+// `template_kwargs` in that order, as transformers does).
+using Params = nlohmann::ordered_json;
+
 // A parsed request. `id` is a string or an integer; `params` is always an
 // object (empty when the request has none).
 struct Request {
   nlohmann::json id;
   std::string op;
-  nlohmann::json params = nlohmann::json::object();
+  Params params = Params::object();
 };
 
 // Parses and validates one request line (without its newline).
@@ -48,7 +53,7 @@ Result<Request> ParseRequest(std::string_view line, nlohmann::json* id_out);
 
 // Serializes a request line, newline included.
 std::string EncodeRequest(const nlohmann::json& id, std::string_view op,
-                          const nlohmann::json& params = nlohmann::json::object());
+                          const Params& params = Params::object());
 
 // Reply lines, newline included. Strings are emitted as valid UTF-8 (invalid
 // bytes in a message are replaced), so a reply line always parses.
@@ -62,7 +67,6 @@ Error DecodeError(const nlohmann::json& reply);
 
 // For op parsers: INVALID_REQUEST naming the first key of `params` that is
 // not in `known`. Ops reject unknown params so that a typo never passes.
-Status RejectUnknownFields(const nlohmann::json& params,
-                           std::initializer_list<std::string_view> known);
+Status RejectUnknownFields(const Params& params, std::initializer_list<std::string_view> known);
 
 }  // namespace medq

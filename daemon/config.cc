@@ -119,6 +119,14 @@ ConfigOutcome LoadConfig(int argc, const char* const* argv) {
       ->check(CLI::Range(0, 100000));
   AddKey(app, "queue_timeout_s", c.queue_timeout_s, "Longest a job may wait in the queue")
       ->check(CLI::Range(0.1, 86400.0));
+  AddKey(app, "max_concurrent", c.max_concurrent,
+         "Generations decoded at once, in one batch; 1 is the generation lock (one at a "
+         "time, the rest wait in the queue)")
+      ->check(CLI::Range(1, 256));
+  AddKey(app, "prefill_chunk_tokens", c.prefill_chunk_tokens,
+         "Prompt tokens read per step, so that running generations keep producing tokens "
+         "while a long prompt is read")
+      ->check(CLI::Range(1, 1 << 20));
   AddKey(app, "threads", c.threads, "CPU threads of the engine's kernels; 0 uses every core")
       ->check(CLI::Range(0, 1024));
   AddKey(app, "aging_s", c.aging_s,
@@ -202,6 +210,8 @@ std::string FormatConfig(const Config& c) {
   out << "drain_timeout_s = " << c.drain_timeout_s << "\n";
   out << "max_queue = " << c.max_queue << "\n";
   out << "queue_timeout_s = " << c.queue_timeout_s << "\n";
+  out << "max_concurrent = " << c.max_concurrent << "\n";
+  out << "prefill_chunk_tokens = " << c.prefill_chunk_tokens << "\n";
   out << "threads = " << c.threads << "\n";
   out << "aging_s = " << c.aging_s << "\n";
   out << "models_dir = \"" << c.models_dir << "\"\n";

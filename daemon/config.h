@@ -22,8 +22,10 @@ struct Config {
   double drain_timeout_s = 30;
   int max_queue = 0;  // 0: chosen from the device's memory at start
   double queue_timeout_s = 300;
-  int threads = 0;      // CPU threads of the engine's kernels; 0: one per core
-  double aging_s = 60;  // a waiting job moves up one priority class per aging_s
+  int max_concurrent = 1;          // generations decoded at once; 1: the generation lock
+  int prefill_chunk_tokens = 512;  // prompt tokens read per step
+  int threads = 0;                 // CPU threads of the engine's kernels; 0: one per core
+  double aging_s = 60;             // a waiting job moves up one priority class per aging_s
 
   // Models.
   std::string models_dir;                 // names resolve here (default: per-user or service dir)

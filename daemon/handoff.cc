@@ -23,13 +23,13 @@ void Handoff::StopWorker() {
   task_ready_.notify_all();
 }
 
-std::optional<Handoff::Closure> Handoff::WaitForTask() {
+std::deque<Handoff::Closure> Handoff::TakeTasks(bool wait, bool* stopped) {
   std::unique_lock lock(mu_);
-  task_ready_.wait(lock, [this] { return stopping_ || !tasks_.empty(); });
-  if (tasks_.empty()) return std::nullopt;
-  Closure task = std::move(tasks_.front());
-  tasks_.pop_front();
-  return task;
+  if (wait) task_ready_.wait(lock, [this] { return stopping_ || !tasks_.empty(); });
+  *stopped = stopping_;
+  std::deque<Closure> taken;
+  taken.swap(tasks_);
+  return taken;
 }
 
 void Handoff::PostToLoop(Closure completion) {

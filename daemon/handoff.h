@@ -3,20 +3,21 @@
 // The loop thread (libuv) owns sockets, connections and the job queue. The
 // worker thread owns LibTorch, the models and the GPU. They exchange closures
 // only through this object:
-//   - loop -> worker: PostToWorker() queues a task; the worker runs tasks one
-//     at a time, in order, from WaitForTask().
+//   - loop -> worker: PostToWorker() queues a task; the worker takes every
+//     queued task between two steps (TakeTasks) and runs them in order.
 //   - worker -> loop: PostToLoop() queues a completion and wakes the loop with
 //     uv_async_send(); the loop runs every queued completion in one callback
 //     (libuv coalesces sends, so the callback always drains the whole queue).
 // Closures must not throw. Whatever a closure captures is handed over: the
-// sending thread must not touch it afterwards.
+// sending thread must not touch it afterwards. Only two objects use this
+// class: the loop's Scheduler (daemon/loop/scheduler.h), which builds every
+// task and completion from typed work, and the Worker, which runs them.
 #pragma once
 
 #include <condition_variable>
 #include <deque>
 #include <functional>
 #include <mutex>
-#include <optional>
 
 #include <uv.h>
 
@@ -40,8 +41,10 @@ class Handoff {
   // and before the loop's last run. Completions still queued are run first.
   void Close();
 
-  // Worker thread: blocks for the next task; nullopt when stopped.
-  std::optional<Closure> WaitForTask();
+  // Worker thread: every task queued so far, in order. With `wait`, blocks
+  // until there is one or the worker is stopped. `*stopped` tells whether
+  // StopWorker() was called (the tasks returned still run).
+  std::deque<Closure> TakeTasks(bool wait, bool* stopped);
   // Worker thread (or any thread but the loop).
   void PostToLoop(Closure completion);
 

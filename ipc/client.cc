@@ -82,7 +82,7 @@ Status Client::SendRaw(std::string_view bytes) {
   return Status::Ok();
 }
 
-Result<int64_t> Client::Send(std::string_view op, const json& params) {
+Result<int64_t> Client::Send(std::string_view op, const Params& params) {
   int64_t id = next_id_++;
   if (Status s = SendRaw(EncodeRequest(id, op, params)); !s.ok()) return s.error();
   return id;
@@ -121,7 +121,7 @@ Result<json> Client::ReadReply(std::chrono::milliseconds timeout) {
   }
 }
 
-Result<json> Client::Call(std::string_view op, const json& params,
+Result<json> Client::Call(std::string_view op, const Params& params,
                           std::chrono::milliseconds timeout) {
   auto id = Send(op, params);
   if (!id.ok()) {

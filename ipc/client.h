@@ -28,7 +28,7 @@ class Client {
 
   // Sends one request line; assigns and returns the request id.
   Result<int64_t> Send(std::string_view op,
-                       const nlohmann::json& params = nlohmann::json::object());
+                       const Params& params = Params::object());
 
   // Sends raw bytes as they are (for tests of malformed input).
   Status SendRaw(std::string_view bytes);
@@ -43,7 +43,7 @@ class Client {
   // daemon cannot be reached, goes away or the timeout passes: an error
   // reply from the daemon is a successful Call (see ErrorOf).
   Result<nlohmann::json> Call(std::string_view op,
-                              const nlohmann::json& params = nlohmann::json::object(),
+                              const Params& params = Params::object(),
                               std::chrono::milliseconds timeout = std::chrono::seconds(30));
 
   const std::string& socket_path() const { return path_; }

@@ -35,7 +35,7 @@ Result<std::string> JobQueue::Submit(std::string op, Options options, StartFn st
                      "). Try again later.",
                  retry);
   }
-  Job job{"j" + std::to_string(next_id_++),
+  Job job{options.id.empty() ? "j" + std::to_string(next_id_++) : std::move(options.id),
           std::move(op),
           options.priority,
           Clock::now(),
@@ -167,12 +167,13 @@ QueueInfo JobQueue::Describe() const {
   info.totals = totals_;
   for (const Job& j : running_) {
     info.running.push_back(JobInfo{j.id, j.op, std::string(PriorityName(j.priority)), "running", 0,
-                                   std::chrono::duration<double>(j.started - j.enqueued).count()});
+                                   std::chrono::duration<double>(j.started - j.enqueued).count(),
+                                   ""});
   }
   int position = 1;
   for (const Job& j : waiting_) {
     info.waiting.push_back(JobInfo{j.id, j.op, std::string(PriorityName(j.priority)), "waiting",
-                                   position++, SecondsSince(j.enqueued)});
+                                   position++, SecondsSince(j.enqueued), ""});
   }
   return info;
 }

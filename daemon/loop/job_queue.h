@@ -54,13 +54,16 @@ class JobQueue {
     Priority priority = Priority::kNormal;
     std::optional<Clock::time_point> deadline;  // QUEUE_TIMEOUT after this
     PositionFn on_position;                     // may be empty
+    // The job's id, unique across the daemon's queues; empty: "j" and a
+    // number of this queue's own.
+    std::string id;
   };
 
   // Queues a job, or starts it at once when a slot is free and nobody waits.
   // Returns the new job's id, or QUEUE_FULL.
   Result<std::string> Submit(std::string op, Options options, StartFn start, DropFn drop);
   Result<std::string> Submit(std::string op, Priority priority, StartFn start, DropFn drop) {
-    return Submit(std::move(op), Options{priority, std::nullopt, nullptr}, std::move(start),
+    return Submit(std::move(op), Options{priority, std::nullopt, nullptr, {}}, std::move(start),
                   std::move(drop));
   }
 

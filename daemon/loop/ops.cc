@@ -6,11 +6,12 @@
 
 #include "common/messages.h"
 #include "common/params.h"
+#include "common/requests.h"
 #include "common/version.h"
 #include "daemon/engine/fault_injection.h"
 #include "daemon/engine/runtime.h"
-#include "daemon/worker/memory.h"
 #include "daemon/loop/ops_internal.h"
+#include "daemon/worker/memory.h"
 
 namespace medq::daemon {
 namespace {
@@ -23,12 +24,13 @@ HealthInfo DescribeHealth(const DaemonState& s) {
   h.version = kVersion;
   h.uptime_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - s.started).count();
   h.pid = getpid();
-  h.cuda_available = !s.last_memory.devices.empty();
-  h.loaded_models = s.loaded_models.get<std::vector<LoadedModelInfo>>();
-  h.memory = s.last_memory;
+  const WorkerView& worker = s.scheduler.view();
+  h.cuda_available = !worker.memory.devices.empty();
+  h.loaded_models = worker.loaded;
+  h.memory = worker.memory;
   h.memory.rss_bytes = ResidentSetBytes();  // fresh: cheap to read on this thread
-  h.active_jobs = s.jobs.running();
-  h.queue_length = s.jobs.waiting();
+  h.active_jobs = s.scheduler.running();
+  h.queue_length = s.scheduler.waiting();
   h.connections = s.connections;
   h.warnings = s.warnings;
   for (const LoadedModelInfo& m : h.loaded_models) {
@@ -52,7 +54,7 @@ void Health(DaemonState& state, const Request& req, Responder reply) {
 
 void Queue(DaemonState& state, const Request& req, Responder reply) {
   if (Status st = RejectUnknownFields(req.params, {}); !st.ok()) return reply.Fail(st.error());
-  reply.Result(state.jobs.Describe());
+  reply.Result(state.scheduler.Describe());
 }
 
 void Version(DaemonState&, const Request& req, Responder reply) {
@@ -61,63 +63,52 @@ void Version(DaemonState&, const Request& req, Responder reply) {
       VersionInfo{kVersion, kProtocolVersion, engine::TorchVersion(), engine::BuiltWithCuda()});
 }
 
-// Queued like any worker job (high priority): it waits for a running
-// generation to end rather than racing it for the allocator.
+// A high-priority task of the model class: it runs between two steps of the
+// running generations, whose memory it cannot free (they trim when the last
+// one ends), and empties the caches around them.
 void CleanupMemory(DaemonState& state, const Request& req, Responder reply) {
   if (Status st = RejectUnknownFields(req.params, {}); !st.ok()) return reply.Fail(st.error());
   auto shared_reply = std::make_shared<Responder>(std::move(reply));
-  auto start = [&state, shared_reply](const std::string& job_id) {
-    state.worker.Submit(
-        []() -> Result<json> {
-          const auto t0 = std::chrono::steady_clock::now();
-          CleanupInfo info;
-          info.before = TakeMemorySnapshot();
-          ReleaseCachedMemory();
-          info.after = TakeMemorySnapshot();
-          info.duration_ms =
-              std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
-                  .count();
-          return json(info);
-        },
-        [&state, shared_reply, job_id](Result<json> result) {
-          if (result.ok()) {
-            state.last_memory = result->at("after").get<MemorySnapshot>();
-            spdlog::info("cleanup-memory: RSS {} -> {} bytes",
-                         result->at("before").value("rss_bytes", 0), state.last_memory.rss_bytes);
-            state.metrics.CountCleanup();
-            shared_reply->Result(*result);
-          } else {
-            shared_reply->Fail(result.error());
-          }
-          state.jobs.Finish(
-              job_id, result.ok() ? JobQueue::Outcome::kCompleted : JobQueue::Outcome::kFailed);
-        });
-  };
-  auto drop = [shared_reply](const Error& why) { shared_reply->Fail(why); };
-  auto job = state.jobs.Submit("cleanup-memory", Priority::kHigh, start, drop);
+  JobSpec spec;
+  spec.cls = JobClass::kModel;
+  spec.op = "cleanup-memory";
+  spec.priority = Priority::kHigh;
+  auto job = state.scheduler.Submit<CleanupInfo>(
+      std::move(spec),
+      [](Worker&) -> Result<CleanupInfo> {
+        const auto t0 = std::chrono::steady_clock::now();
+        CleanupInfo info;
+        info.before = TakeMemorySnapshot();
+        ReleaseCachedMemory();
+        info.after = TakeMemorySnapshot();
+        info.duration_ms =
+            std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
+                .count();
+        return info;
+      },
+      [&state, shared_reply](Result<CleanupInfo> result) {
+        if (!result.ok()) return shared_reply->Fail(result.error());
+        spdlog::info("cleanup-memory: RSS {} -> {} bytes", result->before.rss_bytes,
+                     result->after.rss_bytes);
+        state.metrics.CountCleanup();
+        shared_reply->Result(json(*result));
+      });
   if (!job.ok()) shared_reply->Fail(job.error());
 }
 
 // Testing only (medqd --test-fault-injection): the next model load, merge or decode
 // step fails as a CUDA out-of-memory would.
 void InjectFault(DaemonState& state, const Request& req, Responder reply) {
-  if (Status st = RejectUnknownFields(req.params, {"at"}); !st.ok()) return reply.Fail(st.error());
   if (!state.config.test_fault_injection) {
     return reply.Fail(Error(ErrorCode::kPermissionDenied,
                             "fault injection is off; start medqd with --test-fault-injection"));
   }
-  std::string at;
-  if (Status st = ReadString(req.params, "at", at); !st.ok()) return reply.Fail(st.error());
-  if (at == "load") {
-    engine::ArmFault(engine::Fault::kLoadOom);
-  } else if (at == "decode") {
-    engine::ArmFault(engine::Fault::kDecodeOom);
-  } else if (at == "merge") {
-    engine::ArmFault(engine::Fault::kMergeOom);
-  } else {
-    return reply.Fail(
-        Error(ErrorCode::kInvalidRequest, "params.at must be \"load\", \"merge\" or \"decode\""));
-  }
+  auto request = ParseInjectFaultRequest(req.params);
+  if (!request.ok()) return reply.Fail(request.error());
+  const std::string& at = request->at;
+  engine::ArmFault(at == "load"    ? engine::Fault::kLoadOom
+                   : at == "merge" ? engine::Fault::kMergeOom
+                                   : engine::Fault::kDecodeOom);
   spdlog::warn("fault injection: the next {} will fail with GPU out of memory", at);
   reply.Result({{"armed", at}});
 }
@@ -125,13 +116,13 @@ void InjectFault(DaemonState& state, const Request& req, Responder reply) {
 void MetricsOp(DaemonState& s, const Request& req, Responder reply) {
   if (Status st = RejectUnknownFields(req.params, {}); !st.ok()) return reply.Fail(st.error());
   Metrics::Gauges g;
-  g.queue_length = s.jobs.waiting();
-  g.running_jobs = s.jobs.running();
+  g.queue_length = s.scheduler.waiting();
+  g.running_jobs = s.scheduler.running();
   g.connections = s.connections;
-  g.loaded_models = static_cast<int>(s.loaded_models.size());
+  g.loaded_models = static_cast<int>(s.scheduler.view().loaded.size());
   g.rss_bytes = ResidentSetBytes();
   g.ready = s.ready && !s.draining;
-  for (const DeviceMemoryInfo& d : s.last_memory.devices) {
+  for (const DeviceMemoryInfo& d : s.scheduler.view().memory.devices) {
     g.device_bytes.push_back({d.index, {d.allocated_bytes, d.reserved_bytes}});
   }
   reply.Result({{"format", "prometheus-text-0.0.4"}, {"text", s.metrics.Render(g)}});

@@ -17,7 +17,4 @@ void TokenizeOp(DaemonState& state, const Request& request, Responder reply);
 void DetokenizeOp(DaemonState& state, const Request& request, Responder reply);
 void ApplyTemplateOp(DaemonState& state, const Request& request, Responder reply);
 
-// Worker thread: what `health` and `models` show of the loaded models.
-nlohmann::json DescribeLoaded(const ModelStore& models);
-
 }  // namespace medq::daemon

@@ -7,10 +7,10 @@
 #include "common/protocol.h"
 #include "daemon/engine/engine.h"
 #include "daemon/logging.h"
-#include "daemon/worker/memory.h"
 #include "daemon/loop/ops.h"
 #include "daemon/loop/ops_internal.h"
 #include "daemon/loop/systemd.h"
+#include "daemon/worker/memory.h"
 
 namespace medq::daemon {
 namespace {
@@ -36,6 +36,17 @@ int DefaultMaxQueue(const MemorySnapshot& memory) {
   return memory.devices.front().total_bytes <= k8GB ? 5 : 20;
 }
 
+WorkerOptions MakeWorkerOptions(const Config& c) {
+  WorkerOptions o;
+  o.threads = c.threads;
+  o.load = LoadPolicy{c.device, c.dtype, c.gpu_fallback == "cpu", c.max_loaded_models};
+  o.generation.budget = BudgetPolicy{c.max_gpu_memory_mb << 20, c.test_fault_injection};
+  o.generation.cleanup_after_each = c.cleanup == "after-each";
+  o.generation.batch.prefill_chunk_tokens = c.prefill_chunk_tokens;
+  o.generation.batch.prefill_budget_tokens = c.prefill_chunk_tokens;
+  return o;
+}
+
 std::string KnownOps() {
   std::string names;
   for (const OpSpec& op : Ops())
@@ -49,13 +60,17 @@ Server::Server(Config config, std::vector<std::string> args)
     : config_(std::move(config)),
       args_(std::move(args)),
       handoff_(InitLoop(&loop_)),
-      worker_(handoff_, config_.threads),
-      jobs_(config_.max_queue > 0 ? config_.max_queue : 5, /*concurrency=*/1, config_.aging_s),
-      models_(LoadPolicy{config_.device, config_.dtype, config_.gpu_fallback == "cpu",
-                         config_.max_loaded_models}),
-      state_(config_, jobs_, worker_, models_),
+      worker_(handoff_, MakeWorkerOptions(config_)),
+      scheduler_(
+          handoff_, worker_,
+          SchedulerOptions{config_.max_queue > 0 ? config_.max_queue : 5, config_.max_concurrent,
+                           config_.aging_s, config_.cleanup == "after-each"}),
+      state_(config_, scheduler_),
       peers_(config_.socket_group) {
-  state_.limits.max_queue = jobs_.max_queue();
+  scheduler_.set_on_report([this](const WorkerReport& report) { CountReport(report); });
+  state_.limits.max_queue = scheduler_.max_queue();
+  state_.limits.max_concurrent = config_.max_concurrent;
+  state_.limits.prefill_chunk_tokens = config_.prefill_chunk_tokens;
   state_.limits.max_connections = config_.max_connections;
   state_.limits.max_message_bytes = config_.max_message_bytes;
   state_.limits.idle_timeout_s = config_.idle_timeout_s;
@@ -118,19 +133,18 @@ int Server::Run() {
   memory_timer_.data = this;
 
   worker_.Start();
-  worker_.Submit([]() -> Result<json> { return json(TakeMemorySnapshot()); },
-                 [this](Result<json> snap) {
-                   if (snap.ok()) state_.last_memory = snap->get<MemorySnapshot>();
-                   if (config_.max_queue == 0) {
-                     jobs_.set_max_queue(DefaultMaxQueue(state_.last_memory));
-                     state_.limits.max_queue = jobs_.max_queue();
-                   }
-                   if (config_.preload.empty()) {
-                     MarkReady();
-                   } else {
-                     Preload();
-                   }
-                 });
+  scheduler_.RunNow<bool>([](Worker&) -> Result<bool> { return true; },
+                          [this](Result<bool>) {
+                            if (config_.max_queue == 0) {
+                              scheduler_.set_max_queue(DefaultMaxQueue(scheduler_.view().memory));
+                              state_.limits.max_queue = scheduler_.max_queue();
+                            }
+                            if (config_.preload.empty()) {
+                              MarkReady();
+                            } else {
+                              Preload();
+                            }
+                          });
   uv_timer_start(
       &memory_timer_, [](uv_timer_t* t) { static_cast<Server*>(t->data)->RefreshMemory(); },
       kMemoryRefreshMs, kMemoryRefreshMs);
@@ -158,8 +172,10 @@ int Server::Run() {
 void Server::MarkReady() {
   if (state_.draining) return;
   state_.ready = true;
-  const std::string status = "ready: " + std::to_string(state_.last_memory.devices.size()) +
-                             " CUDA device(s), max_queue " + std::to_string(jobs_.max_queue());
+  const std::string status = "ready: " + std::to_string(scheduler_.view().memory.devices.size()) +
+                             " CUDA device(s), max_queue " +
+                             std::to_string(scheduler_.max_queue()) + ", max_concurrent " +
+                             std::to_string(config_.max_concurrent);
   spdlog::info("{}", status);
   NotifyReady(status);
 }
@@ -174,78 +190,83 @@ void Server::Preload() {
     state_.warnings.push_back("preload failed: " + dir.error().message);
     return;
   }
-  auto start = [this, dir = *dir](const std::string& job_id) {
-    ModelStore& models = models_;
-    const std::string name = config_.preload;
-    worker_.Submit(
-        [&models, name, dir]() -> Result<json> {
-          auto model = models.Acquire(name, dir, {});
-          if (!model.ok()) return std::move(model).error();
-          // Ready means "can generate now": prove it with one token.
-          const engine::ModelInfo& info = engine::Info(*(*model)->model);
-          engine::GenerateRequest warm_up;
-          warm_up.prompt = {info.bos_id.value_or(0)};
-          warm_up.max_new_tokens = 1;
-          auto warmed = engine::Generate(*(*model)->model, warm_up, [](int32_t) { return true; });
-          if (!warmed.ok()) {
-            return Error(warmed.error().code, "warm-up generation on " + info.device +
-                                                  " failed: " + warmed.error().message);
-          }
-          ReleaseCachedMemory();
-          return json{{"loaded", DescribeLoaded(models)}, {"memory", TakeMemorySnapshot()}};
-        },
-        [this, job_id](Result<json> result) {
-          jobs_.Finish(job_id,
-                       result.ok() ? JobQueue::Outcome::kCompleted : JobQueue::Outcome::kFailed);
-          if (!result.ok()) {
-            spdlog::error("cannot preload {}: {}", config_.preload, result.error().message);
-            state_.warnings.push_back("preload failed: " + result.error().message);
-            return;
-          }
-          state_.loaded_models = result->at("loaded");
-          state_.last_memory = result->at("memory").get<MemorySnapshot>();
-          MarkReady();
-        });
-  };
-  auto job = jobs_.Submit("load", Priority::kHigh, start, [](const Error&) {});
+  const std::string name = config_.preload;
+  JobSpec spec;
+  spec.cls = JobClass::kModel;
+  spec.op = "load";
+  spec.priority = Priority::kHigh;
+  auto job = scheduler_.Submit<bool>(
+      std::move(spec),
+      [name, dir = *dir](Worker& worker) -> Result<bool> {
+        auto model = worker.models().Acquire(name, dir, {});
+        if (!model.ok()) return std::move(model).error();
+        // Ready means "can generate now": prove it with one token.
+        const engine::ModelInfo& info = engine::Info(*(*model)->model);
+        engine::GenerateRequest warm_up;
+        warm_up.prompt = {info.bos_id.value_or(0)};
+        warm_up.max_new_tokens = 1;
+        auto warmed = engine::Generate(*(*model)->model, warm_up, [](int32_t) { return true; });
+        if (!warmed.ok()) {
+          return Error(warmed.error().code, "warm-up generation on " + info.device +
+                                                " failed: " + warmed.error().message);
+        }
+        ReleaseCachedMemory();
+        return true;
+      },
+      [this](Result<bool> result) {
+        if (!result.ok()) {
+          spdlog::error("cannot preload {}: {}", config_.preload, result.error().message);
+          state_.warnings.push_back("preload failed: " + result.error().message);
+          return;
+        }
+        MarkReady();
+      });
   if (!job.ok()) spdlog::error("cannot queue the preload: {}", job.error().message);
+}
+
+// Metrics of what the worker reports with each job.
+void Server::CountReport(const WorkerReport& report) {
+  if (report.model_load) {
+    state_.metrics.ObserveModelLoad(report.model_load->load_ms / 1000);
+    if (report.model_load->fell_back_to_cpu) state_.metrics.CountCpuFallback();
+  }
+  if (report.cleaned_up) state_.metrics.CountCleanup();
 }
 
 // Twice a second: queue timeouts and aging, idle model unloading, and the
 // `idle` cleanup policy.
 void Server::Tick() {
-  jobs_.Tick();
+  scheduler_.Tick();
   const auto now = std::chrono::steady_clock::now();
-  if (jobs_.running() > 0 || jobs_.waiting() > 0) {
+  if (scheduler_.running() > 0 || scheduler_.waiting() > 0) {
     last_busy_ = now;
     idle_cleanup_done_ = false;
     unload_checked_ = false;
     return;
   }
   const bool unload_idle =
-      config_.keep_alive_s > 0 && !unload_checked_ && !state_.loaded_models.empty() &&
+      config_.keep_alive_s > 0 && !unload_checked_ && !scheduler_.view().loaded.empty() &&
       std::chrono::duration<double>(now - last_busy_).count() >= config_.keep_alive_s;
   const bool cleanup = config_.cleanup == "idle" && !idle_cleanup_done_;
   if (!unload_idle && !cleanup) return;
   idle_cleanup_done_ = true;
   unload_checked_ = unload_checked_ || unload_idle;
-  ModelStore& models = models_;
   const auto keep_alive = std::chrono::duration_cast<std::chrono::steady_clock::duration>(
       std::chrono::duration<double>(config_.keep_alive_s));
-  worker_.Submit(
-      [&models, unload_idle, cleanup, keep_alive]() -> Result<json> {
+  scheduler_.RunNow<std::vector<std::string>>(
+      [unload_idle, cleanup, keep_alive](Worker& worker) -> Result<std::vector<std::string>> {
+        // A job may have started since the loop looked: then nothing is idle.
+        if (worker.generations().busy()) return std::vector<std::string>{};
         std::vector<std::string> unloaded;
-        if (unload_idle) unloaded = models.UnloadIdle(keep_alive);
+        if (unload_idle) unloaded = worker.models().UnloadIdle(keep_alive);
         if (cleanup || !unloaded.empty()) ReleaseCachedMemory();
-        return json{{"unloaded", unloaded}, {"loaded", DescribeLoaded(models)}};
+        return unloaded;
       },
-      [this](Result<json> result) {
-        if (!result.ok()) return;
-        for (const auto& name : result->at("unloaded")) {
-          spdlog::info("unloaded {} after {} s unused (keep_alive_s)", name.get<std::string>(),
-                       config_.keep_alive_s);
+      [this](Result<std::vector<std::string>> unloaded) {
+        if (!unloaded.ok()) return;
+        for (const std::string& name : *unloaded) {
+          spdlog::info("unloaded {} after {} s unused (keep_alive_s)", name, config_.keep_alive_s);
         }
-        state_.loaded_models = result->at("loaded");
       });
 }
 
@@ -392,7 +413,7 @@ void Server::BeginDrain() {
     RemoveListeningSocket(socket_);
     uv_close(reinterpret_cast<uv_handle_t*>(&listener_), nullptr);
   }
-  jobs_.DropAllWaiting(
+  scheduler_.DropAllWaiting(
       Error(ErrorCode::kNotReady, "medqd is shutting down; retry once it is back"));
   drain_deadline_ = std::chrono::steady_clock::now() +
                     std::chrono::milliseconds(static_cast<int64_t>(config_.drain_timeout_s * 1000));
@@ -402,25 +423,21 @@ void Server::BeginDrain() {
 }
 
 void Server::FinishIfDrained() {
-  const bool idle = jobs_.running() == 0;
+  const bool idle = scheduler_.running() == 0;
   if (!idle && std::chrono::steady_clock::now() < drain_deadline_) return;
   if (!idle) {
     // Running generations stop within one decode step once cancelled; the
     // worker is joined in CloseEverything.
     spdlog::warn("drain timeout ({} s) passed with {} job(s) running; cancelling them",
-                 config_.drain_timeout_s, jobs_.running());
-    for (auto& [id, session] : state_.sessions)
-      *session->cancel = true;
+                 config_.drain_timeout_s, scheduler_.running());
+    scheduler_.CancelAllRunning();
   }
   CloseEverything();
 }
 
 void Server::RefreshMemory() {
-  if (jobs_.running() > 0 || jobs_.waiting() > 0) return;  // the job will report it
-  worker_.Submit([]() -> Result<json> { return json(TakeMemorySnapshot()); },
-                 [this](Result<json> snap) {
-                   if (snap.ok()) state_.last_memory = snap->get<MemorySnapshot>();
-                 });
+  if (scheduler_.running() > 0 || scheduler_.waiting() > 0) return;  // the job will report it
+  scheduler_.RunNow<bool>([](Worker&) -> Result<bool> { return true; }, [](Result<bool>) {});
 }
 
 void Server::CloseEverything() {

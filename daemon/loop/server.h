@@ -1,7 +1,8 @@
 // The daemon: the libuv loop that owns every socket, connection and the job
 // queue, plus the worker thread that owns LibTorch. Follow one request:
 //   Listener accept -> Connection (framing) -> Server::OnLine (parse, op table)
-//   -> op handler -> JobQueue -> Worker (via Handoff) -> Responder -> socket.
+//   -> op handler -> Scheduler (class queues) -> Worker (via Handoff: a task,
+//   or a sequence in the step loop's batch) -> Scheduler -> Responder -> socket.
 #pragma once
 
 #include <cstdint>
@@ -13,12 +14,11 @@
 #include <uv.h>
 
 #include "daemon/config.h"
-#include "daemon/loop/connection.h"
 #include "daemon/handoff.h"
-#include "daemon/loop/job_queue.h"
+#include "daemon/loop/connection.h"
 #include "daemon/loop/listen_socket.h"
-#include "daemon/worker/model_store.h"
 #include "daemon/loop/peer_auth.h"
+#include "daemon/loop/scheduler.h"
 #include "daemon/loop/state.h"
 #include "daemon/worker/worker.h"
 
@@ -51,14 +51,14 @@ class Server {
   void Tick();
   void Preload();
   void MarkReady();
+  void CountReport(const WorkerReport& report);
 
   Config config_;
   std::vector<std::string> args_;
   uv_loop_t loop_;
   Handoff handoff_;
   Worker worker_;
-  JobQueue jobs_;
-  ModelStore models_;  // worker thread only
+  Scheduler scheduler_;
   DaemonState state_;
   PeerPolicy peers_;
   ListeningSocket socket_;

@@ -105,24 +105,27 @@ DeviceUsage MeasureDeviceUsage(const std::string& device, const ModelStore& mode
   return usage;
 }
 
-Status AdmitRun(const engine::ModelInfo& model, const ModelStore& models, int64_t prompt_tokens,
-                int64_t max_tokens, const BudgetPolicy& policy) {
+Admission AdmitRun(const engine::ModelInfo& model, const ModelStore& models,
+                   const MemoryEstimate& estimate, const RunningUsage& running,
+                   const BudgetPolicy& policy) {
   const bool on_cpu = model.device.rfind("cuda", 0) != 0;
-  if (on_cpu && !policy.apply_to_cpu) return Status::Ok();
+  if (on_cpu && !policy.apply_to_cpu) return Admission{};
   AdmissionInput in;
-  in.estimate = EstimateRunMemory(model, prompt_tokens, max_tokens);
+  in.estimate = estimate;
   in.budget_bytes = policy.max_bytes;
   in.usage = MeasureDeviceUsage(model.device, models);
-  // One job runs at a time: no other running job holds memory (see the header).
-  in.releasable_bytes = 0;
+  if (on_cpu) {
+    in.usage.held_bytes += running.total_bytes;
+  } else {
+    in.usage.held_bytes += running.workspace_bytes;
+    if (in.usage.available_bytes) *in.usage.available_bytes -= running.workspace_bytes;
+  }
+  in.releasable_bytes = running.total_bytes;
   const Admission a = Decide(in);
-  spdlog::debug("memory admission on {}: estimate {} bytes, held {}, budget {}: {}", model.device,
-                in.estimate.total(), in.usage.held_bytes, in.budget_bytes,
-                a.verdict == Verdict::kAdmit ? "admitted" : a.reason);
-  if (a.verdict == Verdict::kAdmit) return Status::Ok();
-  // kWait needs other running jobs, which the one-job-at-a-time queue never
-  // has; were it to happen, refusing is safe where running would not be.
-  return RefusalError(a);
+  spdlog::debug("memory admission on {}: estimate {} bytes, held {}, releasable {}, budget {}: {}",
+                model.device, in.estimate.total(), in.usage.held_bytes, in.releasable_bytes,
+                in.budget_bytes, a.verdict == Verdict::kAdmit ? "admitted" : a.reason);
+  return a;
 }
 
 }  // namespace medq::daemon

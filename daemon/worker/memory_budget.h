@@ -5,15 +5,14 @@
 // are unit-tested without LibTorch; MeasureDeviceUsage and AdmitRun, which ask
 // the engine about the device, are the worker-thread glue.
 //
-// Where the check sits: on the worker, after the model is acquired and the
-// prompt tokenized (its length is needed), before the engine allocates
-// anything for the run. The job queue runs one job at a time (the generation
-// lock), so a job has already waited for every running job to end and free
-// its memory before it is checked; what is held then (loaded weights, other
-// processes on the GPU) will not be freed by a job ending, and a job that does
-// not fit is refused with INSUFFICIENT_MEMORY. Decide() still takes the bytes
-// held by other running jobs, and answers kWait when their end would make
-// room, for a queue that runs more than one job at once.
+// Where the check sits: on the worker, per sequence, after the model is
+// acquired and the prompt tokenized (its length is needed), before the engine
+// allocates anything for it (worker/generations.h). Several generations may
+// run at once (max_concurrent): what they hold, and will free when they end,
+// is `releasable`, and a sequence that would fit once they end waits (kWait)
+// rather than being refused. What is held beside them (loaded weights, other
+// processes on the GPU) will not be freed by a job ending: a sequence that
+// does not fit even without them is refused with INSUFFICIENT_MEMORY.
 #pragma once
 
 #include <cstdint>
@@ -121,11 +120,21 @@ struct BudgetPolicy {
 // available memory unknown.
 DeviceUsage MeasureDeviceUsage(const std::string& device, const ModelStore& models);
 
-// Worker thread: the admission check of a run of `model` (on its device) with
-// `prompt_tokens` and `max_tokens`. OK to start; INSUFFICIENT_MEMORY with
-// retry_after_s when it does not fit. A model on the CPU without
-// policy.apply_to_cpu is always admitted.
-Status AdmitRun(const engine::ModelInfo& model, const ModelStore& models, int64_t prompt_tokens,
-                int64_t max_tokens, const BudgetPolicy& policy);
+// What the sequences already running on one device are expected to take
+// (the sum of their estimates), and of that their activation workspace,
+// which is not allocated yet between steps.
+struct RunningUsage {
+  int64_t total_bytes = 0;
+  int64_t workspace_bytes = 0;
+};
+
+// Worker thread: the admission of a run of `model` (on its device) needing
+// `estimate`, beside the running sequences. A model on the CPU without
+// policy.apply_to_cpu is always admitted. On CUDA the allocator's live bytes
+// already hold the running sequences' KV caches, so only their workspace is
+// added; on the CPU (the test policy) their whole estimate is.
+Admission AdmitRun(const engine::ModelInfo& model, const ModelStore& models,
+                   const MemoryEstimate& estimate, const RunningUsage& running,
+                   const BudgetPolicy& policy);
 
 }  // namespace medq::daemon

@@ -10,6 +10,12 @@
 
 namespace medq::daemon {
 
+Worker::Worker(Handoff& handoff, WorkerOptions options)
+    : handoff_(handoff),
+      threads_(options.threads),
+      models_(std::move(options.load)),
+      generations_(models_, std::move(options.generation)) {}
+
 Worker::~Worker() {
   StopAndJoin();
 }
@@ -24,29 +30,33 @@ void Worker::StopAndJoin() {
   thread_.join();
 }
 
-void Worker::Submit(Work work, Done done) {
-  handoff_.PostToWorker([this, work = std::move(work), done = std::move(done)]() mutable {
-    Result<nlohmann::json> result = Error(ErrorCode::kInternal, "worker task did not run");
-    try {
-      result = work();
-    } catch (const std::exception& e) {
-      spdlog::error("worker task failed with an unexpected exception: {}", e.what());
-      result = Error(ErrorCode::kInternal, std::string("unexpected failure: ") + e.what());
-    }
-    handoff_.PostToLoop([done = std::move(done), result = std::move(result)]() mutable {
-      done(std::move(result));
-    });
-  });
-}
-
 void Worker::Run() {
   pthread_setname_np(pthread_self(), "medq-worker");
   engine::InitWorkerThread(threads_);
-  while (auto task = handoff_.WaitForTask()) {
-    Heartbeat();
+  while (true) {
+    bool stopped = false;
+    std::deque<Handoff::Closure> tasks = handoff_.TakeTasks(!generations_.busy(), &stopped);
     busy_ = true;
-    (*task)();
+    Heartbeat();
+    // The Scheduler's tasks catch what their work throws; nothing escapes them.
+    for (Handoff::Closure& task : tasks) {
+      task();
+      Heartbeat();
+    }
+    if (generations_.busy()) {
+      try {
+        generations_.Step();
+      } catch (const std::exception& e) {
+        // A bug: every generation is ended with INTERNAL rather than left
+        // waiting for a reply that would never come.
+        spdlog::error("generation step failed with an unexpected exception: {}", e.what());
+        generations_.FailAll(
+            Error(ErrorCode::kInternal, std::string("unexpected failure: ") + e.what()));
+      }
+      Heartbeat();
+    }
     busy_ = false;
+    if (stopped && tasks.empty() && !generations_.busy()) break;
   }
 }
 

@@ -1,55 +1,59 @@
-// The worker thread: the only thread that runs LibTorch. It takes tasks from
-// the Handoff one at a time; see handoff.h for the contract between threads.
+// The worker thread, "medq-worker": the only thread that runs LibTorch. It
+// owns the loaded models and the running generations, and loops over steps:
+// it takes the tasks the loop has posted (starting a generation, a model op,
+// a cleanup), runs them in order, then advances every running generation by
+// one step (worker/generations.h), and sleeps only when nothing runs. A task
+// therefore waits at most one step, and a generation at most the tasks
+// posted before its next step. See handoff.h for the contract between the
+// threads; the loop's side of it is loop/scheduler.h.
 #pragma once
 
 #include <atomic>
 #include <chrono>
-#include <functional>
 #include <thread>
 
-#include <nlohmann/json.hpp>
-
-#include "common/result.h"
 #include "daemon/handoff.h"
+#include "daemon/worker/generations.h"
+#include "daemon/worker/model_store.h"
 
 namespace medq::daemon {
 
+struct WorkerOptions {
+  int threads = 0;  // CPU threads of the engine's kernels (0: one per core)
+  LoadPolicy load;
+  GenerationPolicy generation;
+};
+
 class Worker {
  public:
-  using Work = std::function<Result<nlohmann::json>()>;
-  using Done = std::function<void(Result<nlohmann::json>)>;
-
-  // `threads`: CPU threads of the engine's kernels, set once when the thread
-  // starts (0: one per core).
-  Worker(Handoff& handoff, int threads) : handoff_(handoff), threads_(threads) {}
+  Worker(Handoff& handoff, WorkerOptions options);
   ~Worker();
+  Worker(const Worker&) = delete;
+  Worker& operator=(const Worker&) = delete;
 
-  // Loop thread. Starts the thread, named "medq-worker".
+  // Loop thread. Starts the thread.
   void Start();
-  // Loop thread. Stops taking tasks after the queued ones and joins.
+  // Loop thread. Stops after the queued tasks and the running generations
+  // (cancel them first to stop soon), and joins.
   void StopAndJoin();
 
-  // Loop thread. Runs `work` on the worker, then `done` with its result on
-  // the loop thread. An exception escaping `work` becomes INTERNAL.
-  void Submit(Work work, Done done);
+  // Worker thread: what tasks work with.
+  ModelStore& models() { return models_; }
+  Generations& generations() { return generations_; }
 
-  // Worker thread: runs `completion` on the loop thread (e.g. a token event
-  // of a running task).
-  void PostToLoop(Handoff::Closure completion) { handoff_.PostToLoop(std::move(completion)); }
-
-  // Worker thread: "still making progress" from inside a long task (each
-  // decode step calls it), for the watchdog.
-  void Heartbeat();
   // Any thread: true when the worker is idle, or busy and has shown progress
-  // within `max_silence`.
+  // (a task or a step ended) within `max_silence`.
   bool Responsive(std::chrono::milliseconds max_silence) const;
 
  private:
   void Run();
+  void Heartbeat();
   static int64_t NowMs();
 
   Handoff& handoff_;
   int threads_;
+  ModelStore models_;
+  Generations generations_;
   std::thread thread_;
   std::atomic<bool> busy_{false};
   std::atomic<int64_t> last_beat_ms_{0};

@@ -156,19 +156,40 @@ TEST_CASE("the budget is about the GPU: CPU models are exempt unless a test appl
           "[memory]") {
   ModelStore models(LoadPolicy{"cpu", "auto", true, 1});
   const engine::ModelInfo m = TinyLlama();
+  const MemoryEstimate run = EstimateRunMemory(m, 10, 10);
   BudgetPolicy policy{1, /*apply_to_cpu=*/false};
-  CHECK(AdmitRun(m, models, 10, 10, policy).ok());
+  CHECK(AdmitRun(m, models, run, {}, policy).verdict == Verdict::kAdmit);
 
   policy.apply_to_cpu = true;
-  const Status refused = AdmitRun(m, models, 10, 10, policy);
-  REQUIRE_FALSE(refused.ok());
-  CHECK(refused.error().code == ErrorCode::kInsufficientMemory);
-  CHECK(refused.error().retry_after_s.has_value());
+  const Admission refused = AdmitRun(m, models, run, {}, policy);
+  REQUIRE(refused.verdict == Verdict::kRefuse);
+  const Error error = RefusalError(refused);
+  CHECK(error.code == ErrorCode::kInsufficientMemory);
+  CHECK(error.retry_after_s.has_value());
 
   policy.max_bytes = 64 * kMiB;
-  CHECK(AdmitRun(m, models, 10, 10, policy).ok());
+  CHECK(AdmitRun(m, models, run, {}, policy).verdict == Verdict::kAdmit);
   policy.max_bytes = 0;  // no budget; the CPU's free memory is not checked
-  CHECK(AdmitRun(m, models, 10, 10, policy).ok());
+  CHECK(AdmitRun(m, models, run, {}, policy).verdict == Verdict::kAdmit);
+}
+
+TEST_CASE("admission per sequence: running sequences count, and their end makes room",
+          "[memory]") {
+  ModelStore models(LoadPolicy{"cpu", "auto", true, 1});
+  const engine::ModelInfo m = TinyLlama();
+  const MemoryEstimate run = EstimateRunMemory(m, 10, 10);
+  // A budget that holds two runs (nothing loaded in this store).
+  const BudgetPolicy policy{2 * run.total() + run.total() / 2, /*apply_to_cpu=*/true};
+  CHECK(AdmitRun(m, models, run, {run.total(), run.workspace_bytes}, policy).verdict ==
+        Verdict::kAdmit);
+  // Two running: the third waits for one of them.
+  CHECK(AdmitRun(m, models, run, {2 * run.total(), 2 * run.workspace_bytes}, policy).verdict ==
+        Verdict::kWait);
+  // One that does not fit even alone is refused at once, whatever runs.
+  const MemoryEstimate huge = EstimateRunMemory(m, 10, 100000);
+  const Admission never = AdmitRun(m, models, huge, {run.total(), run.workspace_bytes}, policy);
+  CHECK(never.verdict == Verdict::kRefuse);
+  CHECK(never.never_fits);
 }
 
 }  // namespace medq::daemon

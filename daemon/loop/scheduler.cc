@@ -1,0 +1,232 @@
+#include "daemon/loop/scheduler.h"
+
+#include <exception>
+
+#include "daemon/worker/memory.h"
+
+namespace medq::daemon {
+namespace {
+
+constexpr std::string_view kClassNames[kJobClasses] = {"generate", "model"};
+
+}  // namespace
+
+std::string_view JobClassName(JobClass cls) {
+  return kClassNames[static_cast<int>(cls)];
+}
+
+Scheduler::Scheduler(Handoff& handoff, Worker& worker, SchedulerOptions options)
+    : handoff_(handoff),
+      worker_(worker),
+      options_(options),
+      queues_{JobQueue(options.max_queue, options.max_concurrent, options.aging_s),
+              JobQueue(options.max_queue, 1, options.aging_s)} {}
+
+void Scheduler::Guarded(const char* what, const std::function<void()>& fn) {
+  try {
+    fn();
+  } catch (const std::exception& e) {
+    // The completion's Responder, dropped unanswered, replies INTERNAL.
+    spdlog::error("{} failed with an unexpected exception: {}", what, e.what());
+  }
+}
+
+Result<std::string> Scheduler::SubmitErased(JobSpec spec, ErasedWork work,
+                                            std::function<void(const Error&)> drop) {
+  const JobClass cls = spec.cls;
+  JobQueue::Options options{spec.priority, spec.deadline, std::move(spec.on_position),
+                            "j" + std::to_string(next_id_++)};
+  return QueueOf(cls).Submit(
+      std::move(spec.op), std::move(options),
+      [this, cls, work = std::move(work)](const std::string& id) { StartTask(id, cls, work); },
+      [drop = std::move(drop)](const Error& why) { Guarded("a job's drop", [&] { drop(why); }); });
+}
+
+void Scheduler::StartTask(const std::string& id, JobClass cls, ErasedWork work) {
+  running_[id] = Running{cls, nullptr, nullptr};
+  handoff_.PostToWorker([this, id, work = std::move(work)] {
+    Completion completion;
+    WorkerReport report;
+    try {
+      completion = work(worker_);  // catches what the work throws
+      report = MakeReport(worker_.models(), /*measure=*/true);
+    } catch (const std::exception& e) {
+      spdlog::error("job {}: {}", id, e.what());
+    }
+    handoff_.PostToLoop([this, id, completion = std::move(completion), report = std::move(report)] {
+      Guarded("a job's completion", [&] {
+        Apply(report);
+        if (completion.deliver) completion.deliver();
+      });
+      Finish(id, completion.ok ? JobQueue::Outcome::kCompleted : JobQueue::Outcome::kFailed);
+      if (options_.trim_after_tasks) PostTrim();
+    });
+  });
+}
+
+// Like a generation, a task gives its memory back under `after-each`. The
+// trim runs on the worker after the completion, which freed the reply; it
+// waits while generations run (they trim when the last one ends).
+void Scheduler::PostTrim() {
+  handoff_.PostToWorker([this] {
+    try {
+      if (!worker_.generations().busy()) ReleaseCachedMemory();
+    } catch (const std::exception& e) {
+      spdlog::error("trim after a task failed: {}", e.what());
+    }
+  });
+}
+
+Result<std::string> Scheduler::SubmitGeneration(JobSpec spec,
+                                                std::shared_ptr<const GenerateSpec> generate,
+                                                bool log_text, GenerationCallbacks callbacks) {
+  auto shared = std::make_shared<GenerationCallbacks>(std::move(callbacks));
+  JobQueue::Options options{spec.priority, spec.deadline, std::move(spec.on_position),
+                            "j" + std::to_string(next_id_++)};
+  return QueueOf(JobClass::kGenerate)
+      .Submit(
+          std::move(spec.op), std::move(options),
+          [this, generate, log_text, shared](const std::string& id) {
+            StartGeneration(id, generate, log_text, shared);
+          },
+          [shared](const Error& why) { Guarded("a job's drop", [&] { shared->done(why); }); });
+}
+
+void Scheduler::StartGeneration(const std::string& id, std::shared_ptr<const GenerateSpec> spec,
+                                bool log_text, std::shared_ptr<GenerationCallbacks> callbacks) {
+  auto cancel = std::make_shared<std::atomic<bool>>(false);
+  running_[id] = Running{JobClass::kGenerate, cancel, callbacks};
+  Guarded("a generation's start", [&] { callbacks->started(id); });
+  GenerationSink sink;
+  sink.token = [this, id](std::string text, std::vector<int32_t> ids) {
+    handoff_.PostToLoop([this, id, text = std::move(text), ids = std::move(ids)]() mutable {
+      OnToken(id, std::move(text), std::move(ids));
+    });
+  };
+  sink.report = [this](WorkerReport report) {
+    handoff_.PostToLoop(
+        [this, report = std::move(report)] { Guarded("a worker report", [&] { Apply(report); }); });
+  };
+  sink.done = [this, id](Result<GenerateDone> done, WorkerReport report) {
+    handoff_.PostToLoop([this, id, done = std::move(done), report = std::move(report)]() mutable {
+      OnGenerationDone(id, std::move(done), std::move(report));
+    });
+  };
+  GenerationJob job{id, std::move(spec), cancel, log_text, sink};
+  handoff_.PostToWorker([this, job = std::move(job)]() mutable {
+    const GenerationSink fallback = job.sink;
+    const std::string job_id = job.id;
+    try {
+      worker_.generations().Start(std::move(job));
+    } catch (const std::exception& e) {
+      spdlog::error("job {}: starting the generation failed: {}", job_id, e.what());
+      fallback.done(Error(ErrorCode::kInternal, std::string("unexpected failure: ") + e.what()),
+                    WorkerReport{});
+    }
+  });
+}
+
+void Scheduler::OnToken(const std::string& id, std::string text, std::vector<int32_t> ids) {
+  auto it = running_.find(id);
+  if (it == running_.end() || !it->second.generation) return;
+  Guarded("a token event", [&] { it->second.generation->token(std::move(text), std::move(ids)); });
+}
+
+void Scheduler::OnGenerationDone(const std::string& id, Result<GenerateDone> done,
+                                 WorkerReport report) {
+  auto it = running_.find(id);
+  if (it == running_.end() || !it->second.generation) return;
+  std::shared_ptr<GenerationCallbacks> callbacks = it->second.generation;
+  JobQueue::Outcome outcome = JobQueue::Outcome::kFailed;
+  if (done.ok()) {
+    outcome = done->finish_reason == "cancelled" ? JobQueue::Outcome::kCancelled
+                                                 : JobQueue::Outcome::kCompleted;
+  }
+  Guarded("a generation's completion", [&] {
+    Apply(report);
+    callbacks->done(std::move(done));
+  });
+  Finish(id, outcome);
+}
+
+void Scheduler::Apply(const WorkerReport& report) {
+  if (report.memory) view_.memory = *report.memory;
+  if (report.loaded) view_.loaded = *report.loaded;
+  if (on_report_) on_report_(report);
+}
+
+void Scheduler::Finish(const std::string& id, JobQueue::Outcome outcome) {
+  auto it = running_.find(id);
+  if (it == running_.end()) return;
+  const JobClass cls = it->second.cls;
+  running_.erase(it);
+  QueueOf(cls).Finish(id, outcome);
+}
+
+Scheduler::Cancelled Scheduler::Cancel(const std::string& job) {
+  for (JobQueue& q : queues_) {
+    if (q.CancelWaiting(job)) return Cancelled::kRemoved;
+  }
+  auto it = running_.find(job);
+  if (it == running_.end() || !it->second.cancel) return Cancelled::kUnknown;
+  *it->second.cancel = true;
+  return Cancelled::kStopping;
+}
+
+void Scheduler::CancelAllRunning() {
+  for (auto& [id, r] : running_) {
+    if (r.cancel) *r.cancel = true;
+  }
+}
+
+void Scheduler::DropAllWaiting(const Error& why) {
+  for (JobQueue& q : queues_)
+    q.DropAllWaiting(why);
+}
+
+void Scheduler::Tick() {
+  for (JobQueue& q : queues_)
+    q.Tick();
+}
+
+int Scheduler::running() const {
+  int n = 0;
+  for (const JobQueue& q : queues_)
+    n += q.running();
+  return n;
+}
+
+int Scheduler::waiting() const {
+  int n = 0;
+  for (const JobQueue& q : queues_)
+    n += q.waiting();
+  return n;
+}
+
+void Scheduler::set_max_queue(int max_queue) {
+  for (JobQueue& q : queues_)
+    q.set_max_queue(max_queue);
+}
+
+QueueInfo Scheduler::Describe() const {
+  QueueInfo info;
+  info.max_queue = max_queue();
+  for (int c = 0; c < kJobClasses; ++c) {
+    QueueInfo q = queues_[c].Describe();
+    for (JobInfo& j : q.running) {
+      j.job_class = std::string(kClassNames[c]);
+      info.running.push_back(std::move(j));
+    }
+    for (JobInfo& j : q.waiting) {
+      j.job_class = std::string(kClassNames[c]);
+      info.waiting.push_back(std::move(j));
+    }
+    info.totals.processed += q.totals.processed;
+    info.totals.rejected += q.totals.rejected;
+    info.totals.timed_out += q.totals.timed_out;
+    info.totals.cancelled += q.totals.cancelled;
+  }
+  return info;
+}
+
+}  // namespace medq::daemon

@@ -1,0 +1,204 @@
+// The loop thread's side of the boundary with the worker: the one component
+// that admits, starts, finishes and cancels work. Loop thread only.
+//
+// Work comes in classes, each with its own queue and concurrency:
+//   generate  generations; `max_concurrent` run at once (1, the default, is
+//             the generation lock), decoded together in the worker's batch;
+//   model     loads, unloads, tokenize, detokenize, apply-template and
+//             cleanup-memory; one at a time, run by the worker between two
+//             steps of the running generations, so they never wait for a
+//             generation to end.
+// A job waits for a slot in its class (priorities, aging, deadlines,
+// positions and QUEUE_FULL as job_queue.h says), then:
+//   - a task (Submit) runs its typed work on the worker and its typed
+//     completion on the loop;
+//   - a generation (SubmitGeneration) joins the worker's step loop, sends
+//     tokens as it goes, and ends with its done fields or an error.
+// Either way the Scheduler catches what is thrown around the work (on the
+// worker) and around the completion (on the loop), applies the worker's
+// typed report (memory, loaded models) to its view before the completion
+// runs, and finishes the job in its queue exactly once, so that no slot is
+// ever held by a job that has ended.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <spdlog/spdlog.h>
+
+#include "common/messages.h"
+#include "common/result.h"
+#include "daemon/handoff.h"
+#include "daemon/loop/job_queue.h"
+#include "daemon/worker/generation.h"
+#include "daemon/worker/report.h"
+#include "daemon/worker/worker.h"
+
+namespace medq::daemon {
+
+enum class JobClass { kGenerate = 0, kModel = 1 };
+inline constexpr int kJobClasses = 2;
+std::string_view JobClassName(JobClass cls);
+
+struct JobSpec {
+  JobClass cls = JobClass::kModel;
+  std::string op;  // for `queue` and the logs
+  Priority priority = Priority::kNormal;
+  std::optional<JobQueue::Clock::time_point> deadline;  // QUEUE_TIMEOUT after it
+  JobQueue::PositionFn on_position;                     // may be empty
+};
+
+struct SchedulerOptions {
+  int max_queue = 5;       // waiting jobs per class
+  int max_concurrent = 1;  // generations running at once
+  double aging_s = 60;
+  // Under `cleanup = after-each`: memory is trimmed after each task too.
+  bool trim_after_tasks = true;
+};
+
+// What a generation's client hears. Each is called on the loop thread.
+struct GenerationCallbacks {
+  std::function<void(const std::string& job)> started;
+  std::function<void(std::string text, std::vector<int32_t> ids)> token;
+  // Exactly once: the done fields, or the error it failed with, or why it
+  // left the queue without running.
+  std::function<void(Result<GenerateDone> done)> done;
+};
+
+// The loop's view of the worker, from its last report.
+struct WorkerView {
+  MemorySnapshot memory;
+  std::vector<LoadedModelInfo> loaded;
+};
+
+class Scheduler {
+ public:
+  template <typename R>
+  using Work = std::function<Result<R>(Worker& worker)>;  // runs on the worker
+  template <typename R>
+  using Done = std::function<void(Result<R> result)>;  // runs on the loop
+
+  Scheduler(Handoff& handoff, Worker& worker, SchedulerOptions options);
+
+  // Queues a task of spec.cls: `work` runs on the worker when the class has
+  // a slot, then `done` on the loop with its result. `done` is called exactly
+  // once: also with the error when the job leaves the queue without running.
+  // Returns the job id, or QUEUE_FULL.
+  template <typename R>
+  Result<std::string> Submit(JobSpec spec, Work<R> work, Done<R> done);
+
+  // Queues a generation (class generate).
+  Result<std::string> SubmitGeneration(JobSpec spec, std::shared_ptr<const GenerateSpec> generate,
+                                       bool log_text, GenerationCallbacks callbacks);
+
+  // Runs `work` on the worker at its next turn, outside every queue, and
+  // `done` with its result (maintenance: memory refreshes, idle unloads).
+  template <typename R>
+  void RunNow(Work<R> work, Done<R> done);
+
+  enum class Cancelled { kRemoved, kStopping, kUnknown };
+  // Removes a waiting job (its client gets CANCELLED) or asks a running
+  // generation to stop at its next step. Running tasks are short and end
+  // by themselves (kUnknown).
+  Cancelled Cancel(const std::string& job);
+  // Asks every running generation to stop (drain timeout).
+  void CancelAllRunning();
+  // Drops every waiting job with `why` (shutdown).
+  void DropAllWaiting(const Error& why);
+  // Deadlines and aging; call periodically.
+  void Tick();
+
+  int running() const;
+  int waiting() const;
+  QueueInfo Describe() const;
+  const WorkerView& view() const { return view_; }
+  void set_max_queue(int max_queue);
+  int max_queue() const { return queues_[0].max_queue(); }
+  // Called with every report, after the view is updated (metrics).
+  void set_on_report(std::function<void(const WorkerReport&)> fn) { on_report_ = std::move(fn); }
+
+ private:
+  // What a task's work leaves for the loop: whether it succeeded, and the
+  // call of its typed completion.
+  struct Completion {
+    bool ok = false;
+    std::function<void()> deliver;
+  };
+  using ErasedWork = std::function<Completion(Worker& worker)>;
+
+  struct Running {
+    JobClass cls;
+    std::shared_ptr<std::atomic<bool>> cancel;  // generations only
+    std::shared_ptr<GenerationCallbacks> generation;
+  };
+
+  Result<std::string> SubmitErased(JobSpec spec, ErasedWork work,
+                                   std::function<void(const Error&)> drop);
+  void StartTask(const std::string& id, JobClass cls, ErasedWork work);
+  void StartGeneration(const std::string& id, std::shared_ptr<const GenerateSpec> spec,
+                       bool log_text, std::shared_ptr<GenerationCallbacks> callbacks);
+  void OnToken(const std::string& id, std::string text, std::vector<int32_t> ids);
+  void OnGenerationDone(const std::string& id, Result<GenerateDone> done, WorkerReport report);
+  void Apply(const WorkerReport& report);
+  void Finish(const std::string& id, JobQueue::Outcome outcome);
+  void PostTrim();
+  JobQueue& QueueOf(JobClass cls) { return queues_[static_cast<int>(cls)]; }
+  // Runs `fn` on the loop, logging and swallowing what it throws.
+  static void Guarded(const char* what, const std::function<void()>& fn);
+  // Runs `work` on the worker, turning what it throws into INTERNAL.
+  template <typename R>
+  static Result<R> RunGuarded(const Work<R>& work, Worker& worker);
+
+  Handoff& handoff_;
+  Worker& worker_;
+  SchedulerOptions options_;
+  std::array<JobQueue, kJobClasses> queues_;
+  uint64_t next_id_ = 1;
+  std::map<std::string, Running> running_;
+  WorkerView view_;
+  std::function<void(const WorkerReport&)> on_report_;
+};
+
+template <typename R>
+Result<R> Scheduler::RunGuarded(const Work<R>& work, Worker& worker) {
+  try {
+    return work(worker);
+  } catch (const std::exception& e) {
+    spdlog::error("worker task failed with an unexpected exception: {}", e.what());
+    return Error(ErrorCode::kInternal, std::string("unexpected failure: ") + e.what());
+  }
+}
+
+template <typename R>
+Result<std::string> Scheduler::Submit(JobSpec spec, Work<R> work, Done<R> done) {
+  auto shared_done = std::make_shared<Done<R>>(std::move(done));
+  ErasedWork erased = [work = std::move(work), shared_done](Worker& worker) {
+    auto result = std::make_shared<Result<R>>(RunGuarded(work, worker));
+    return Completion{result->ok(), [shared_done, result] { (*shared_done)(std::move(*result)); }};
+  };
+  return SubmitErased(std::move(spec), std::move(erased),
+                      [shared_done](const Error& why) { (*shared_done)(why); });
+}
+
+template <typename R>
+void Scheduler::RunNow(Work<R> work, Done<R> done) {
+  handoff_.PostToWorker([this, work = std::move(work), done = std::move(done)] {
+    auto result = std::make_shared<Result<R>>(RunGuarded(work, worker_));
+    auto report = std::make_shared<WorkerReport>(MakeReport(worker_.models(), true));
+    handoff_.PostToLoop([this, done, result, report] {
+      Guarded("a maintenance completion", [&] {
+        Apply(*report);
+        done(std::move(*result));
+      });
+    });
+  });
+}
+
+}  // namespace medq::daemon

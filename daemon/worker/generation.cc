@@ -1,0 +1,151 @@
+#include "daemon/worker/generation.h"
+
+#include <algorithm>
+
+#include <spdlog/spdlog.h>
+
+namespace medq::daemon {
+namespace {
+
+Error Invalid(const std::string& msg) {
+  return Error(ErrorCode::kInvalidRequest, msg);
+}
+
+// Patient text for the log (only with log_prompts), JSON-quoted so that
+// newlines and control characters in it cannot forge log lines.
+std::string QuotedForLog(const nlohmann::ordered_json& value) {
+  return value.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
+}
+
+std::string PromptForLog(const GenerateParams& p) {
+  nlohmann::ordered_json prompt;
+  if (!p.system.empty()) prompt["system"] = p.system;
+  if (p.prompt) prompt["prompt"] = *p.prompt;
+  if (p.messages) prompt["messages"] = *p.messages;
+  if (p.prompt_ids) prompt["prompt_ids"] = *p.prompt_ids;
+  return QuotedForLog(prompt);
+}
+
+}  // namespace
+
+Result<std::string> RenderChat(const LoadedModel& model, const GenerateParams& p,
+                               bool add_generation_prompt) {
+  if (!model.chat_template) {
+    return Invalid("model " + model.name +
+                   " has no chat template (tokenizer_config.json chat_template); send the "
+                   "prompt with mode \"raw\"");
+  }
+  chat::TemplateInputs in;
+  if (p.messages) {
+    in.messages = *p.messages;
+  } else {
+    if (!p.system.empty()) in.messages.push_back({{"role", "system"}, {"content", p.system}});
+    in.messages.push_back({{"role", "user"}, {"content", *p.prompt}});
+  }
+  in.add_generation_prompt = add_generation_prompt;
+  in.tools = p.tools;
+  in.extra = p.template_kwargs;
+  return model.chat_template->Render(in);
+}
+
+Result<std::vector<int32_t>> PromptIds(const LoadedModel& model, const GenerateParams& p) {
+  if (p.prompt_ids) return *p.prompt_ids;
+  if (!model.tokenizer) {
+    return Invalid("model " + model.name + " has no tokenizer.json; send params.prompt_ids");
+  }
+  const bool chat = p.messages || p.mode == PromptMode::kChat ||
+                    (p.mode == PromptMode::kAuto && model.chat_template.has_value());
+  if (!chat) return model.tokenizer->Encode(*p.prompt, /*add_special_tokens=*/true);
+  auto text = RenderChat(model, p, /*add_generation_prompt=*/true);
+  if (!text.ok()) return std::move(text).error();
+  // The template writes the special tokens (BOS) itself.
+  return model.tokenizer->Encode(*text, /*add_special_tokens=*/false);
+}
+
+Generation::Generation(GenerationJob job, const LoadedModel& model, double load_ms)
+    : job_(std::move(job)),
+      model_(model.model),
+      tokenizer_(model.tokenizer),
+      model_name_(model.name),
+      load_ms_(load_ms),
+      stops_(job_.spec->params.stop) {
+  if (tokenizer_) decoder_.emplace(*tokenizer_, /*skip_special_tokens=*/true);
+}
+
+Result<std::unique_ptr<Generation>> Generation::Prepare(GenerationJob job, const LoadedModel& model,
+                                                        double load_ms) {
+  const engine::ModelInfo& info = engine::Info(*model.model);
+  const GenerateParams& p = job.spec->params;
+  auto ids = PromptIds(model, p);
+  if (!ids.ok()) return std::move(ids).error();
+  if (ids->empty()) return Invalid("params.prompt gives no tokens");
+  const int64_t prompt_len = static_cast<int64_t>(ids->size());
+  if (prompt_len >= info.max_context) {
+    return Invalid("params.prompt is " + std::to_string(prompt_len) +
+                   " tokens; the model's context is " + std::to_string(info.max_context));
+  }
+  const int64_t max_new = EffectiveMaxTokens(p, info.max_context - prompt_len);
+  if (prompt_len + max_new > info.max_context) {
+    return Invalid("params.max_tokens " + std::to_string(max_new) + " with a prompt of " +
+                   std::to_string(prompt_len) + " tokens exceeds the model's context of " +
+                   std::to_string(info.max_context) + "; ask for at most " +
+                   std::to_string(info.max_context - prompt_len));
+  }
+  for (int32_t id : *ids) {
+    if (id < 0 || id >= info.vocab_size) {
+      return Invalid("params.prompt_ids holds id " + std::to_string(id) +
+                     ", outside the model's vocabulary of " + std::to_string(info.vocab_size));
+    }
+  }
+  if (job.log_text) spdlog::info("job {}: prompt {}", job.id, PromptForLog(p));
+  std::unique_ptr<Generation> g(new Generation(std::move(job), model, load_ms));
+  g->request_.prompt = std::move(*ids);
+  g->request_.max_new_tokens = static_cast<int>(max_new);
+  g->request_.sampling = {p.temperature, p.top_k, p.top_p, p.min_p, p.repeat_penalty, p.seed};
+  return g;
+}
+
+MemoryEstimate Generation::Estimate() const {
+  return EstimateRunMemory(info(), static_cast<int64_t>(request_.prompt.size()),
+                           request_.max_new_tokens);
+}
+
+void Generation::Emit(std::string text) {
+  if (job_.log_text) output_ += text;
+  job_.sink.token(std::move(text), std::exchange(pending_ids_, {}));
+}
+
+bool Generation::OnToken(int32_t id) {
+  const std::vector<int32_t>& eos = info().eos_ids;
+  const bool is_eos = std::find(eos.begin(), eos.end(), id) != eos.end();
+  if (job_.spec->params.return_ids) pending_ids_.push_back(id);
+  std::string text = decoder_ && !is_eos ? decoder_->Push(id) : std::string();
+  text = stops_.Push(text);
+  if (!text.empty() || (!pending_ids_.empty() && !is_eos)) Emit(std::move(text));
+  return !stops_.stopped();
+}
+
+GenerateDone Generation::Finish(const engine::GenerateResult& r) {
+  std::string tail = decoder_ ? stops_.Push(decoder_->Finish()) : std::string();
+  tail += stops_.Finish();
+  if (!tail.empty() || !pending_ids_.empty()) Emit(std::move(tail));
+  if (job_.log_text) spdlog::info("job {}: output {}", job_.id, QuotedForLog(output_));
+
+  GenerateDone done;
+  done.finish_reason = "length";
+  if (r.finish == engine::FinishReason::kStop || stops_.stopped()) {
+    done.finish_reason = "stop";
+  } else if (r.finish == engine::FinishReason::kCancelled) {
+    done.finish_reason = "cancelled";
+  }
+  done.model = model_name_;
+  done.device = info().device;
+  done.usage.prompt_tokens = r.prompt_tokens;
+  done.usage.completion_tokens = r.new_tokens;
+  done.timings.load_ms = load_ms_;
+  done.timings.prefill_ms = r.prefill_ms;
+  done.timings.decode_ms = r.decode_ms;
+  return done;
+}
+
+}  // namespace medq::daemon

@@ -1,0 +1,109 @@
+// One generation on the worker thread, from its prompt to its `done` fields:
+// the prompt's ids (tokenizer and chat template), the checks against the
+// model, and the way each token becomes text (incremental detokenization,
+// stop strings). The engine decodes it inside a batch (generations.h).
+// Worker thread only.
+#pragma once
+
+#include <atomic>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/generate_params.h"
+#include "common/messages.h"
+#include "common/result.h"
+#include "daemon/engine/batch.h"
+#include "daemon/tokenizer/incremental_decoder.h"
+#include "daemon/worker/memory_budget.h"
+#include "daemon/worker/model_store.h"
+#include "daemon/worker/report.h"
+#include "daemon/worker/stop_strings.h"
+
+namespace medq::daemon {
+
+struct GenerateSpec {
+  GenerateParams params;
+  std::string model_name;  // as the request named it (or the default)
+  std::filesystem::path model_dir;
+  std::filesystem::path adapter_dir;  // empty: none
+};
+
+// A generation's way back to the loop. Called on the worker thread; the
+// Scheduler's implementations post to the loop.
+struct GenerationSink {
+  // A piece of stable text (with its ids when the request asked for them).
+  std::function<void(std::string text, std::vector<int32_t> ids)> token;
+  // The worker's state mid-run (the model it loaded, shown by `health`).
+  std::function<void(WorkerReport report)> report;
+  // The end, exactly once: the done fields, or the error the job fails with.
+  std::function<void(Result<GenerateDone> done, WorkerReport report)> done;
+};
+
+// What the loop hands the worker to start a generation.
+struct GenerationJob {
+  std::string id;
+  std::shared_ptr<const GenerateSpec> spec;
+  // Set by the loop (cancel op, client gone, shutdown); read between steps.
+  std::shared_ptr<const std::atomic<bool>> cancel;
+  bool log_text = false;  // log_prompts: the prompt and output go to the log
+  GenerationSink sink;
+};
+
+class Generation {
+ public:
+  // Reads the prompt with `model` and checks it (INVALID_REQUEST naming the
+  // field: no tokens, too long for the context, ids outside the vocabulary).
+  static Result<std::unique_ptr<Generation>> Prepare(GenerationJob job, const LoadedModel& model,
+                                                     double load_ms);
+
+  const GenerationJob& job() const { return job_; }
+  const engine::GenerateRequest& request() const { return request_; }
+  const engine::ModelInfo& info() const { return engine::Info(*model_); }
+  const std::shared_ptr<const engine::Model>& model() const { return model_; }
+  bool cancelled() const { return job_.cancel->load(); }
+
+  // What the run needs on its device beyond the weights (memory_budget.h).
+  MemoryEstimate Estimate() const;
+
+  // A token from the engine: detokenized, filtered for stop strings and sent
+  // to the sink. False once a stop string has ended the output.
+  bool OnToken(int32_t id);
+
+  // The end of the run with the engine's totals: flushes the text held back
+  // and returns the done fields (finish "stop" when a stop string ended it).
+  GenerateDone Finish(const engine::GenerateResult& result);
+
+  // The engine's handle while the sequence is in a batch.
+  std::optional<engine::SequenceId> sequence;
+
+ private:
+  Generation(GenerationJob job, const LoadedModel& model, double load_ms);
+  void Emit(std::string text);
+
+  GenerationJob job_;
+  std::shared_ptr<const engine::Model> model_;
+  std::shared_ptr<const tokenizer::Tokenizer> tokenizer_;  // kept: the store may unload
+  std::string model_name_;
+  double load_ms_ = 0;
+  engine::GenerateRequest request_;
+  std::optional<tokenizer::IncrementalDecoder> decoder_;
+  StopStrings stops_;
+  std::vector<int32_t> pending_ids_;
+  std::string output_;  // kept only with log_text
+};
+
+// The ids a request's prompt stands for with this model (tokenizer and chat
+// template applied as the request's mode says).
+Result<std::vector<int32_t>> PromptIds(const LoadedModel& model, const GenerateParams& params);
+
+// The model's chat template rendered with the params' messages (or system
+// and prompt), tools and template kwargs. INVALID_REQUEST when the model has
+// no chat template, or the template fails (line and column in the message).
+Result<std::string> RenderChat(const LoadedModel& model, const GenerateParams& params,
+                               bool add_generation_prompt);
+
+}  // namespace medq::daemon
