@@ -121,6 +121,12 @@ void MatVecInto(const torch::Tensor& weight, const float* x, const float* bias, 
 
 void MatRowsInto(const torch::Tensor& weight, const float* x, int64_t m, const float* bias,
                  float* y) {
+  // One row: the matvec itself, whose single sequential pass over each weight
+  // row streams from memory faster than the tiles' per-accumulator passes.
+  if (m == 1) {
+    MatVecInto(weight, x, bias, y);
+    return;
+  }
   const int64_t out = weight.size(0);
   const int64_t in = weight.size(1);
   const DenseKernels& k = ActiveKernels();
