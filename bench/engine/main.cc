@@ -21,6 +21,7 @@
 #include <nlohmann/json.hpp>
 
 #include "bench/engine/bandwidth.h"
+#include "bench/engine/batch_bench.h"
 #include "bench/engine/random_model.h"
 #include "daemon/engine/device_memory.h"
 #include "daemon/engine/engine.h"
@@ -36,7 +37,9 @@ struct Options {
   int prompt_tokens = 128;
   int new_tokens = 128;
   int threads = 0;
-  std::string keep;  // write the models here and leave them, for medq-run and perf
+  std::string keep;    // write the models here and leave them, for medq-run and perf
+  bool batch = false;  // --batch: continuous-batching throughput instead (CPU)
+  medq::bench::BatchBenchOptions batch_options;
 };
 
 // Runs in the child: measures one model, dtype and device.
@@ -170,8 +173,15 @@ int Run(const Options& o) {
       if (o.keep.empty()) fs::remove_all(root);
       return 1;
     }
-    for (const auto& device : devices) {
+    for (const auto& device : o.batch ? std::vector<std::string>{"cpu"} : devices) {
       for (const auto& dtype : o.dtypes) {
+        if (o.batch) {
+          json r = InChild([&] { return medq::bench::MeasureBatch(dir, dtype, o.batch_options); });
+          r["model"] = shape.name;
+          std::fprintf(stderr, "%s\n", r.dump().c_str());
+          results.push_back(std::move(r));
+          continue;
+        }
         json r = InChild([&] { return Measure(dir, device, dtype, o); });
         r["model"] = shape.name;
         const double read =
@@ -194,6 +204,18 @@ int Run(const Options& o) {
     if (o.keep.empty()) fs::remove_all(dir);
   }
   if (o.keep.empty()) fs::remove_all(root);
+  if (o.batch) {
+    const medq::bench::BatchBenchOptions& b = o.batch_options;
+    const json doc = {{"benchmark", "engine_batch"},
+                      {"threads", threads},
+                      {"prompt_tokens", b.prompt_tokens},
+                      {"decode_steps", b.decode_steps},
+                      {"repetitions", b.repetitions},
+                      {"read_bandwidth_gb_s", bandwidth / 1e9},
+                      {"results", results}};
+    std::printf("%s\n", doc.dump(2).c_str());
+    return 0;
+  }
   const json doc = {
       {"benchmark", "engine"},
       {"threads", threads},
@@ -220,6 +242,18 @@ int main(int argc, char** argv) {
   app.add_option("--threads", o.threads, "Intra-op threads (0 = all cores)");
   app.add_option("--keep", o.keep,
                  "Write the models into this directory and keep them (to profile with medq-run)");
+  app.add_flag("--batch", o.batch,
+               "Continuous batching instead: aggregate decode throughput with "
+               "--batch-sequences concurrent sequences (CPU)");
+  app.add_option("--batch-sequences", o.batch_options.sequences, "Batch sizes for --batch")
+      ->capture_default_str();
+  app.add_option("--batch-steps", o.batch_options.decode_steps, "Timed decode steps for --batch")
+      ->capture_default_str();
+  app.add_option("--batch-repetitions", o.batch_options.repetitions,
+                 "Repetitions per batch size for --batch")
+      ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
+  o.batch_options.threads = o.threads;
+  if (o.batch && app.count("--prompt-tokens") > 0) o.batch_options.prompt_tokens = o.prompt_tokens;
   return Run(o);
 }

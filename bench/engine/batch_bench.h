@@ -1,0 +1,31 @@
+// engine_bench --batch: aggregate decode throughput of the continuous batch
+// (daemon/engine/batch.h) with 1, 2, 4, 8 concurrent sequences.
+#pragma once
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace medq::bench {
+
+struct BatchBenchOptions {
+  std::vector<int> sequences = {1, 2, 4, 8};
+  int prompt_tokens = 16;
+  int decode_steps = 64;  // timed steps, after every sequence has its first token
+  int warmup_steps = 2;   // untimed steps before them
+  int repetitions = 3;
+  int threads = 0;
+};
+
+// Runs in a child process (it initialises the engine's worker thread): loads
+// `dir` on the CPU with `dtype` and, for each batch size N, `repetitions`
+// times: N sequences with distinct random prompts are added, prefilled, then
+// `decode_steps` steps are timed (each gives every sequence one token).
+// Returns per N the median and range over repetitions of the step latency,
+// aggregate and per-sequence tok/s, and the ratios to N = 1.
+nlohmann::json MeasureBatch(const std::filesystem::path& dir, const std::string& dtype,
+                            const BatchBenchOptions& options);
+
+}  // namespace medq::bench
