@@ -60,29 +60,39 @@ engine::Batch& Generations::BatchFor(const std::shared_ptr<const engine::Model>&
 }
 
 void Generations::Admit() {
-  while (!waiting_.empty()) {
-    std::unique_ptr<Generation>& g = waiting_.front();
-    if (g->cancelled()) {
-      GenerateDone done = g->Finish(NothingRun(*g, engine::FinishReason::kCancelled));
-      End(std::move(g), std::move(done));
-      waiting_.erase(waiting_.begin());
+  // First come, first admitted: once one waits for memory, none behind it is
+  // admitted (a stream of small runs must not starve a large one); those
+  // behind it are still checked, so that a run that cannot fit is refused
+  // at once rather than after the wait.
+  bool blocked = false;
+  for (auto it = waiting_.begin(); it != waiting_.end();) {
+    Generation& g = **it;
+    if (g.cancelled()) {
+      GenerateDone done = g.Finish(NothingRun(g, engine::FinishReason::kCancelled));
+      End(std::move(*it), std::move(done));
+      it = waiting_.erase(it);
       continue;
     }
     RunningUsage running;
     for (const auto& [seq, r] : running_) {
-      if (r->info().device != g->info().device) continue;
+      if (r->info().device != g.info().device) continue;
       const MemoryEstimate e = r->Estimate();
       running.total_bytes += e.total();
       running.workspace_bytes += e.workspace_bytes;
     }
-    const Admission a = AdmitRun(g->info(), models_, g->Estimate(), running, policy_.budget);
-    if (a.verdict == Verdict::kWait) return;  // first come, first admitted
-    std::unique_ptr<Generation> next = std::move(g);
-    waiting_.erase(waiting_.begin());
+    const Admission a = AdmitRun(g.info(), models_, g.Estimate(), running, policy_.budget);
     if (a.verdict == Verdict::kRefuse) {
-      End(std::move(next), RefusalError(a));
+      End(std::move(*it), RefusalError(a));
+      it = waiting_.erase(it);
       continue;
     }
+    if (a.verdict == Verdict::kWait || blocked) {
+      blocked = true;
+      ++it;
+      continue;
+    }
+    std::unique_ptr<Generation> next = std::move(*it);
+    it = waiting_.erase(it);
     auto seq = BatchFor(next->model()).Add(next->request());
     if (!seq.ok()) {
       End(std::move(next), std::move(seq).error());

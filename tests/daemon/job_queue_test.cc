@@ -22,7 +22,7 @@ struct Recorder {
 
 }  // namespace
 
-TEST_CASE("one job runs at a time; the rest wait in priority order, FIFO within", "[queue]") {
+TEST_CASE("one job runs at a time, the rest wait in priority order, FIFO within", "[queue]") {
   JobQueue q(10, 1);
   Recorder r;
   auto first = q.Submit("gen", Priority::kNormal, r.Start(), r.Drop());

@@ -31,7 +31,7 @@ json GenerateFinal(const std::string& socket, const json& params) {
 
 }  // namespace
 
-TEST_CASE("a generate over the memory budget gets INSUFFICIENT_MEMORY; a small one runs",
+TEST_CASE("a generate over the memory budget gets INSUFFICIENT_MEMORY, a small one runs",
           "[e2e][generate][memory]") {
   ModelRepo repo;
   // tiny-llama holds about 16 MiB of float32 weights on the CPU; a short run

@@ -34,7 +34,7 @@ GenerateRequest Request(const Model& m, float temperature, std::optional<uint64_
   return r;
 }
 
-TEST_CASE("the same seed gives the same tokens; another seed other tokens", "[engine][sampling]") {
+TEST_CASE("the same seed gives the same tokens, another seed other tokens", "[engine][sampling]") {
   const auto m = MustLoad(medq::test::ModelFixture("tiny-llama"));
   auto r = Request(*m, 1.5f, 42);
   const Run a = RunRequest(*m, r);

@@ -34,7 +34,7 @@ TEST_CASE("empty lines and carriage returns are passed through", "[framing]") {
   CHECK(b.NextLine() == "x\r");
 }
 
-TEST_CASE("a line of exactly the maximum fits; one byte more overflows", "[framing]") {
+TEST_CASE("a line of exactly the maximum fits, one byte more overflows", "[framing]") {
   LineBuffer ok(5);
   REQUIRE(ok.Append("12345\n"));
   CHECK(ok.NextLine() == "12345");
