@@ -57,31 +57,11 @@ void OnDone(DaemonState& s, const std::string& model_name, Session& session,
   session.reply.Done(json(done));
 }
 
-}  // namespace
-
-void GenerateOp(DaemonState& s, const Request& req, Responder reply) {
-  auto params = ParseGenerateParams(req.params);
-  if (!params.ok()) return reply.Fail(params.error());
-  auto spec = std::make_shared<GenerateSpec>();
-  spec->params = std::move(*params);
-  spec->model_name = spec->params.model.empty() ? s.config.model : spec->params.model;
-  if (spec->model_name.empty()) {
-    return reply.Fail(Error(ErrorCode::kModelNotFound,
-                            "no model named in params.model and no default model configured "
-                            "(medqd --model NAME)"));
-  }
-  auto dir = s.resolver.Resolve(spec->model_name, "model");
-  if (!dir.ok()) return reply.Fail(dir.error());
-  spec->model_dir = *dir;
-  if (!spec->params.adapter.empty()) {
-    auto adapter = s.resolver.Resolve(spec->params.adapter, "adapter");
-    if (!adapter.ok()) return reply.Fail(adapter.error());
-    spec->adapter_dir = *adapter;
-  }
-
+// Loop thread: the generation's model is resolved; it joins the generate queue.
+void SubmitGenerate(DaemonState& s, std::shared_ptr<GenerateSpec> spec,
+                    std::shared_ptr<Session> session) {
   const double timeout_s = std::min(
       s.config.queue_timeout_s, spec->params.queue_timeout_s.value_or(s.config.queue_timeout_s));
-  auto session = std::make_shared<Session>(std::move(reply));
   JobSpec job_spec;
   job_spec.cls = JobClass::kGenerate;
   job_spec.op = "generate";
@@ -120,6 +100,24 @@ void GenerateOp(DaemonState& s, const Request& req, Responder reply) {
   if (!job.ok()) return session->reply.Fail(job.error());
   // A client that goes away cancels its job, waiting or running.
   session->reply.OnClientGone([&s, id = *job] { s.scheduler.Cancel(id); });
+}
+
+}  // namespace
+
+void GenerateOp(DaemonState& s, const Request& req, Responder reply) {
+  auto params = ParseGenerateParams(req.params);
+  if (!params.ok()) return reply.Fail(params.error());
+  auto spec = std::make_shared<GenerateSpec>();
+  spec->params = std::move(*params);
+  auto session = std::make_shared<Session>(std::move(reply));
+  ResolveModel(s, spec->params.model, spec->params.adapter,
+               [&s, spec, session](Result<ResolvedModel> found) {
+                 if (!found.ok()) return session->reply.Fail(found.error());
+                 spec->model_name = found->name;
+                 spec->model_dir = found->dir;
+                 spec->adapter_dir = found->adapter_dir;
+                 SubmitGenerate(s, spec, session);
+               });
 }
 
 void CancelOp(DaemonState& s, const Request& req, Responder reply) {

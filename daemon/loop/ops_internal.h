@@ -1,6 +1,10 @@
 // The op handlers, grouped by file; ops.cc lists them in the op table.
 #pragma once
 
+#include <filesystem>
+#include <functional>
+#include <string>
+
 #include "daemon/loop/ops.h"
 
 namespace medq::daemon {
@@ -10,6 +14,18 @@ void GenerateOp(DaemonState& state, const Request& request, Responder reply);
 void CancelOp(DaemonState& state, const Request& request, Responder reply);
 
 // ops_models.cc
+struct ResolvedModel {
+  std::string name;  // as requested, or the default model
+  std::filesystem::path dir;
+  std::filesystem::path adapter_dir;  // empty: none
+};
+// Resolves `model` ("" = the default) and `adapter` ("" = none) inside the
+// models directories off the loop thread (loop/fs_work.h), then calls `next`
+// on the loop thread: MODEL_NOT_FOUND / PERMISSION_DENIED as the resolver
+// says, NOT_READY when the daemon began draining meanwhile.
+void ResolveModel(DaemonState& state, const std::string& model, const std::string& adapter,
+                  std::function<void(Result<ResolvedModel>)> next);
+
 void ModelsOp(DaemonState& state, const Request& request, Responder reply);
 void LoadOp(DaemonState& state, const Request& request, Responder reply);
 void UnloadOp(DaemonState& state, const Request& request, Responder reply);

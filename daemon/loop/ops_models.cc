@@ -5,6 +5,7 @@
 #include <spdlog/spdlog.h>
 
 #include "common/requests.h"
+#include "daemon/loop/fs_work.h"
 #include "daemon/loop/ops_internal.h"
 #include "daemon/worker/generation.h"
 #include "daemon/worker/memory.h"
@@ -41,25 +42,18 @@ void SubmitModelTask(DaemonState& s, const char* op, Priority priority, Responde
 template <typename R>
 void SubmitWithModel(DaemonState& s, const char* op, const ModelRef& ref, Responder reply,
                      std::function<Result<R>(LoadedModel& model)> fn) {
-  const std::string name = ref.model.empty() ? s.config.model : ref.model;
-  if (name.empty()) {
-    return reply.Fail(Error(ErrorCode::kModelNotFound,
-                            "no model named in params.model and no default model configured"));
-  }
-  auto dir = s.resolver.Resolve(name, "model");
-  if (!dir.ok()) return reply.Fail(dir.error());
-  fs::path adapter;
-  if (!ref.adapter.empty()) {
-    auto resolved = s.resolver.Resolve(ref.adapter, "adapter");
-    if (!resolved.ok()) return reply.Fail(resolved.error());
-    adapter = *resolved;
-  }
-  SubmitModelTask<R>(s, op, Priority::kNormal, std::move(reply),
-                     [name, dir = *dir, adapter, fn](Worker& worker) -> Result<R> {
-                       auto model = worker.models().Acquire(name, dir, adapter);
-                       if (!model.ok()) return std::move(model).error();
-                       return fn(**model);
-                     });
+  auto shared_reply = std::make_shared<Responder>(std::move(reply));
+  ResolveModel(s, ref.model, ref.adapter,
+               [&s, op, shared_reply, fn = std::move(fn)](Result<ResolvedModel> found) {
+                 if (!found.ok()) return shared_reply->Fail(found.error());
+                 SubmitModelTask<R>(s, op, Priority::kNormal, std::move(*shared_reply),
+                                    [m = std::move(*found), fn](Worker& worker) -> Result<R> {
+                                      auto model =
+                                          worker.models().Acquire(m.name, m.dir, m.adapter_dir);
+                                      if (!model.ok()) return std::move(model).error();
+                                      return fn(**model);
+                                    });
+               });
 }
 
 Error NoTokenizer(const LoadedModel& m) {
@@ -68,13 +62,50 @@ Error NoTokenizer(const LoadedModel& m) {
 
 }  // namespace
 
+void ResolveModel(DaemonState& s, const std::string& model, const std::string& adapter,
+                  std::function<void(Result<ResolvedModel>)> next) {
+  const std::string name = model.empty() ? s.config.model : model;
+  if (name.empty()) {
+    return next(Error(ErrorCode::kModelNotFound,
+                      "no model named in params.model and no default model configured "
+                      "(medqd --model NAME)"));
+  }
+  const ModelResolver& resolver = s.resolver;
+  RunFsWork<Result<ResolvedModel>>(
+      s.loop,
+      [&resolver, name, adapter]() -> Result<ResolvedModel> {
+        ResolvedModel found{name, {}, {}};
+        auto dir = resolver.Resolve(name, "model");
+        if (!dir.ok()) return dir.error();
+        found.dir = *dir;
+        if (!adapter.empty()) {
+          auto adapter_dir = resolver.Resolve(adapter, "adapter");
+          if (!adapter_dir.ok()) return adapter_dir.error();
+          found.adapter_dir = *adapter_dir;
+        }
+        return found;
+      },
+      [&s, next = std::move(next)](Result<ResolvedModel> found) {
+        if (s.draining) {
+          return next(Error(ErrorCode::kNotReady, "medqd is shutting down; retry once it is back"));
+        }
+        next(std::move(found));
+      });
+}
+
 void ModelsOp(DaemonState& s, const Request& req, Responder reply) {
   if (Status st = RejectUnknownFields(req.params, {}); !st.ok()) return reply.Fail(st.error());
-  reply.Result({{"models_dir", s.resolver.models_dir().string()},
-                {"builtin_models_dir", s.resolver.builtin_dir().string()},
-                {"available", s.resolver.Available()},
-                {"default", s.config.model},
-                {"loaded", s.scheduler.view().loaded}});
+  auto shared_reply = std::make_shared<Responder>(std::move(reply));
+  const ModelResolver& resolver = s.resolver;
+  RunFsWork<std::vector<std::string>>(
+      s.loop, [&resolver] { return resolver.Available(); },
+      [&s, shared_reply](std::vector<std::string> available) {
+        shared_reply->Result({{"models_dir", s.resolver.models_dir().string()},
+                              {"builtin_models_dir", s.resolver.builtin_dir().string()},
+                              {"available", std::move(available)},
+                              {"default", s.config.model},
+                              {"loaded", s.scheduler.view().loaded}});
+      });
 }
 
 void LoadOp(DaemonState& s, const Request& req, Responder reply) {

@@ -191,7 +191,12 @@ template <typename R>
 void Scheduler::RunNow(Work<R> work, Done<R> done) {
   handoff_.PostToWorker([this, work = std::move(work), done = std::move(done)] {
     auto result = std::make_shared<Result<R>>(RunGuarded(work, worker_));
-    auto report = std::make_shared<WorkerReport>(MakeReport(worker_.models(), true));
+    auto report = std::make_shared<WorkerReport>();
+    try {
+      *report = MakeReport(worker_.models(), /*measure=*/true);
+    } catch (const std::exception& e) {
+      spdlog::error("measuring memory failed: {}", e.what());
+    }
     handoff_.PostToLoop([this, done, result, report] {
       Guarded("a maintenance completion", [&] {
         Apply(*report);

@@ -65,7 +65,7 @@ Server::Server(Config config, std::vector<std::string> args)
           handoff_, worker_,
           SchedulerOptions{config_.max_queue > 0 ? config_.max_queue : 5, config_.max_concurrent,
                            config_.aging_s, config_.cleanup == "after-each"}),
-      state_(config_, scheduler_),
+      state_(config_, &loop_, scheduler_),
       peers_(config_.socket_group) {
   scheduler_.set_on_report([this](const WorkerReport& report) { CountReport(report); });
   state_.limits.max_queue = scheduler_.max_queue();
@@ -184,44 +184,44 @@ void Server::MarkReady() {
 // loaded and has generated one token (the warm-up), or stays not ready with
 // the reason in `health` when that fails.
 void Server::Preload() {
-  auto dir = state_.resolver.Resolve(config_.preload, "model");
-  if (!dir.ok()) {
-    spdlog::error("cannot preload {}: {}", config_.preload, dir.error().message);
-    state_.warnings.push_back("preload failed: " + dir.error().message);
-    return;
-  }
-  const std::string name = config_.preload;
-  JobSpec spec;
-  spec.cls = JobClass::kModel;
-  spec.op = "load";
-  spec.priority = Priority::kHigh;
-  auto job = scheduler_.Submit<bool>(
-      std::move(spec),
-      [name, dir = *dir](Worker& worker) -> Result<bool> {
-        auto model = worker.models().Acquire(name, dir, {});
-        if (!model.ok()) return std::move(model).error();
-        // Ready means "can generate now": prove it with one token.
-        const engine::ModelInfo& info = engine::Info(*(*model)->model);
-        engine::GenerateRequest warm_up;
-        warm_up.prompt = {info.bos_id.value_or(0)};
-        warm_up.max_new_tokens = 1;
-        auto warmed = engine::Generate(*(*model)->model, warm_up, [](int32_t) { return true; });
-        if (!warmed.ok()) {
-          return Error(warmed.error().code, "warm-up generation on " + info.device +
-                                                " failed: " + warmed.error().message);
-        }
-        ReleaseCachedMemory();
-        return true;
-      },
-      [this](Result<bool> result) {
-        if (!result.ok()) {
-          spdlog::error("cannot preload {}: {}", config_.preload, result.error().message);
-          state_.warnings.push_back("preload failed: " + result.error().message);
-          return;
-        }
-        MarkReady();
-      });
-  if (!job.ok()) spdlog::error("cannot queue the preload: {}", job.error().message);
+  ResolveModel(state_, config_.preload, "", [this](Result<ResolvedModel> found) {
+    if (!found.ok()) {
+      spdlog::error("cannot preload {}: {}", config_.preload, found.error().message);
+      state_.warnings.push_back("preload failed: " + found.error().message);
+      return;
+    }
+    JobSpec spec;
+    spec.cls = JobClass::kModel;
+    spec.op = "load";
+    spec.priority = Priority::kHigh;
+    auto job = scheduler_.Submit<bool>(
+        std::move(spec),
+        [m = std::move(*found)](Worker& worker) -> Result<bool> {
+          auto model = worker.models().Acquire(m.name, m.dir, {});
+          if (!model.ok()) return std::move(model).error();
+          // Ready means "can generate now": prove it with one token.
+          const engine::ModelInfo& info = engine::Info(*(*model)->model);
+          engine::GenerateRequest warm_up;
+          warm_up.prompt = {info.bos_id.value_or(0)};
+          warm_up.max_new_tokens = 1;
+          auto warmed = engine::Generate(*(*model)->model, warm_up, [](int32_t) { return true; });
+          if (!warmed.ok()) {
+            return Error(warmed.error().code, "warm-up generation on " + info.device +
+                                                  " failed: " + warmed.error().message);
+          }
+          ReleaseCachedMemory();
+          return true;
+        },
+        [this](Result<bool> result) {
+          if (!result.ok()) {
+            spdlog::error("cannot preload {}: {}", config_.preload, result.error().message);
+            state_.warnings.push_back("preload failed: " + result.error().message);
+            return;
+          }
+          MarkReady();
+        });
+    if (!job.ok()) spdlog::error("cannot queue the preload: {}", job.error().message);
+  });
 }
 
 // Metrics of what the worker reports with each job.

@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include <uv.h>
+
 #include "common/messages.h"
 #include "daemon/config.h"
 #include "daemon/loop/metrics.h"
@@ -14,14 +16,19 @@
 namespace medq::daemon {
 
 struct DaemonState {
-  DaemonState(const Config& c, Scheduler& s)
-      : config(c), scheduler(s), resolver(c.models_dir, c.allow_model_paths, BuiltinModelsDir()) {}
+  DaemonState(const Config& c, uv_loop_t* l, Scheduler& s)
+      : config(c),
+        loop(l),
+        scheduler(s),
+        resolver(c.models_dir, c.allow_model_paths, BuiltinModelsDir()) {}
 
   const Config& config;
+  uv_loop_t* loop;  // for filesystem work off the loop thread (loop/fs_work.h)
   // Admits, runs and cancels all work; its view() is the worker's last report
   // (memory, loaded models).
   Scheduler& scheduler;
-  ModelResolver resolver;
+  // Filesystem reads only; used from libuv's threadpool (loop/fs_work.h).
+  const ModelResolver resolver;
 
   EffectiveLimits limits;
   std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();

@@ -596,4 +596,38 @@ TEST_CASE("tokenize and template show what the model receives", "[e2e][generate]
   CHECK(bare.out == "<|im_start|>user\nHi<|im_end|>\n");
 }
 
+// transformers' `tojson` keeps a dict's keys in their order; so must every
+// step from the client's bytes to the template (the envelope, params, the
+// job), or tool definitions reach the model alphabetised.
+TEST_CASE("tools and template kwargs reach the chat template in the client's key order",
+          "[e2e][generate]") {
+  ModelRepo repo;
+  DaemonProcess d(DaemonArgs(repo));
+  // Written by hand: a JSON library would sort these keys.
+  const std::string tool =
+      R"({"type":"function","function":{"name":"get_weather","description":"Weather in a city",)"
+      R"("parameters":{"type":"object","required":["city"],"properties":{"city":{"type":"string"}}}}})";
+  RawClient c(d.socket());
+  const json reply =
+      c.Roundtrip(R"({"v":1,"id":1,"op":"apply-template","params":{"model":"tiny-qwen2",)"
+                  R"("messages":[{"role":"user","content":"Hi"}],"tools":[)" +
+                  tool + "]}}\n");
+  CAPTURE(reply.dump());
+  REQUIRE(reply["event"] == "result");
+  const std::string prompt = reply["result"]["prompt"];
+  CHECK_THAT(prompt,
+             Catch::Contains(
+                 R"({"type": "function", "function": {"name": "get_weather", "description": )"
+                 R"("Weather in a city", "parameters": {"type": "object", "required": ["city"], )"
+                 R"("properties": {"city": {"type": "string"}}}}})"));
+  // generate renders the same prompt: its prompt token count equals the ids
+  // apply-template gives.
+  REQUIRE(c.Send(R"({"v":1,"id":3,"op":"generate","params":{"model":"tiny-qwen2",)"
+                 R"("max_tokens":1,"messages":[{"role":"user","content":"Hi"}],"tools":[)" +
+                 tool + "]}}\n"));
+  const json generated = Collect(c, 3).final();
+  REQUIRE(generated["event"] == "done");
+  CHECK(generated["usage"]["prompt_tokens"] == reply["result"]["ids"].size());
+}
+
 }  // namespace medq::test
