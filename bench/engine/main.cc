@@ -22,6 +22,7 @@
 
 #include "bench/engine/bandwidth.h"
 #include "bench/engine/batch_bench.h"
+#include "bench/engine/in_child.h"
 #include "bench/engine/random_model.h"
 #include "daemon/engine/device_memory.h"
 #include "daemon/engine/engine.h"
@@ -113,45 +114,11 @@ json Measure(const fs::path& dir, const std::string& device, const std::string& 
   return out;
 }
 
-// Forks, runs `fn` in the child, returns its JSON plus the child's peak RSS.
-template <typename Fn>
-json InChild(Fn fn) {
-  int fds[2];
-  if (::pipe(fds) != 0) return {{"error", "pipe failed"}};
-  const pid_t pid = ::fork();
-  if (pid == 0) {
-    ::close(fds[0]);
-    const std::string text = fn().dump();
-    size_t off = 0;
-    while (off < text.size()) {
-      const ssize_t n = ::write(fds[1], text.data() + off, text.size() - off);
-      if (n <= 0) break;
-      off += static_cast<size_t>(n);
-    }
-    ::close(fds[1]);
-    ::_exit(0);
-  }
-  ::close(fds[1]);
-  std::string text;
-  char buf[4096];
-  ssize_t n;
-  while ((n = ::read(fds[0], buf, sizeof buf)) > 0)
-    text.append(buf, static_cast<size_t>(n));
-  ::close(fds[0]);
-  int status = 0;
-  struct rusage usage {};
-  ::wait4(pid, &status, 0, &usage);
-  json out = json::parse(text, nullptr, false);
-  if (out.is_discarded()) out = {{"error", "child failed, status " + std::to_string(status)}};
-  out["peak_rss_bytes"] = static_cast<int64_t>(usage.ru_maxrss) * 1024;
-  return out;
-}
-
 int Run(const Options& o) {
   const int threads =
       o.threads > 0 ? o.threads : static_cast<int>(std::thread::hardware_concurrency());
   const double bandwidth = medq::bench::MeasureReadBandwidth(threads, size_t{1} << 30);
-  const bool cuda = InChild([] {
+  const bool cuda = medq::bench::InChild([] {
                       return json{{"cuda", medq::engine::CudaAvailable()}};
                     }).value("cuda", false);
   std::vector<std::string> devices = {"cpu"};
@@ -176,13 +143,14 @@ int Run(const Options& o) {
     for (const auto& device : o.batch ? std::vector<std::string>{"cpu"} : devices) {
       for (const auto& dtype : o.dtypes) {
         if (o.batch) {
-          json r = InChild([&] { return medq::bench::MeasureBatch(dir, dtype, o.batch_options); });
+          json r = medq::bench::InChild(
+              [&] { return medq::bench::MeasureBatch(dir, dtype, o.batch_options); });
           r["model"] = shape.name;
           std::fprintf(stderr, "%s\n", r.dump().c_str());
           results.push_back(std::move(r));
           continue;
         }
-        json r = InChild([&] { return Measure(dir, device, dtype, o); });
+        json r = medq::bench::InChild([&] { return Measure(dir, device, dtype, o); });
         r["model"] = shape.name;
         const double read =
             device == "cpu" ? bandwidth : r.value("device_read_bandwidth_bytes_s", 0.0);

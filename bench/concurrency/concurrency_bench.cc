@@ -1,0 +1,286 @@
+// concurrency_bench: what several clients get from one medqd, and what the
+// daemon adds on top of the engine's batch. For a random-weight model of a
+// real shape and each count of concurrent clients N (1, 2, 4, 8 by default):
+//   - engine: the continuous batch alone with N sequences, in a child
+//     process (bench/engine/batch_bench.h): ms per step;
+//   - daemon: N clients on their own connections send one generate each at
+//     the same moment to a medqd with max_concurrent = the largest N; each
+//     client's ms per token is the time between its first and last token
+//     over the tokens between them (sockets, queue, detokenization, events
+//     included); aggregate tok/s = N / that;
+//   - overhead per token: daemon ms per token - engine ms per step, at N;
+//   - with the largest N running, `health` and `queue` round trips.
+// Engine and daemon runs alternate, repetition by repetition, so that drift
+// of the machine hits both; medians and ranges over repetitions. One JSON
+// object on stdout.
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <filesystem>
+#include <iostream>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include "bench/engine/batch_bench.h"
+#include "bench/engine/in_child.h"
+#include "bench/engine/random_model.h"
+#include "ipc/client.h"
+
+extern char** environ;
+
+namespace {
+
+using nlohmann::json;
+using Clock = std::chrono::steady_clock;
+namespace fs = std::filesystem;
+
+struct Options {
+  std::string shape = "SmolLM-135M";
+  std::string dtype = "bf16";
+  std::vector<int> clients = {1, 2, 4, 8};
+  int tokens = 64;
+  int prompt_tokens = 16;
+  int repetitions = 3;
+  int threads = 0;
+  std::string medqd = MEDQ_BINARY_DIR "/daemon/medqd";
+};
+
+json Summary(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return {{"median", v[v.size() / 2]}, {"min", v.front()}, {"max", v.back()}};
+}
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+double Percentile(std::vector<double> v, double p) {
+  std::sort(v.begin(), v.end());
+  return v[std::min(v.size() - 1, static_cast<size_t>(p * static_cast<double>(v.size() - 1)))];
+}
+
+[[noreturn]] void Die(const std::string& what) {
+  std::cerr << "concurrency_bench: " << what << "\n";
+  std::exit(1);
+}
+
+std::vector<int32_t> Prompt(int client, int length, int64_t vocab) {
+  std::vector<int32_t> ids;
+  uint64_t x = 977 + 7919 * static_cast<uint64_t>(client);
+  for (int i = 0; i < length; ++i) {
+    x = x * 6364136223846793005ull + 1442695040888963407ull;
+    ids.push_back(static_cast<int32_t>(3 + (x >> 33) % static_cast<uint64_t>(vocab - 3)));
+  }
+  return ids;
+}
+
+// One generate on its own connection; returns ms per token between the first
+// and the last token (0 when fewer than two came).
+double ClientRun(const std::string& socket, const json& params, std::atomic<int>& ready, int n) {
+  auto client = medq::ipc::Client::Connect(socket);
+  if (!client.ok()) Die(client.error().message);
+  ++ready;
+  while (ready.load() < n)
+    std::this_thread::yield();
+  auto id = client->Send("generate", params);
+  if (!id.ok()) Die(id.error().message);
+  Clock::time_point first, last;
+  int count = 0;
+  for (;;) {
+    auto reply = client->ReadReply(std::chrono::minutes(10));
+    if (!reply.ok()) Die(reply.error().message);
+    const std::string event = (*reply)["event"];
+    if (event == "token") {
+      last = Clock::now();
+      if (count++ == 0) first = last;
+    } else if (event == "error") {
+      Die(reply->dump());
+    } else if (event == "done") {
+      break;
+    }
+  }
+  if (count < 2) return 0;
+  return std::chrono::duration<double, std::milli>(last - first).count() / (count - 1);
+}
+
+// Round trips of `health` and `queue` on one connection until `stop`.
+std::vector<double> PollLatency(const std::string& socket, const std::atomic<bool>& stop) {
+  std::vector<double> ms;
+  auto client = medq::ipc::Client::Connect(socket);
+  if (!client.ok()) Die(client.error().message);
+  while (!stop.load()) {
+    for (const char* op : {"health", "queue"}) {
+      const auto t0 = Clock::now();
+      if (!client->Call(op, medq::Params::object(), std::chrono::seconds(10)).ok()) Die(op);
+      ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return ms;
+}
+
+pid_t StartDaemon(const Options& o, const fs::path& models, const std::string& socket) {
+  const int max_clients = *std::max_element(o.clients.begin(), o.clients.end());
+  std::vector<std::string> args = {o.medqd,
+                                   "--socket",
+                                   socket,
+                                   "--config",
+                                   "/dev/null",
+                                   "--log-level",
+                                   "warn",
+                                   "--models-dir",
+                                   models.string(),
+                                   "--model",
+                                   o.shape,
+                                   "--dtype",
+                                   o.dtype,
+                                   "--threads",
+                                   std::to_string(o.threads),
+                                   "--max-queue",
+                                   "64",
+                                   "--max-concurrent",
+                                   std::to_string(max_clients)};
+  std::vector<char*> argv;
+  for (std::string& a : args)
+    argv.push_back(a.data());
+  argv.push_back(nullptr);
+  pid_t pid = -1;
+  if (posix_spawn(&pid, argv[0], nullptr, nullptr, argv.data(), environ) != 0) Die("spawn medqd");
+  for (int i = 0; i < 500; ++i) {
+    if (auto c = medq::ipc::Client::Connect(socket); c.ok() && c->Call("health").ok()) return pid;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  kill(pid, SIGKILL);
+  Die("medqd did not come up");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options o;
+  CLI::App app{"concurrency_bench: concurrent clients through medqd against the engine's batch"};
+  app.add_option("--shape", o.shape, "SmolLM-135M or Qwen2.5-0.5B")->capture_default_str();
+  app.add_option("--dtype", o.dtype, "Weights in memory: bf16 or fp32")->capture_default_str();
+  app.add_option("--clients", o.clients, "Concurrent client counts")->capture_default_str();
+  app.add_option("--tokens", o.tokens, "New tokens per request")->capture_default_str();
+  app.add_option("--prompt-tokens", o.prompt_tokens, "Prompt tokens")->capture_default_str();
+  app.add_option("--repetitions", o.repetitions, "Repetitions")->capture_default_str();
+  app.add_option("--threads", o.threads, "Engine threads (0: every core)")->capture_default_str();
+  app.add_option("--medqd", o.medqd, "medqd binary")->capture_default_str();
+  CLI11_PARSE(app, argc, argv);
+
+  medq::bench::ModelShape shape;
+  for (const medq::bench::ModelShape& s : medq::bench::BenchShapes()) {
+    if (s.name == o.shape) shape = s;
+  }
+  if (shape.name.empty()) Die("unknown shape " + o.shape);
+  char tmpl[] = "/tmp/medq-concurrency.XXXXXX";
+  const fs::path dir = mkdtemp(tmpl);
+  const fs::path model_dir = dir / "models" / shape.name;
+  if (auto st = medq::bench::WriteRandomModel(shape, model_dir); !st.ok()) {
+    Die(st.error().message);
+  }
+  const std::string socket = (dir / "medq.sock").string();
+  const pid_t daemon = StartDaemon(o, dir / "models", socket);
+  {  // load and warm up
+    auto c = medq::ipc::Client::Connect(socket);
+    std::atomic<int> ready{0};
+    ClientRun(socket, {{"prompt_ids", Prompt(0, o.prompt_tokens, shape.vocab)}, {"max_tokens", 4}},
+              ready, 1);
+  }
+
+  medq::bench::BatchBenchOptions engine_options;
+  engine_options.sequences = o.clients;
+  engine_options.prompt_tokens = o.prompt_tokens;
+  engine_options.decode_steps = o.tokens;
+  engine_options.repetitions = 1;
+  engine_options.threads = o.threads;
+
+  const int max_clients = *std::max_element(o.clients.begin(), o.clients.end());
+  std::vector<std::vector<double>> engine_ms(o.clients.size()), daemon_ms(o.clients.size());
+  std::vector<double> poll_ms;
+  for (int rep = 0; rep < o.repetitions; ++rep) {
+    const json engine = medq::bench::InChild(
+        [&] { return medq::bench::MeasureBatch(model_dir, o.dtype, engine_options); });
+    if (engine.contains("error")) Die("engine: " + engine["error"].get<std::string>());
+    for (size_t k = 0; k < o.clients.size(); ++k) {
+      engine_ms[k].push_back(engine["batch"][k]["step_ms"]["median"].get<double>());
+      const int n = o.clients[k];
+      std::atomic<int> ready{0};
+      std::atomic<bool> stop{false};
+      std::vector<double> per_client(static_cast<size_t>(n));
+      std::vector<std::thread> threads;
+      for (int c = 0; c < n; ++c) {
+        const json params = {{"prompt_ids", Prompt(c + 1, o.prompt_tokens, shape.vocab)},
+                             {"max_tokens", o.tokens}};
+        threads.emplace_back([&, c, params] {
+          per_client[static_cast<size_t>(c)] = ClientRun(socket, params, ready, n);
+        });
+      }
+      std::thread poller;
+      std::vector<double> polled;
+      if (n == max_clients) {
+        poller = std::thread([&] {
+          while (ready.load() < n)
+            std::this_thread::yield();
+          polled = PollLatency(socket, stop);
+        });
+      }
+      for (std::thread& t : threads)
+        t.join();
+      stop = true;
+      if (poller.joinable()) poller.join();
+      poll_ms.insert(poll_ms.end(), polled.begin(), polled.end());
+      per_client.erase(std::remove(per_client.begin(), per_client.end(), 0.0), per_client.end());
+      if (per_client.empty()) Die("no client got two tokens");
+      daemon_ms[k].push_back(Median(per_client));
+    }
+  }
+  kill(daemon, SIGTERM);
+  waitpid(daemon, nullptr, 0);
+  fs::remove_all(dir);
+
+  json rows = json::array();
+  const double engine_base = Median(engine_ms[0]), daemon_base = Median(daemon_ms[0]);
+  for (size_t k = 0; k < o.clients.size(); ++k) {
+    const int n = o.clients[k];
+    std::vector<double> aggregate, overhead;
+    for (size_t r = 0; r < daemon_ms[k].size(); ++r) {
+      aggregate.push_back(n * 1000.0 / daemon_ms[k][r]);
+      overhead.push_back(daemon_ms[k][r] - engine_ms[k][r]);
+    }
+    rows.push_back({{"clients", n},
+                    {"engine_step_ms", Summary(engine_ms[k])},
+                    {"daemon_ms_per_token", Summary(daemon_ms[k])},
+                    {"daemon_aggregate_tok_s", Summary(aggregate)},
+                    {"daemon_per_client_tok_s", 1000.0 / Median(daemon_ms[k])},
+                    {"overhead_ms_per_token", Summary(overhead)},
+                    {"aggregate_ratio_to_first", n * daemon_base / Median(daemon_ms[k])},
+                    {"latency_ratio_to_first", Median(daemon_ms[k]) / daemon_base},
+                    {"engine_aggregate_ratio_to_first", n * engine_base / Median(engine_ms[k])}});
+  }
+  const json out = {{"benchmark", "concurrency"},
+                    {"shape", o.shape},
+                    {"dtype", o.dtype},
+                    {"tokens", o.tokens},
+                    {"prompt_tokens", o.prompt_tokens},
+                    {"repetitions", o.repetitions},
+                    {"rows", rows},
+                    {"health_and_queue_ms_with_" + std::to_string(max_clients) + "_running",
+                     {{"calls", poll_ms.size()},
+                      {"p50", poll_ms.empty() ? 0 : Percentile(poll_ms, 0.5)},
+                      {"p99", poll_ms.empty() ? 0 : Percentile(poll_ms, 0.99)},
+                      {"max", poll_ms.empty() ? 0 : Percentile(poll_ms, 1)}}}};
+  std::cout << out.dump(2) << "\n";
+  return 0;
+}
