@@ -22,6 +22,7 @@
 #include <atomic>
 #include <chrono>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <mutex>
 #include <thread>
@@ -69,9 +70,13 @@ double Percentile(std::vector<double> v, double p) {
   return v[std::min(v.size() - 1, static_cast<size_t>(p * static_cast<double>(v.size() - 1)))];
 }
 
+pid_t g_daemon = -1;  // killed on the way out
+
+// Any thread: no static destructors run (another thread may be mid-call).
 [[noreturn]] void Die(const std::string& what) {
-  std::cerr << "concurrency_bench: " << what << "\n";
-  std::exit(1);
+  std::cerr << "concurrency_bench: " << what << std::endl;
+  if (g_daemon > 0) kill(g_daemon, SIGKILL);
+  std::_Exit(1);
 }
 
 std::vector<int32_t> Prompt(int client, int length, int64_t vocab) {
@@ -190,12 +195,26 @@ int main(int argc, char** argv) {
   if (auto st = medq::bench::WriteRandomModel(shape, model_dir); !st.ok()) {
     Die(st.error().message);
   }
+  {
+    // Random weights pick the end-of-sequence id as readily as any other; the
+    // last id of the vocabulary instead, so that runs go to max_tokens (the
+    // engine's side runs without stop ids).
+    const fs::path config = model_dir / "config.json";
+    std::ifstream in(config);
+    json c = json::parse(in);
+    c["eos_token_id"] = shape.vocab - 1;
+    std::ofstream(config) << c.dump(2);
+  }
   const std::string socket = (dir / "medq.sock").string();
   const pid_t daemon = StartDaemon(o, dir / "models", socket);
+  g_daemon = daemon;
   {  // load and warm up
     auto c = medq::ipc::Client::Connect(socket);
     std::atomic<int> ready{0};
-    ClientRun(socket, {{"prompt_ids", Prompt(0, o.prompt_tokens, shape.vocab)}, {"max_tokens", 4}},
+    ClientRun(socket,
+              {{"prompt_ids", Prompt(0, o.prompt_tokens, shape.vocab)},
+               {"max_tokens", 4},
+               {"return_ids", true}},
               ready, 1);
   }
 
@@ -221,8 +240,10 @@ int main(int argc, char** argv) {
       std::vector<double> per_client(static_cast<size_t>(n));
       std::vector<std::thread> threads;
       for (int c = 0; c < n; ++c) {
+        // Ids: the random model has no tokenizer, so only ids make events.
         const json params = {{"prompt_ids", Prompt(c + 1, o.prompt_tokens, shape.vocab)},
-                             {"max_tokens", o.tokens}};
+                             {"max_tokens", o.tokens},
+                             {"return_ids", true}};
         threads.emplace_back([&, c, params] {
           per_client[static_cast<size_t>(c)] = ClientRun(socket, params, ready, n);
         });
