@@ -1,0 +1,253 @@
+#include "daemon/engine/encoder.h"
+
+#include <cmath>
+#include <limits>
+
+namespace medq::engine {
+namespace {
+
+std::string ShapeString(at::IntArrayRef shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i)
+    s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+// The checkpoint's tensors under their BertModel / MPNetModel names: the
+// "bert." / "mpnet." prefix a *ForMaskedLM-style save adds is dropped, and
+// TF-era LayerNorm names (gamma, beta) become weight, bias as transformers
+// renames them.
+std::map<std::string, CheckpointTensor> Canonical(std::map<std::string, CheckpointTensor> in,
+                                                  const std::string& prefix) {
+  std::map<std::string, CheckpointTensor> out;
+  for (auto& [name, t] : in) {
+    std::string n = name.rfind(prefix, 0) == 0 ? name.substr(prefix.size()) : name;
+    if (n.ends_with("LayerNorm.gamma")) n = n.substr(0, n.size() - 5) + "weight";
+    if (n.ends_with("LayerNorm.beta")) n = n.substr(0, n.size() - 4) + "bias";
+    out[n] = std::move(t);
+  }
+  return out;
+}
+
+class Taker {
+ public:
+  Taker(std::map<std::string, CheckpointTensor> tensors, at::Device device, at::ScalarType dtype)
+      : tensors_(std::move(tensors)), device_(device), dtype_(dtype) {}
+
+  Status Take(const std::string& name, std::vector<int64_t> shape, at::Tensor* out) {
+    const auto it = tensors_.find(name);
+    if (it == tensors_.end()) {
+      return Error(ErrorCode::kInvalidRequest,
+                   "tensor '" + name +
+                       "' is missing from the model's safetensors; the checkpoint does not "
+                       "match its config.json");
+    }
+    const at::Tensor& t = it->second.tensor;
+    if (t.sizes() != at::IntArrayRef(shape)) {
+      return Error(ErrorCode::kInvalidRequest, "tensor '" + name + "' in " + it->second.file +
+                                                   " has shape " + ShapeString(t.sizes()) +
+                                                   ", config.json implies " + ShapeString(shape));
+    }
+    if (!at::isFloatingType(t.scalar_type())) {
+      return Error(ErrorCode::kInvalidRequest, "tensor '" + name + "' in " + it->second.file +
+                                                   " is not a floating-point tensor");
+    }
+    *out = t.to(device_, dtype_).contiguous();
+    tensors_.erase(it);
+    return Status::Ok();
+  }
+  // name.weight [rows, cols] and name.bias [rows].
+  Status Linear(const std::string& name, int64_t rows, int64_t cols, at::Tensor* w, at::Tensor* b) {
+    const Status s = Take(name + ".weight", {rows, cols}, w);
+    if (!s.ok()) return s;
+    return Take(name + ".bias", {rows}, b);
+  }
+  // A LayerNorm: name.weight and name.bias, both [n].
+  Status Norm(const std::string& name, int64_t n, at::Tensor* w, at::Tensor* b) {
+    const Status s = Take(name + ".weight", {n}, w);
+    if (!s.ok()) return s;
+    return Take(name + ".bias", {n}, b);
+  }
+  // Every tensor not taken, except the pooler and buffers sentence-
+  // transformers ignores too, is an error.
+  Status CheckNoneLeft() const {
+    std::string left;
+    int count = 0;
+    for (const auto& [name, t] : tensors_) {
+      if (name.rfind("pooler.", 0) == 0 || name == "embeddings.position_ids" ||
+          name == "embeddings.token_type_ids") {
+        continue;
+      }
+      if (++count <= 5) left += (left.empty() ? "'" : ", '") + name + "' (" + t.file + ")";
+    }
+    if (count == 0) return Status::Ok();
+    return Error(ErrorCode::kInvalidRequest,
+                 std::to_string(count) + " unexpected tensor(s) in the checkpoint: " + left +
+                     (count > 5 ? ", ..." : "") +
+                     "; the weights do not match the architecture in config.json");
+  }
+
+ private:
+  std::map<std::string, CheckpointTensor> tensors_;
+  at::Device device_;
+  at::ScalarType dtype_;
+};
+
+#define MEDQ_TAKE(expr)                        \
+  do {                                         \
+    const Status medq_s_ = (expr);             \
+    if (!medq_s_.ok()) return medq_s_.error(); \
+  } while (0)
+
+at::Tensor LayerNorm(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b, double eps) {
+  return at::layer_norm(x, {x.size(-1)}, w, b, eps);
+}
+
+at::Tensor Activation(const EncoderConfig& c, const at::Tensor& x) {
+  switch (c.activation) {
+    case EncoderActivation::kGeluTanh:
+      return at::gelu(x, "tanh");
+    case EncoderActivation::kRelu:
+      return at::relu(x);
+    case EncoderActivation::kGelu:
+      break;
+  }
+  return at::gelu(x);
+}
+
+}  // namespace
+
+Result<EncoderWeights> BuildEncoderWeights(const EncoderConfig& c,
+                                           std::map<std::string, CheckpointTensor> tensors,
+                                           at::Device device, at::ScalarType dtype) {
+  const bool bert = c.arch == EncoderArch::kBert;
+  Taker t(Canonical(std::move(tensors), bert ? "bert." : "mpnet."), device, dtype);
+  EncoderWeights w;
+  const int64_t h = c.hidden_size, inter = c.intermediate_size;
+  MEDQ_TAKE(t.Take("embeddings.word_embeddings.weight", {c.vocab_size, h}, &w.word));
+  MEDQ_TAKE(
+      t.Take("embeddings.position_embeddings.weight", {c.max_position_embeddings, h}, &w.position));
+  if (bert) {
+    MEDQ_TAKE(
+        t.Take("embeddings.token_type_embeddings.weight", {c.type_vocab_size, h}, &w.token_type));
+  } else {
+    MEDQ_TAKE(t.Take("encoder.relative_attention_bias.weight",
+                     {c.relative_attention_num_buckets, c.num_heads}, &w.relative_bias));
+  }
+  MEDQ_TAKE(t.Norm("embeddings.LayerNorm", h, &w.embed_norm, &w.embed_norm_bias));
+  w.layers.resize(static_cast<size_t>(c.num_layers));
+  for (int64_t i = 0; i < c.num_layers; ++i) {
+    EncoderLayerWeights& l = w.layers[static_cast<size_t>(i)];
+    const std::string p = "encoder.layer." + std::to_string(i) + ".";
+    at::Tensor q, k, v, qb, kb, vb;
+    if (bert) {
+      MEDQ_TAKE(t.Linear(p + "attention.self.query", h, h, &q, &qb));
+      MEDQ_TAKE(t.Linear(p + "attention.self.key", h, h, &k, &kb));
+      MEDQ_TAKE(t.Linear(p + "attention.self.value", h, h, &v, &vb));
+      MEDQ_TAKE(t.Linear(p + "attention.output.dense", h, h, &l.out, &l.out_bias));
+      MEDQ_TAKE(t.Norm(p + "attention.output.LayerNorm", h, &l.attn_norm, &l.attn_norm_bias));
+    } else {
+      MEDQ_TAKE(t.Linear(p + "attention.attn.q", h, h, &q, &qb));
+      MEDQ_TAKE(t.Linear(p + "attention.attn.k", h, h, &k, &kb));
+      MEDQ_TAKE(t.Linear(p + "attention.attn.v", h, h, &v, &vb));
+      MEDQ_TAKE(t.Linear(p + "attention.attn.o", h, h, &l.out, &l.out_bias));
+      MEDQ_TAKE(t.Norm(p + "attention.LayerNorm", h, &l.attn_norm, &l.attn_norm_bias));
+    }
+    // One projection for q, k and v: one GEMM instead of three.
+    l.qkv = at::cat({q, k, v}, 0).contiguous();
+    l.qkv_bias = at::cat({qb, kb, vb}, 0).contiguous();
+    MEDQ_TAKE(t.Linear(p + "intermediate.dense", inter, h, &l.up, &l.up_bias));
+    MEDQ_TAKE(t.Linear(p + "output.dense", h, inter, &l.down, &l.down_bias));
+    MEDQ_TAKE(t.Norm(p + "output.LayerNorm", h, &l.out_norm, &l.out_norm_bias));
+  }
+  MEDQ_TAKE(t.CheckNoneLeft());
+  return w;
+}
+
+int64_t EncoderParameterBytes(const EncoderWeights& w) {
+  int64_t total = 0;
+  const auto add = [&](const at::Tensor& t) {
+    if (t.defined()) total += static_cast<int64_t>(t.numel() * t.element_size());
+  };
+  for (const at::Tensor* t :
+       {&w.word, &w.position, &w.token_type, &w.embed_norm, &w.embed_norm_bias, &w.relative_bias}) {
+    add(*t);
+  }
+  for (const auto& l : w.layers) {
+    for (const at::Tensor* t :
+         {&l.qkv, &l.qkv_bias, &l.out, &l.out_bias, &l.attn_norm, &l.attn_norm_bias, &l.up,
+          &l.up_bias, &l.down, &l.down_bias, &l.out_norm, &l.out_norm_bias}) {
+      add(*t);
+    }
+  }
+  return total;
+}
+
+at::Tensor MpnetRelativeBuckets(int64_t length, at::Device device) {
+  // relative_position_bucket(memory - context), bidirectional: half the
+  // buckets for each sign, exact below max_exact, logarithmic up to 128.
+  constexpr int64_t kHalf = kMpnetBuckets / 2;
+  constexpr int64_t kMaxExact = kHalf / 2;
+  constexpr double kMaxDistance = 128;
+  const auto opts = at::TensorOptions().dtype(at::kLong).device(device);
+  const at::Tensor pos = at::arange(length, opts);
+  const at::Tensor n = pos.view({-1, 1}) - pos.view({1, -1});  // -(memory - context)
+  at::Tensor ret = (n < 0).to(at::kLong) * kHalf;
+  const at::Tensor a = n.abs();
+  // As transformers: log in float32 of n / max_exact, truncated toward zero.
+  const at::Tensor large = (at::log(a.to(at::kFloat) / static_cast<float>(kMaxExact)) /
+                            static_cast<float>(std::log(kMaxDistance / kMaxExact)) *
+                            static_cast<float>(kHalf - kMaxExact))
+                               .to(at::kLong) +
+                           kMaxExact;
+  const at::Tensor capped = at::minimum(large, at::full_like(large, kHalf - 1));
+  return ret + at::where(a < kMaxExact, a, capped);
+}
+
+at::Tensor EncoderForward(const EncoderConfig& c, const EncoderWeights& w, const at::Tensor& ids,
+                          const at::Tensor& mask) {
+  const int64_t b = ids.size(0), t = ids.size(1), heads = c.num_heads, d = c.head_dim;
+  at::Tensor x = at::embedding(w.word, ids);
+  if (c.arch == EncoderArch::kBert) {
+    // Absolute positions 0 .. T-1 and token type 0 for every token, as
+    // transformers' BertEmbeddings without token_type_ids.
+    x = x + w.position.narrow(0, 0, t).unsqueeze(0) + w.token_type[0];
+  } else {
+    // transformers' create_position_ids_from_input_ids: real tokens count up
+    // from padding_idx + 1; ids equal to padding_idx (Embed pads with it) get
+    // padding_idx.
+    const at::Tensor real = ids.ne(kMpnetPaddingIdx).to(at::kLong);
+    x = x + at::embedding(w.position, real.cumsum(1) * real + kMpnetPaddingIdx);
+  }
+  x = LayerNorm(x, w.embed_norm, w.embed_norm_bias, c.layer_norm_eps);
+
+  // Scores are computed in float32 whatever the weights' dtype; padded keys
+  // get -inf (every row has a real key, so no row is all -inf).
+  const at::Tensor padded_keys = mask.eq(0).view({b, 1, 1, t});
+  at::Tensor position_bias;
+  if (c.arch == EncoderArch::kMpnet) {
+    position_bias = at::embedding(w.relative_bias, MpnetRelativeBuckets(t, ids.device()))
+                        .permute({2, 0, 1})
+                        .unsqueeze(0)
+                        .to(at::kFloat);  // [1, heads, T, T]
+  }
+  const double scale = 1.0 / std::sqrt(static_cast<double>(d));
+  for (const EncoderLayerWeights& l : w.layers) {
+    const at::Tensor qkv =
+        at::linear(x, l.qkv, l.qkv_bias).view({b, t, 3, heads, d}).permute({2, 0, 3, 1, 4});
+    const at::Tensor q = qkv[0], k = qkv[1], v = qkv[2];  // [B, heads, T, D]
+    at::Tensor scores = at::matmul(q, k.transpose(-1, -2)).to(at::kFloat) * scale;
+    if (position_bias.defined()) scores = scores + position_bias;
+    scores.masked_fill_(padded_keys, -std::numeric_limits<float>::infinity());
+    const at::Tensor probs = at::softmax(scores, -1).to(x.scalar_type());
+    const at::Tensor context = at::matmul(probs, v).permute({0, 2, 1, 3}).reshape({b, t, -1});
+    x = LayerNorm(at::linear(context, l.out, l.out_bias) + x, l.attn_norm, l.attn_norm_bias,
+                  c.layer_norm_eps);
+    const at::Tensor up = Activation(c, at::linear(x, l.up, l.up_bias));
+    x = LayerNorm(at::linear(up, l.down, l.down_bias) + x, l.out_norm, l.out_norm_bias,
+                  c.layer_norm_eps);
+  }
+  return x;
+}
+
+}  // namespace medq::engine
