@@ -1,0 +1,416 @@
+// Embedding models against sentence-transformers' encode() (references written
+// by tools/embeddings/make_references.py into data/embeddings/): the tiny
+// random-weight BERT and MPNet folders in every pooling variant, the real
+// all-MiniLM-L6-v2 when scripts/setup-embedding-models installed it, and the
+// folders and batches the loader and Embed refuse. CPU, float32.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
+
+#include "daemon/engine/embedding.h"
+#include "daemon/tokenizer/tokenizer.h"
+#include "tests/support/skip.h"
+
+namespace medq::engine::test {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+using Batch = std::vector<std::vector<int32_t>>;
+using Vectors = std::vector<std::vector<float>>;
+
+const fs::path kData = fs::path(MEDQ_ENGINE_TEST_DATA) / "embeddings";
+
+json ReadJson(const fs::path& path) {
+  std::ifstream in(path);
+  REQUIRE(in.good());
+  return json::parse(in);
+}
+
+void WriteJson(const fs::path& path, const json& j) {
+  std::ofstream out(path);
+  out << j.dump(2);
+}
+
+// A fresh directory under the system's temp dir, removed at scope exit.
+class TempDir {
+ public:
+  TempDir() {
+    static int counter = 0;
+    path_ = fs::temp_directory_path() /
+            ("medq-embedding-test-" + std::to_string(::getpid()) + "-" + std::to_string(counter++));
+    fs::remove_all(path_);
+    fs::create_directories(path_);
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  const fs::path& path() const { return path_; }
+
+ private:
+  fs::path path_;
+};
+
+// Copies the committed folder `name` to dir/name and returns the copy.
+fs::path CopyFolder(const std::string& name, const fs::path& dir) {
+  const fs::path dest = dir / name;
+  fs::copy(kData / name, dest, fs::copy_options::recursive);
+  return dest;
+}
+
+// The variant of a tiny folder make_references.py describes: its Pooling
+// config written as given, Normalize kept or dropped, or no modules.json at
+// all (a plain transformers folder).
+fs::path WriteVariant(const std::string& name, const json& variant, const fs::path& dir) {
+  const fs::path dest = CopyFolder(name, dir);
+  if (variant.value("plain", false)) {
+    fs::remove(dest / "modules.json");
+    fs::remove(dest / "sentence_bert_config.json");
+    fs::remove_all(dest / "1_Pooling");
+    fs::remove_all(dest / "2_Normalize");
+    return dest;
+  }
+  WriteJson(dest / "1_Pooling" / "config.json", variant.at("pooling"));
+  if (!variant.at("normalize").get<bool>()) {
+    json modules = ReadJson(dest / "modules.json");
+    modules.erase(modules.end() - 1);
+    WriteJson(dest / "modules.json", modules);
+    fs::remove_all(dest / "2_Normalize");
+  }
+  return dest;
+}
+
+std::shared_ptr<const EmbeddingModel> MustLoad(const fs::path& dir) {
+  auto model = LoadEmbeddingModel(dir, LoadOptions{});
+  INFO((model.ok() ? std::string() : model.error().message));
+  REQUIRE(model.ok());
+  return *model;
+}
+
+Vectors MustEmbed(const EmbeddingModel& model, const Batch& ids) {
+  auto out = Embed(model, ids);
+  INFO((out.ok() ? std::string() : out.error().message));
+  REQUIRE(out.ok());
+  return std::move(out).value();
+}
+
+double CosineDistance(const std::vector<float>& a, const std::vector<float>& b) {
+  double ab = 0, aa = 0, bb = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    ab += double(a[i]) * b[i];
+    aa += double(a[i]) * a[i];
+    bb += double(b[i]) * b[i];
+  }
+  if (aa == 0 && bb == 0) return 0;
+  return 1 - ab / std::sqrt(aa * bb);
+}
+
+double MaxAbsDiff(const std::vector<float>& a, const std::vector<float>& b) {
+  double worst = 0;
+  for (size_t i = 0; i < a.size(); ++i)
+    worst = std::max(worst, std::fabs(double(a[i]) - b[i]));
+  return worst;
+}
+
+// Checks `got` against `want` element for element (abs tolerance relative to
+// the reference's scale) and by cosine distance.
+void CheckClose(const Vectors& got, const Vectors& want, double abs_tol, double cos_tol) {
+  REQUIRE(got.size() == want.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    INFO("sequence " << i);
+    REQUIRE(got[i].size() == want[i].size());
+    double scale = 1;
+    for (const float x : want[i])
+      scale = std::max(scale, double(std::fabs(x)));
+    CHECK(MaxAbsDiff(got[i], want[i]) <= abs_tol * scale);
+    CHECK(CosineDistance(got[i], want[i]) <= cos_tol);
+  }
+}
+
+Batch IdsOf(const json& ref) {
+  return ref.at("ids").get<Batch>();
+}
+
+Vectors OneAtATime(const EmbeddingModel& model, const Batch& ids) {
+  Vectors out;
+  for (const auto& seq : ids)
+    out.push_back(MustEmbed(model, {seq}).at(0));
+  return out;
+}
+
+void CheckTinyModel(const std::string& name, const std::string& architecture) {
+  const json ref = ReadJson(kData / (name + ".json"));
+  const Batch ids = IdsOf(ref);
+  const int64_t max_seq = ref.at("max_seq_length").get<int64_t>();
+  REQUIRE(ids.size() >= 16);
+  // The longest texts were truncated by sentence-transformers; the caller
+  // gives the truncated ids.
+  CHECK(std::any_of(ids.begin(), ids.end(),
+                    [&](const auto& s) { return static_cast<int64_t>(s.size()) == max_seq; }));
+  for (const json& variant : ref.at("variants")) {
+    const std::string variant_name = variant.at("name").get<std::string>();
+    INFO(name << " variant " << variant_name);
+    TempDir tmp;
+    const auto model = MustLoad(WriteVariant(name, variant, tmp.path()));
+    const EmbeddingInfo& info = Info(*model);
+    CHECK(info.architecture == architecture);
+    CHECK(info.dims == variant.at("dims").get<int64_t>());
+    CHECK(info.max_seq_length == max_seq);
+    CHECK(info.device == "cpu");
+    CHECK(info.dtype == "fp32");
+    const bool plain = variant.value("plain", false);
+    CHECK(info.normalize == (!plain && variant.at("normalize").get<bool>()));
+    if (plain) CHECK(info.pooling == "mean");
+    const Vectors want = variant.at("vectors").get<Vectors>();
+
+    // One padded batch, every sequence alone, and a reordered batch.
+    const Vectors batched = MustEmbed(*model, ids);
+    CheckClose(batched, want, 1e-5, 1e-6);
+    const Vectors single = OneAtATime(*model, ids);
+    CheckClose(single, want, 1e-5, 1e-6);
+    CheckClose(batched, single, 1e-5, 1e-7);
+    Batch reversed(ids.rbegin(), ids.rend());
+    Vectors reversed_want(want.rbegin(), want.rend());
+    CheckClose(MustEmbed(*model, reversed), reversed_want, 1e-5, 1e-6);
+    if (info.normalize) {
+      for (const auto& v : batched) {
+        const double norm = std::sqrt(std::inner_product(v.begin(), v.end(), v.begin(), 0.0));
+        CHECK(std::fabs(norm - 1) <= 1e-5);
+      }
+    }
+  }
+}
+
+TEST_CASE("tiny BERT folders match sentence-transformers in every pooling variant",
+          "[engine][embedding]") {
+  CheckTinyModel("tiny-bert", "BertModel");
+}
+
+TEST_CASE("tiny MPNet folders match sentence-transformers in every pooling variant",
+          "[engine][embedding]") {
+  CheckTinyModel("tiny-mpnet", "MPNetModel");
+}
+
+TEST_CASE("the pooling configs' modes and names are read as sentence-transformers reads them",
+          "[engine][embedding]") {
+  const json ref = ReadJson(kData / "tiny-bert.json");
+  for (const json& variant : ref.at("variants")) {
+    if (variant.value("plain", false)) continue;
+    INFO(variant.at("name").get<std::string>());
+    TempDir tmp;
+    const auto model = MustLoad(WriteVariant("tiny-bert", variant, tmp.path()));
+    const std::string name = variant.at("name").get<std::string>();
+    const std::string want = name == "legacy cls+mean"    ? "cls+mean"
+                             : name == "legacy lasttoken" ? "lasttoken"
+                             : name == "mean+normalize"   ? "mean"
+                                                          : name;
+    CHECK(Info(*model).pooling == want);
+    CHECK(Info(*model).include_prompt);
+  }
+}
+
+// all-MiniLM-L6-v2 from scripts/setup-embedding-models, or MEDQ_EMBEDDING_MODEL.
+fs::path RealModelDir() {
+  if (const char* env = std::getenv("MEDQ_EMBEDDING_MODEL")) return env;
+  return fs::path(MEDQ_EMBEDDING_MODELS_DIR) / "all-MiniLM-L6-v2";
+}
+
+TEST_CASE(
+    "all-MiniLM-L6-v2: the project's tokenizer gives the HF ids, Embed gives encode()'s "
+    "vectors",
+    "[engine][embedding][real]") {
+  const fs::path dir = RealModelDir();
+  if (!fs::exists(dir / "model.safetensors")) {
+    MEDQ_SKIP("the real embedding model is not installed at "
+              << dir.string() << "; run scripts/setup-embedding-models");
+  }
+  const json ref = ReadJson(kData / "all-MiniLM-L6-v2.json");
+  const auto texts = ref.at("texts").get<std::vector<std::string>>();
+  const Batch want_ids = IdsOf(ref);
+  REQUIRE(texts.size() >= 200);
+  const double quant = ref.at("quant").get<double>();
+  Vectors want;
+  for (const auto& q : ref.at("vectors")) {
+    std::vector<float> v;
+    for (const auto& x : q)
+      v.push_back(static_cast<float>(x.get<double>() * quant));
+    want.push_back(std::move(v));
+  }
+
+  const auto model = MustLoad(dir);
+  const EmbeddingInfo& info = Info(*model);
+  CHECK(info.architecture == "BertModel");
+  CHECK(info.dims == 384);
+  CHECK(info.max_seq_length == 256);
+  CHECK(info.pooling == "mean");
+  CHECK(info.normalize);
+  CHECK_FALSE(info.do_lower_case);
+
+  // The caller's side: tokenize with special tokens, truncate to
+  // max_seq_length keeping the final [SEP] (what the HF tokenizer's
+  // truncation gives for BertProcessing).
+  auto tok = tokenizer::Tokenizer::FromModelDir(dir);
+  REQUIRE(tok.ok());
+  Batch ids;
+  for (size_t i = 0; i < texts.size(); ++i) {
+    std::vector<int32_t> seq = (*tok)->Encode(texts[i], true);
+    if (static_cast<int64_t>(seq.size()) > info.max_seq_length) {
+      const int32_t last = seq.back();
+      seq.resize(static_cast<size_t>(info.max_seq_length - 1));
+      seq.push_back(last);
+    }
+    INFO("text " << i << ": " << texts[i]);
+    CHECK(seq == want_ids[i]);
+    ids.push_back(std::move(seq));
+  }
+
+  // Batches of mixed lengths (short, empty-after-normalization and truncated
+  // texts together), in a shuffled order.
+  std::vector<size_t> order(texts.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::shuffle(order.begin(), order.end(), std::mt19937(7));
+  double worst = 0;
+  for (size_t start = 0; start < order.size(); start += 24) {
+    Batch batch;
+    const size_t end = std::min(order.size(), start + 24);
+    for (size_t k = start; k < end; ++k)
+      batch.push_back(want_ids[order[k]]);
+    const Vectors got = MustEmbed(*model, batch);
+    for (size_t k = start; k < end; ++k) {
+      INFO("text " << order[k] << ": " << texts[order[k]]);
+      const double d = CosineDistance(got[k - start], want[order[k]]);
+      CHECK(d <= 1e-4);
+      CHECK(MaxAbsDiff(got[k - start], want[order[k]]) <= 1e-4);
+      worst = std::max(worst, d);
+    }
+  }
+  std::printf(
+      "all-MiniLM-L6-v2: max cosine distance to sentence-transformers over %zu texts: %.3g\n",
+      texts.size(), worst);
+  // Padding does not move a vector: a few texts alone against their batches.
+  for (const size_t i : {size_t{0}, size_t{7}, size_t{40}, texts.size() - 1}) {
+    INFO("text " << i);
+    const Vectors alone = MustEmbed(*model, {want_ids[i]});
+    CHECK(CosineDistance(alone[0], want[i]) <= 1e-4);
+  }
+}
+
+TEST_CASE("folders the loader refuses, with the reason named", "[engine][embedding]") {
+  TempDir tmp;
+  SECTION("no such directory") {
+    const auto r = LoadEmbeddingModel(tmp.path() / "missing", LoadOptions{});
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.error().code == ErrorCode::kModelNotFound);
+  }
+  SECTION("only pytorch_model.bin") {
+    const fs::path dir = CopyFolder("tiny-bert", tmp.path());
+    fs::rename(dir / "model.safetensors", dir / "pytorch_model.bin");
+    const auto r = LoadEmbeddingModel(dir, LoadOptions{});
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.error().code == ErrorCode::kInvalidRequest);
+    CHECK_THAT(r.error().message,
+               Catch::Contains("pytorch_model.bin") && Catch::Contains("safetensors"));
+  }
+  SECTION("an architecture other than BertModel and MPNetModel") {
+    const fs::path dir = CopyFolder("tiny-bert", tmp.path());
+    json config = ReadJson(dir / "config.json");
+    config["architectures"] = {"XLMRobertaModel"};
+    WriteJson(dir / "config.json", config);
+    const auto r = LoadEmbeddingModel(dir, LoadOptions{});
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.error().code == ErrorCode::kInvalidRequest);
+    CHECK_THAT(r.error().message, Catch::Contains("XLMRobertaModel"));
+  }
+  SECTION("a Pooling module without its config") {
+    const fs::path dir = CopyFolder("tiny-mpnet", tmp.path());
+    fs::remove(dir / "1_Pooling" / "config.json");
+    const auto r = LoadEmbeddingModel(dir, LoadOptions{});
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.error().code == ErrorCode::kInvalidRequest);
+    CHECK_THAT(r.error().message, Catch::Contains("Pooling"));
+  }
+  SECTION("a module type the engine does not run") {
+    const fs::path dir = CopyFolder("tiny-bert", tmp.path());
+    json modules = ReadJson(dir / "modules.json");
+    modules[2]["type"] = "sentence_transformers.models.Dense";
+    WriteJson(dir / "modules.json", modules);
+    const auto r = LoadEmbeddingModel(dir, LoadOptions{});
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.error().code == ErrorCode::kInvalidRequest);
+    CHECK_THAT(r.error().message, Catch::Contains("sentence_transformers.models.Dense"));
+  }
+  SECTION("an unknown pooling mode") {
+    const fs::path dir = CopyFolder("tiny-bert", tmp.path());
+    WriteJson(dir / "1_Pooling" / "config.json", json{{"pooling_mode", "median"}});
+    const auto r = LoadEmbeddingModel(dir, LoadOptions{});
+    REQUIRE_FALSE(r.ok());
+    CHECK_THAT(r.error().message, Catch::Contains("median"));
+  }
+  SECTION("a tensor missing from the checkpoint's names") {
+    const fs::path dir = CopyFolder("tiny-bert", tmp.path());
+    json config = ReadJson(dir / "config.json");
+    config["num_hidden_layers"] = 3;
+    WriteJson(dir / "config.json", config);
+    const auto r = LoadEmbeddingModel(dir, LoadOptions{});
+    REQUIRE_FALSE(r.ok());
+    CHECK_THAT(r.error().message, Catch::Contains("encoder.layer.2."));
+  }
+  SECTION("bad options") {
+    const fs::path dir = kData / "tiny-bert";
+    LoadOptions o;
+    o.dtype = "fp16";
+    CHECK(LoadEmbeddingModel(dir, o).error().code == ErrorCode::kInvalidRequest);
+    o.dtype = "auto";
+    o.device = "tpu";
+    CHECK(LoadEmbeddingModel(dir, o).error().code == ErrorCode::kInvalidRequest);
+  }
+}
+
+TEST_CASE("Embed refuses bad batches and accepts an empty one", "[engine][embedding]") {
+  const auto model = MustLoad(kData / "tiny-bert");
+  const int64_t max_seq = Info(*model).max_seq_length;
+  CHECK(MustEmbed(*model, {}).empty());
+  const auto empty = Embed(*model, {{2, 3}, {}});
+  REQUIRE_FALSE(empty.ok());
+  CHECK(empty.error().code == ErrorCode::kInvalidRequest);
+  CHECK_THAT(empty.error().message, Catch::Contains("sequence 1"));
+  std::vector<int32_t> too_long(static_cast<size_t>(max_seq + 1), 7);
+  const auto long_result = Embed(*model, {too_long});
+  REQUIRE_FALSE(long_result.ok());
+  CHECK_THAT(long_result.error().message, Catch::Contains("max_seq_length"));
+  too_long.pop_back();
+  CHECK(Embed(*model, {too_long}).ok());
+  const auto bad_id = Embed(*model, {{2, static_cast<int32_t>(Info(*model).vocab_size), 3}});
+  REQUIRE_FALSE(bad_id.ok());
+  CHECK_THAT(bad_id.error().message, Catch::Contains("outside the vocabulary"));
+  CHECK_FALSE(Embed(*model, {{2, -1, 3}}).ok());
+}
+
+TEST_CASE("bf16 on the CPU stays close to float32", "[engine][embedding]") {
+  const json ref = ReadJson(kData / "tiny-bert.json");
+  LoadOptions o;
+  o.dtype = "bf16";
+  auto model = LoadEmbeddingModel(kData / "tiny-bert", o);
+  REQUIRE(model.ok());
+  CHECK(Info(**model).dtype == "bf16");
+  const Vectors got = MustEmbed(**model, IdsOf(ref));
+  const Vectors want = ref.at("variants")[0].at("vectors").get<Vectors>();
+  for (size_t i = 0; i < got.size(); ++i)
+    CHECK(CosineDistance(got[i], want[i]) <= 2e-2);
+}
+
+}  // namespace
+}  // namespace medq::engine::test
