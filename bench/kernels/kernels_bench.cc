@@ -6,6 +6,7 @@
 #include <torch/torch.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cstdio>
 #include <iostream>
 #include <map>
@@ -214,6 +215,41 @@ json ModelSweep(const Options& o, const ModelShape& m, torch::ScalarType dtype) 
   return Summary(tokens_per_s);
 }
 
+// One batched decode step's dense layers (MatRowsInto, each layer with its own
+// weights, lm_head last) for m = 1, 2, 4, 8 rows: the Linear part of a step
+// of engine_bench --batch, without attention and scheduling. Reports ms per
+// step and, per m, the ratio of the aggregate rows per second to m = 1's.
+json MatRowsSweep(const Options& o, const ModelShape& m, torch::ScalarType dtype) {
+  const ModelWeights weights = AllocateModel(m, dtype);
+  const int64_t widest = std::max(m.hidden, std::max(m.intermediate, m.heads * m.head_dim));
+  const torch::Tensor x = torch::randn({8, widest});
+  std::vector<float> y(static_cast<size_t>(8 * m.vocab));
+  json result = json::array();
+  double first = 0.0;
+  for (int64_t rows : {1, 2, 4, 8}) {
+    const std::vector<double> seconds = SecondsPerCall(o.timing, [&](int64_t) {
+      for (const std::vector<torch::Tensor>& layer : weights.layers) {
+        for (size_t j = 0; j < layer.size(); ++j) {
+          const float* bias =
+              j < weights.biases.size() ? weights.biases[j].data_ptr<float>() : nullptr;
+          engine::kernels::MatRowsInto(layer[j], x.data_ptr<float>(), rows, bias, y.data());
+        }
+      }
+      engine::kernels::MatRowsInto(weights.lm_head, x.data_ptr<float>(), rows, nullptr, y.data());
+    });
+    std::vector<double> ms;
+    for (double s : seconds)
+      ms.push_back(s * 1e3);
+    json c{{"rows", rows}, {"step_ms", Summary(ms)}};
+    const double median = c["step_ms"]["median"].get<double>();
+    if (rows == 1) first = median;
+    c["aggregate_ratio_to_1"] = static_cast<double>(rows) * first / median;
+    c["step_ratio_to_1"] = median / first;
+    result.push_back(c);
+  }
+  return result;
+}
+
 json Models(const Options& o, const std::map<std::pair<std::string, int64_t>, double>& seconds) {
   json models = json::array();
   for (const ModelShape& m : BenchModels()) {
@@ -295,6 +331,17 @@ int Run(const Options& o) {
     report["prefill_bf16"] = std::move(cases);
   }
   if (Wanted(o, "models")) report["models"] = Models(o, seconds);
+  if (Wanted(o, "matrows")) {
+    json cases = json::array();
+    for (const ModelShape& m : BenchModels()) {
+      for (torch::ScalarType dtype : {torch::kFloat, torch::kBFloat16}) {
+        std::cerr << "matrows " << m.name << " " << DtypeName(dtype) << "\n";
+        cases.push_back(
+            {{"model", m.name}, {"dtype", DtypeName(dtype)}, {"steps", MatRowsSweep(o, m, dtype)}});
+      }
+    }
+    report["matrows_sweep"] = std::move(cases);
+  }
   std::cout << report.dump(2) << std::endl;
   return 0;
 }
@@ -310,8 +357,8 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber);
   app.add_option("--min-time", options.timing.min_seconds, "Seconds each measurement loops")
       ->check(CLI::PositiveNumber);
-  app.add_option("--only", options.only, "One section: memory, matvec, prefill or models")
-      ->check(CLI::IsMember({"memory", "matvec", "prefill", "models"}));
+  app.add_option("--only", options.only, "One section: memory, matvec, prefill, models or matrows")
+      ->check(CLI::IsMember({"memory", "matvec", "prefill", "models", "matrows"}));
   app.add_option("--threads", threads,
                  "LibTorch intra-op threads and Linear()'s threads (default: LibTorch's choice "
                  "and one per core)");
