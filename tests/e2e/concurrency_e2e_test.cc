@@ -65,7 +65,7 @@ TEST_CASE("max_concurrent 2: two run at once, three wait in order, each equals i
   std::vector<std::unique_ptr<RawClient>> clients;
   for (int i = 0; i < kClients; ++i) {
     clients.push_back(std::make_unique<RawClient>(d.socket()));
-    SendGenerate(*clients.back(), i, SampledParams(i, 1500));
+    SendGenerate(*clients.back(), i, SampledParams(i, 400));
   }
   AwaitQueue(d.socket(), 2, 3);
   auto health = ipc::Client::Connect(d.socket())->Call("health", {}, 5s);
@@ -90,7 +90,7 @@ TEST_CASE("max_concurrent 2: two run at once, three wait in order, each equals i
   }
   for (int i = 0; i < kClients; ++i) {
     INFO("client " << i);
-    const Run solo = Generate(d.socket(), SampledParams(i, 1500));
+    const Run solo = Generate(d.socket(), SampledParams(i, 400));
     REQUIRE(solo.final()["event"] == "done");
     CHECK(solo.Ids() == together[i].Ids());
     CHECK(solo.Text() == together[i].Text());
@@ -104,7 +104,7 @@ TEST_CASE("cancelling one sequence mid-batch leaves the others unchanged", "[e2e
   std::vector<std::unique_ptr<RawClient>> clients;
   for (int i = 0; i < 3; ++i) {
     clients.push_back(std::make_unique<RawClient>(d.socket()));
-    SendGenerate(*clients.back(), i, SampledParams(i, i == 1 ? 100000 : 3000));
+    SendGenerate(*clients.back(), i, SampledParams(i, i == 1 ? 100000 : 600));
   }
   const std::string job_1 = AwaitFirstToken(*clients[1], 1);
   auto client = ipc::Client::Connect(d.socket());
@@ -123,7 +123,7 @@ TEST_CASE("cancelling one sequence mid-batch leaves the others unchanged", "[e2e
     INFO("client " << i);
     const Run together = Collect(*clients[i], i);
     REQUIRE(together.final()["event"] == "done");
-    const Run solo = Generate(d.socket(), SampledParams(i, 3000));
+    const Run solo = Generate(d.socket(), SampledParams(i, 600));
     CHECK(solo.Ids() == together.Ids());
   }
 }
