@@ -143,6 +143,7 @@ Result<std::shared_ptr<const EmbeddingModel>> Load(const fs::path& dir, const Lo
   info.do_lower_case = layout.do_lower_case;
   info.include_prompt = layout.pooling.include_prompt;
   info.parameter_bytes = EncoderParameterBytes(model->weights);
+  info.tokenizer_dir = layout.encoder_dir;
   return std::shared_ptr<const EmbeddingModel>(std::move(model));
 }
 

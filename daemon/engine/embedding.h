@@ -43,6 +43,10 @@ struct EmbeddingInfo {
   // prepends a prompt to a model with include_prompt false must not.
   bool include_prompt = true;
   int64_t parameter_bytes = 0;  // bytes of weights held
+  // The Transformer module's folder, which holds tokenizer.json: the model
+  // folder itself, or a subfolder such as "0_Transformer" in older
+  // sentence-transformers layouts.
+  std::filesystem::path tokenizer_dir;
 };
 
 // A loaded embedding model: opaque, immutable after load.

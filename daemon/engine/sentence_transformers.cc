@@ -113,9 +113,9 @@ Result<SentenceTransformersLayout> ReadSentenceTransformersLayout(const fs::path
                      " needs a string 'type' and 'path'");
     }
     const std::string type = m["type"].get<std::string>();
-    const fs::path path = dir / m.value("path", std::string());
-    // Module paths stay inside the folder.
+    // Module paths stay inside the folder; "" is the folder itself.
     const std::string rel = m.value("path", std::string());
+    const fs::path path = rel.empty() ? dir : dir / rel;
     if (rel.find("..") != std::string::npos || (!rel.empty() && rel[0] == '/')) {
       return Invalid(source + ": module path '" + rel + "' leaves the model folder");
     }

@@ -222,6 +222,33 @@ TEST_CASE("the pooling configs' modes and names are read as sentence-transformer
   }
 }
 
+// Older sentence-transformers folders keep the encoder (and its tokenizer) in
+// a module subfolder such as 0_Transformer.
+TEST_CASE("an encoder in a module subfolder loads from there", "[engine][embedding]") {
+  const json ref = ReadJson(kData / "tiny-bert.json");
+  TempDir tmp;
+  const fs::path dir = CopyFolder("tiny-bert", tmp.path());
+  const fs::path sub = dir / "0_Transformer";
+  fs::create_directories(sub);
+  for (const char* f : {"config.json", "model.safetensors", "sentence_bert_config.json",
+                        "tokenizer.json", "tokenizer_config.json"}) {
+    fs::rename(dir / f, sub / f);
+  }
+  json modules = ReadJson(dir / "modules.json");
+  modules[0]["path"] = "0_Transformer";
+  WriteJson(dir / "modules.json", modules);
+  const auto model = MustLoad(dir);
+  CHECK(Info(*model).tokenizer_dir == sub);
+  CHECK(Info(*model).max_seq_length == ref.at("max_seq_length").get<int64_t>());
+  CheckClose(MustEmbed(*model, IdsOf(ref)), ref.at("variants")[0].at("vectors").get<Vectors>(),
+             1e-5, 1e-6);
+  modules[0]["path"] = "../elsewhere";
+  WriteJson(dir / "modules.json", modules);
+  const auto r = LoadEmbeddingModel(dir, LoadOptions{});
+  REQUIRE_FALSE(r.ok());
+  CHECK_THAT(r.error().message, Catch::Contains("leaves the model folder"));
+}
+
 // all-MiniLM-L6-v2 from scripts/setup-embedding-models, or MEDQ_EMBEDDING_MODEL.
 fs::path RealModelDir() {
   if (const char* env = std::getenv("MEDQ_EMBEDDING_MODEL")) return env;
@@ -262,7 +289,8 @@ TEST_CASE(
   // The caller's side: tokenize with special tokens, truncate to
   // max_seq_length keeping the final [SEP] (what the HF tokenizer's
   // truncation gives for BertProcessing).
-  auto tok = tokenizer::Tokenizer::FromModelDir(dir);
+  CHECK(info.tokenizer_dir == dir);
+  auto tok = tokenizer::Tokenizer::FromModelDir(info.tokenizer_dir);
   REQUIRE(tok.ok());
   Batch ids;
   for (size_t i = 0; i < texts.size(); ++i) {
