@@ -2,13 +2,14 @@
 // folder, the padded batch, and the one place where exceptions from the
 // encoder become medq::Error values.
 #include "daemon/engine/embedding.h"
+#include "daemon/engine/device_name.h"
 
 #include <c10/core/InferenceMode.h>
-#include <torch/cuda.h>
 
 #include <cstring>
 
 #include "daemon/engine/checkpoint.h"
+#include "daemon/engine/device_name.h"
 #include "daemon/engine/encoder.h"
 #include "daemon/engine/encoder_config.h"
 #include "daemon/engine/pooling.h"
@@ -31,31 +32,6 @@ class EmbeddingModel {
 namespace {
 
 namespace fs = std::filesystem;
-
-// The same device names and checks as LoadModel.
-Result<at::Device> ParseDevice(const std::string& text) {
-  if (text == "cpu") return at::Device(at::kCPU);
-  int64_t index = 0;
-  if (text == "cuda") {
-    index = 0;
-  } else if (text.rfind("cuda:", 0) == 0 && text.size() > 5 && text.size() <= 8 &&
-             text.find_first_not_of("0123456789", 5) == std::string::npos) {
-    index = std::stoll(text.substr(5));
-  } else {
-    return Error(ErrorCode::kInvalidRequest,
-                 "device '" + text + "' is not one of cpu, cuda, cuda:N");
-  }
-  if (!torch::cuda::is_available()) {
-    return Error(ErrorCode::kNotReady,
-                 "device '" + text + "' requested but this build or machine has no CUDA device");
-  }
-  if (index >= static_cast<int64_t>(torch::cuda::device_count())) {
-    return Error(ErrorCode::kInvalidRequest, "device '" + text + "' does not exist: " +
-                                                 std::to_string(torch::cuda::device_count()) +
-                                                 " CUDA device(s) visible");
-  }
-  return at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(index));
-}
 
 // The dtype weights and activations both use. "auto": float32 on the CPU
 // (embedding checkpoints are small and float32 keeps encode()'s numbers),

@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "daemon/engine/config_reader.h"
 #include "daemon/engine/model_config.h"
 #include "daemon/engine/status_macros.h"
 
@@ -12,54 +13,6 @@ namespace medq::engine {
 namespace {
 
 using nlohmann::json;
-
-class Fields {
- public:
-  Fields(const json& j, const std::string& source) : j_(j), source_(source) {}
-
-  Error Fail(const std::string& key, const std::string& what) const {
-    return Error(ErrorCode::kInvalidRequest,
-                 source_ + ": '" + key + "' " + what + "; fix the model's config");
-  }
-  bool Has(const std::string& key) const {
-    const auto it = j_.find(key);
-    return it != j_.end() && !it->is_null();
-  }
-  // An integer in [lo, hi]; `fallback` when absent (nullopt: required).
-  Result<int64_t> Int(const std::string& key, int64_t lo, int64_t hi,
-                      std::optional<int64_t> fallback = std::nullopt) const {
-    if (!Has(key)) {
-      if (fallback) return *fallback;
-      return Fail(key, "is missing");
-    }
-    const json& v = j_.at(key);
-    if (!v.is_number_integer()) return Fail(key, "is not an integer");
-    const int64_t x = v.get<int64_t>();
-    if (x < lo || x > hi) {
-      return Fail(key, "is " + std::to_string(x) + ", outside [" + std::to_string(lo) + ", " +
-                           std::to_string(hi) + "]");
-    }
-    return x;
-  }
-  Result<double> Epsilon(const std::string& key, double fallback) const {
-    if (!Has(key)) return fallback;
-    const json& v = j_.at(key);
-    if (!v.is_number() || !std::isfinite(v.get<double>()) || v.get<double>() <= 0 ||
-        v.get<double>() > 1) {
-      return Fail(key, "is not a number in (0, 1]");
-    }
-    return v.get<double>();
-  }
-  Result<std::string> String(const std::string& key, const std::string& fallback) const {
-    if (!Has(key)) return fallback;
-    if (!j_.at(key).is_string()) return Fail(key, "is not a string");
-    return j_.at(key).get<std::string>();
-  }
-
- private:
-  const json& j_;
-  const std::string& source_;
-};
 
 // The architecture: architectures[0], or model_type when there is no list.
 Result<std::string> Architecture(const json& j, const std::string& source) {
@@ -99,7 +52,7 @@ Result<EncoderConfig> ParseEncoderConfig(const json& j, const std::string& sourc
                  source + ": architecture '" + c.architecture +
                      "' is not supported for embeddings; supported: BertModel, MPNetModel");
   }
-  const Fields f(j, source);
+  const ConfigReader f(j, source);
   constexpr int64_t kBig = int64_t{1} << 24;
   const bool bert = c.arch == EncoderArch::kBert;
   MEDQ_ASSIGN_OR_RETURN(c.vocab_size, f.Int("vocab_size", 1, kBig));
@@ -113,7 +66,7 @@ Result<EncoderConfig> ParseEncoderConfig(const json& j, const std::string& sourc
   c.head_dim = c.hidden_size / c.num_heads;
   MEDQ_ASSIGN_OR_RETURN(c.max_position_embeddings,
                         f.Int("max_position_embeddings", bert ? 1 : 3, 1 << 20));
-  MEDQ_ASSIGN_OR_RETURN(c.layer_norm_eps, f.Epsilon("layer_norm_eps", bert ? 1e-12 : 1e-5));
+  MEDQ_ASSIGN_OR_RETURN(c.layer_norm_eps, f.Positive("layer_norm_eps", 1, bert ? 1e-12 : 1e-5));
   if (bert) {
     MEDQ_ASSIGN_OR_RETURN(c.type_vocab_size, f.Int("type_vocab_size", 1, 1 << 16, 2));
     MEDQ_ASSIGN_OR_RETURN(c.pad_token_id, f.Int("pad_token_id", 0, c.vocab_size - 1, 0));

@@ -11,6 +11,7 @@
 #include "daemon/engine/attention.h"
 #include "daemon/engine/checkpoint.h"
 #include "daemon/engine/device_memory.h"
+#include "daemon/engine/device_name.h"
 #include "daemon/engine/fault_injection.h"
 #include "daemon/engine/generate.h"
 #include "daemon/engine/kernels/cpu_linear.h"
@@ -23,30 +24,6 @@
 
 namespace medq::engine {
 namespace {
-
-Result<at::Device> ParseDevice(const std::string& text) {
-  if (text == "cpu") return at::Device(at::kCPU);
-  int64_t index = 0;
-  if (text == "cuda") {
-    index = 0;
-  } else if (text.rfind("cuda:", 0) == 0 && text.size() > 5 && text.size() <= 8 &&
-             text.find_first_not_of("0123456789", 5) == std::string::npos) {
-    index = std::stoll(text.substr(5));
-  } else {
-    return Error(ErrorCode::kInvalidRequest,
-                 "device '" + text + "' is not one of cpu, cuda, cuda:N");
-  }
-  if (!torch::cuda::is_available()) {
-    return Error(ErrorCode::kNotReady,
-                 "device '" + text + "' requested but this build or machine has no CUDA device");
-  }
-  if (index >= static_cast<int64_t>(torch::cuda::device_count())) {
-    return Error(ErrorCode::kInvalidRequest, "device '" + text + "' does not exist: " +
-                                                 std::to_string(torch::cuda::device_count()) +
-                                                 " CUDA device(s) visible");
-  }
-  return at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(index));
-}
 
 std::string DtypeName(at::ScalarType t) {
   switch (t) {
@@ -155,6 +132,30 @@ class WideTorchThreads {
 };
 
 }  // namespace
+
+Result<at::Device> ParseDevice(const std::string& text) {
+  if (text == "cpu") return at::Device(at::kCPU);
+  int64_t index = 0;
+  if (text == "cuda") {
+    index = 0;
+  } else if (text.rfind("cuda:", 0) == 0 && text.size() > 5 && text.size() <= 8 &&
+             text.find_first_not_of("0123456789", 5) == std::string::npos) {
+    index = std::stoll(text.substr(5));
+  } else {
+    return Error(ErrorCode::kInvalidRequest,
+                 "device '" + text + "' is not one of cpu, cuda, cuda:N");
+  }
+  if (!torch::cuda::is_available()) {
+    return Error(ErrorCode::kNotReady,
+                 "device '" + text + "' requested but this build or machine has no CUDA device");
+  }
+  if (index >= static_cast<int64_t>(torch::cuda::device_count())) {
+    return Error(ErrorCode::kInvalidRequest, "device '" + text + "' does not exist: " +
+                                                 std::to_string(torch::cuda::device_count()) +
+                                                 " CUDA device(s) visible");
+  }
+  return at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(index));
+}
 
 Result<std::shared_ptr<const Model>> LoadModel(const std::filesystem::path& dir,
                                                const LoadOptions& options) {

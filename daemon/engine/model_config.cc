@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/file_read.h"
+#include "daemon/engine/config_reader.h"
 #include "daemon/engine/status_macros.h"
 
 namespace medq::engine {
@@ -16,59 +17,6 @@ constexpr const char* kArchitectures[] = {"LlamaForCausalLM", "MistralForCausalL
                                           "Qwen2ForCausalLM", "Qwen3ForCausalLM"};
 
 using nlohmann::json;
-
-class Reader {
- public:
-  Reader(const json& j, const std::string& source) : j_(j), source_(source) {}
-
-  Error Fail(const std::string& key, const std::string& what) const {
-    return Error(ErrorCode::kInvalidRequest,
-                 source_ + ": '" + key + "' " + what + "; fix the model's config");
-  }
-  bool Has(const std::string& key) const {
-    const auto it = j_.find(key);
-    return it != j_.end() && !it->is_null();
-  }
-  // An integer in [lo, hi]; `fallback` when absent (nullopt: required).
-  Result<int64_t> Int(const std::string& key, int64_t lo, int64_t hi,
-                      std::optional<int64_t> fallback = std::nullopt) const {
-    if (!Has(key)) {
-      if (fallback) return *fallback;
-      return Fail(key, "is missing");
-    }
-    const json& v = j_.at(key);
-    if (!v.is_number_integer()) return Fail(key, "is not an integer");
-    const int64_t x = v.get<int64_t>();
-    if (x < lo || x > hi) {
-      return Fail(key, "is " + std::to_string(x) + ", outside [" + std::to_string(lo) + ", " +
-                           std::to_string(hi) + "]");
-    }
-    return x;
-  }
-  // A finite number > 0 and <= hi.
-  Result<double> Positive(const std::string& key, double hi, double fallback) const {
-    if (!Has(key)) return fallback;
-    const json& v = j_.at(key);
-    if (!v.is_number()) return Fail(key, "is not a number");
-    const double x = v.get<double>();
-    if (!std::isfinite(x) || x <= 0 || x > hi) return Fail(key, "is not in (0, " + Num(hi) + "]");
-    return x;
-  }
-  Result<bool> Bool(const std::string& key, bool fallback) const {
-    if (!Has(key)) return fallback;
-    if (!j_.at(key).is_boolean()) return Fail(key, "is not true/false");
-    return j_.at(key).get<bool>();
-  }
-
- private:
-  static std::string Num(double x) {
-    std::ostringstream s;
-    s << x;
-    return s.str();
-  }
-  const json& j_;
-  const std::string& source_;
-};
 
 // eos_token_id / bos_token_id: an int, a list of ints, or null.
 Result<std::vector<int32_t>> TokenIds(const json& j, const std::string& key,
@@ -98,7 +46,7 @@ Result<std::vector<int32_t>> TokenIds(const json& j, const std::string& key,
   return ids;
 }
 
-Result<RopeScaling> ParseRopeScaling(const json& config, const Reader& r) {
+Result<RopeScaling> ParseRopeScaling(const json& config, const ConfigReader& r) {
   RopeScaling rs;
   const auto it = config.find("rope_scaling");
   if (it == config.end() || it->is_null()) return rs;
@@ -109,7 +57,7 @@ Result<RopeScaling> ParseRopeScaling(const json& config, const Reader& r) {
   } else if (it->contains("type") && (*it)["type"].is_string()) {
     type = (*it)["type"].get<std::string>();
   }
-  const Reader sub(*it, "rope_scaling");
+  const ConfigReader sub(*it, "rope_scaling");
   if (type == "default") return rs;
   if (type == "linear") {
     rs.type = RopeScalingType::kLinear;
@@ -145,7 +93,7 @@ Result<ModelConfig> ParseModelConfig(const json& config, const json* generation_
   if (!config.is_object()) {
     return Error(ErrorCode::kInvalidRequest, source + " is not a JSON object");
   }
-  const Reader r(config, source);
+  const ConfigReader r(config, source);
   ModelConfig c;
   const auto arch = config.find("architectures");
   if (arch == config.end() || !arch->is_array() || arch->empty() || !(*arch)[0].is_string()) {
