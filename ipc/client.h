@@ -27,8 +27,7 @@ class Client {
   ~Client();
 
   // Sends one request line; assigns and returns the request id.
-  Result<int64_t> Send(std::string_view op,
-                       const Params& params = Params::object());
+  Result<int64_t> Send(std::string_view op, const Params& params = Params::object());
 
   // Sends raw bytes as they are (for tests of malformed input).
   Status SendRaw(std::string_view bytes);
@@ -42,8 +41,7 @@ class Client {
   // an `error` event), skipping intermediate events. Fails only when the
   // daemon cannot be reached, goes away or the timeout passes: an error
   // reply from the daemon is a successful Call (see ErrorOf).
-  Result<nlohmann::json> Call(std::string_view op,
-                              const Params& params = Params::object(),
+  Result<nlohmann::json> Call(std::string_view op, const Params& params = Params::object(),
                               std::chrono::milliseconds timeout = std::chrono::seconds(30));
 
   const std::string& socket_path() const { return path_; }

@@ -173,8 +173,7 @@ TEST_CASE("the budget is about the GPU: CPU models are exempt unless a test appl
   CHECK(AdmitRun(m, models, run, {}, policy).verdict == Verdict::kAdmit);
 }
 
-TEST_CASE("admission per sequence: running sequences count, and their end makes room",
-          "[memory]") {
+TEST_CASE("admission per sequence: running sequences count, and their end makes room", "[memory]") {
   ModelStore models(LoadPolicy{"cpu", "auto", true, 1});
   const engine::ModelInfo m = TinyLlama();
   const MemoryEstimate run = EstimateRunMemory(m, 10, 10);
