@@ -2,11 +2,13 @@
 // folder, the padded batch, and the one place where exceptions from the
 // encoder become medq::Error values.
 #include "daemon/engine/embedding.h"
-#include "daemon/engine/device_name.h"
 
 #include <c10/core/InferenceMode.h>
 
 #include <cstring>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
 
 #include "daemon/engine/checkpoint.h"
 #include "daemon/engine/device_name.h"
@@ -149,7 +151,8 @@ Status CheckBatch(const EmbeddingModel& m, const std::vector<std::vector<int32_t
 }
 
 Result<std::vector<std::vector<float>>> RunEmbed(const EmbeddingModel& m,
-                                                 const std::vector<std::vector<int32_t>>& ids) {
+                                                 const std::vector<std::vector<int32_t>>& ids,
+                                                 bool normalize) {
   MEDQ_RETURN_IF_ERROR(CheckBatch(m, ids));
   std::vector<std::vector<float>> out;
   if (ids.empty()) return out;
@@ -178,7 +181,7 @@ Result<std::vector<std::vector<float>>> RunEmbed(const EmbeddingModel& m,
   const at::Tensor dev_mask = host_mask.to(m.device);
   const at::Tensor hidden = EncoderForward(m.config, m.weights, dev_ids, dev_mask);
   at::Tensor pooled = Pool(m.pooling, hidden, dev_mask);  // float32 [B, dims]
-  if (m.info.normalize) {
+  if (normalize) {
     // torch.nn.functional.normalize(p=2, dim=1): x / max(||x||, 1e-12).
     pooled = pooled / pooled.norm(2, {1}, true).clamp_min(1e-12);
   }
@@ -204,14 +207,43 @@ Result<std::shared_ptr<const EmbeddingModel>> LoadEmbeddingModel(const fs::path&
   }
 }
 
+bool IsEmbeddingModelDir(const fs::path& dir) {
+  std::error_code ec;
+  if (fs::exists(dir / "modules.json", ec)) return true;
+  std::ifstream in(dir / "config.json");
+  if (!in) return false;
+  const nlohmann::json config = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  if (!config.is_object()) return false;
+  static constexpr std::string_view kEncoderTypes[] = {"bert",        "mpnet",      "roberta",
+                                                       "xlm-roberta", "distilbert", "electra",
+                                                       "deberta",     "deberta-v2", "nomic_bert"};
+  if (const auto type = config.find("model_type"); type != config.end() && type->is_string()) {
+    for (std::string_view t : kEncoderTypes) {
+      if (type->get_ref<const std::string&>() == t) return true;
+    }
+  }
+  if (const auto archs = config.find("architectures");
+      archs != config.end() && archs->is_array() && !archs->empty() && archs->front().is_string()) {
+    const std::string& arch = archs->front().get_ref<const std::string&>();
+    return arch == "BertModel" || arch == "MPNetModel";
+  }
+  return false;
+}
+
 const EmbeddingInfo& Info(const EmbeddingModel& model) {
   return model.info;
 }
 
 Result<std::vector<std::vector<float>>> Embed(const EmbeddingModel& model,
                                               const std::vector<std::vector<int32_t>>& ids) {
+  return Embed(model, ids, model.info.normalize);
+}
+
+Result<std::vector<std::vector<float>>> Embed(const EmbeddingModel& model,
+                                              const std::vector<std::vector<int32_t>>& ids,
+                                              bool normalize) {
   try {
-    return RunEmbed(model, ids);
+    return RunEmbed(model, ids, normalize);
   } catch (...) {
     return ErrorFromCurrentException("embedding with model " + model.dir.string());
   }

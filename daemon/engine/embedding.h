@@ -67,6 +67,14 @@ class EmbeddingModel;
 Result<std::shared_ptr<const EmbeddingModel>> LoadEmbeddingModel(const std::filesystem::path& dir,
                                                                  const LoadOptions& options);
 
+// Whether `dir` holds an embedding model rather than a generation model: a
+// sentence-transformers folder (modules.json), or a config.json whose
+// architectures or model_type name an encoder (BertModel / MPNetModel, bert /
+// mpnet, and the other BERT-family encoders, so that LoadEmbeddingModel can
+// refuse them by name). Reads only those two files; false when neither says
+// so (the generation loader then reports what is wrong).
+bool IsEmbeddingModelDir(const std::filesystem::path& dir);
+
 // What LoadEmbeddingModel found. The reference lives as long as `model`.
 const EmbeddingInfo& Info(const EmbeddingModel& model);
 
@@ -81,5 +89,10 @@ const EmbeddingInfo& Info(const EmbeddingModel& model);
 // kInsufficientMemory, kInternal.
 Result<std::vector<std::vector<float>>> Embed(const EmbeddingModel& model,
                                               const std::vector<std::vector<int32_t>>& ids);
+// As above, with the model's Normalize module applied when `normalize` and
+// left out otherwise, whatever the folder says (pooled vectors as they are).
+Result<std::vector<std::vector<float>>> Embed(const EmbeddingModel& model,
+                                              const std::vector<std::vector<int32_t>>& ids,
+                                              bool normalize);
 
 }  // namespace medq::engine
