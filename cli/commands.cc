@@ -9,6 +9,7 @@
 #include <sstream>
 #include <thread>
 
+#include "cli/embed.h"
 #include "cli/format.h"
 #include "cli/generate.h"
 #include "common/messages.h"
@@ -211,6 +212,7 @@ constexpr CommandSpec kCommands[] = {
     {"cleanup-memory", "Free cached GPU and host memory now", &SetUpCleanup},
     {"version", "Show the versions of medq and of the daemon", &SetUpVersion},
     {"generate", "Generate text from a prompt, streaming it as it comes", &SetUpGenerate},
+    {"embed", "Embed texts with an embedding model; print the vectors", &SetUpEmbed},
     {"cancel", "Cancel a waiting or running job", &SetUpCancel},
     {"models", "List available and loaded models", &SetUpModels},
     {"load", "Load a model now", &SetUpLoad},

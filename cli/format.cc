@@ -71,7 +71,10 @@ std::string FormatHealth(const HealthInfo& h) {
   if (h.loaded_models.empty()) out << "  models        none loaded\n";
   for (const LoadedModelInfo& m : h.loaded_models) {
     out << "  model         " << m.name << " (" << m.architecture << ", " << m.dtype << " on "
-        << m.device << ", " << FormatBytes(m.parameter_bytes) << ")\n";
+        << m.device << ", " << FormatBytes(m.parameter_bytes);
+    if (m.kind == "embedding") out << ", embedding, " << m.dims << " dims";
+    if (!m.ready) out << ", not ready";
+    out << ")\n";
   }
   if (!h.cuda_available) out << "  devices       no CUDA device; generation runs on the CPU\n";
   if (h.limits.max_gpu_memory_mb > 0) {

@@ -40,14 +40,20 @@ struct EffectiveLimits {
   double idle_timeout_s = 0;
   double queue_timeout_s = 0;
   double drain_timeout_s = 0;
-  int64_t max_gpu_memory_mb = 0;  // the GPU memory budget; 0: the device's free memory
-  int max_concurrent = 1;         // generations decoded at once (1: the generation lock)
-  int prefill_chunk_tokens = 0;   // prompt tokens read per step
+  int64_t max_gpu_memory_mb = 0;   // the GPU memory budget; 0: the device's free memory
+  int max_concurrent = 1;          // generations decoded at once (1: the generation lock)
+  int prefill_chunk_tokens = 0;    // prompt tokens read per step
+  int embed_max_batch = 0;         // texts per embedding forward pass
+  int embed_batch_timeout_ms = 0;  // longest a text waits for its batch
+  int embed_max_concurrent = 0;    // embed requests in the batcher at once
+  int embed_max_inputs = 0;        // texts in one embed request
 };
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(EffectiveLimits, max_queue, max_connections,
                                                 max_message_bytes, idle_timeout_s, queue_timeout_s,
                                                 drain_timeout_s, max_gpu_memory_mb, max_concurrent,
-                                                prefill_chunk_tokens)
+                                                prefill_chunk_tokens, embed_max_batch,
+                                                embed_batch_timeout_ms, embed_max_concurrent,
+                                                embed_max_inputs)
 
 // A model the worker holds in memory.
 struct LoadedModelInfo {
@@ -60,10 +66,15 @@ struct LoadedModelInfo {
   bool has_tokenizer = false;
   bool has_chat_template = false;
   double idle_s = 0;
+  std::string kind = "generation";  // "generation" or "embedding": the op that uses it
+  int64_t dims = 0;                 // embedding models: the length of their vectors
+  // Serves requests now: an embedding model once a warm-up embed succeeded,
+  // a generation model once loaded.
+  bool ready = true;
 };
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(LoadedModelInfo, name, architecture, device, dtype,
                                                 parameter_bytes, fell_back_to_cpu, has_tokenizer,
-                                                has_chat_template, idle_s)
+                                                has_chat_template, idle_s, kind, dims, ready)
 
 struct HealthInfo {
   std::string status;  // "ok", "starting", "draining" or "degraded"
@@ -179,6 +190,36 @@ struct ApplyTemplateResult {
   std::vector<int32_t> ids;  // empty when the model has no tokenizer
 };
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(ApplyTemplateResult, prompt, ids)
+
+// The result of embed.
+struct EmbedUsage {
+  int64_t total_tokens = 0;  // over all inputs, special tokens included, after truncation
+};
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(EmbedUsage, total_tokens)
+
+struct EmbedTimings {
+  double queued_ms = 0;      // submitted -> admitted to the batcher
+  double load_ms = 0;        // loading the model, when this job did
+  double batch_wait_ms = 0;  // admitted -> its last batch began (forming batches)
+  double embed_ms = 0;       // the forward passes of its batches
+  double total_ms = 0;       // submitted -> result
+};
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(EmbedTimings, queued_ms, load_ms, batch_wait_ms,
+                                                embed_ms, total_ms)
+
+struct EmbedResult {
+  std::string model;
+  std::string device;
+  int64_t dims = 0;                            // the length of every vector
+  bool normalized = false;                     // the vectors have unit L2 norm
+  std::vector<std::vector<float>> embeddings;  // one per input, in order
+  std::vector<int64_t> tokens;                 // each input's token count
+  std::vector<bool> truncated;                 // each input was cut at the model's limit
+  EmbedUsage usage;
+  EmbedTimings timings;
+};
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(EmbedResult, model, device, dims, normalized,
+                                                embeddings, tokens, truncated, usage, timings)
 
 struct VersionInfo {
   std::string version;

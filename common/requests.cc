@@ -120,6 +120,95 @@ Result<ApplyTemplateRequest> ParseApplyTemplateRequest(const Params& p) {
   return r;
 }
 
+namespace {
+
+bool OnlyWhitespace(const std::string& text) {
+  return text.find_first_not_of(" \t\n\r\f\v") == std::string::npos;
+}
+
+Status ReadEmbedInput(const Params& p, EmbedRequest& r) {
+  auto input = p.find("input");
+  if (input == p.end() || input->is_null()) {
+    return Invalid("params.input is required: a text or a list of texts");
+  }
+  if (input->is_string()) {
+    r.input.push_back(input->get<std::string>());
+  } else if (input->is_array()) {
+    r.input_is_list = true;
+    if (input->empty()) return Invalid("params.input is an empty list; give at least one text");
+    r.input.reserve(input->size());
+    for (size_t i = 0; i < input->size(); ++i) {
+      const auto& text = (*input)[i];
+      if (!text.is_string()) {
+        return Invalid("params.input[" + std::to_string(i) + "] must be a string");
+      }
+      r.input.push_back(text.get<std::string>());
+    }
+  } else {
+    return Invalid("params.input must be a string or a list of strings");
+  }
+  for (size_t i = 0; i < r.input.size(); ++i) {
+    if (OnlyWhitespace(r.input[i])) {
+      const std::string field =
+          r.input_is_list ? "params.input[" + std::to_string(i) + "]" : "params.input";
+      return Invalid(field + " is empty or only whitespace; there is nothing to embed");
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<EmbedRequest> ParseEmbedRequest(const Params& p) {
+  if (Status st = RejectUnknownFields(p, {"model", "input", "normalize", "truncate", "dimensions",
+                                          "priority", "queue_timeout_s"});
+      !st.ok()) {
+    return st.error();
+  }
+  EmbedRequest r;
+  if (Status st = ReadString(p, "model", r.model); !st.ok()) return st.error();
+  if (Status st = ReadEmbedInput(p, r); !st.ok()) return st.error();
+  if (auto it = p.find("normalize"); it != p.end() && !it->is_null()) {
+    if (!it->is_boolean()) return Invalid("params.normalize must be true or false");
+    r.normalize = it->get<bool>();
+  }
+  if (Status st = ReadBool(p, "truncate", r.truncate); !st.ok()) return st.error();
+  if (auto it = p.find("dimensions"); it != p.end() && !it->is_null()) {
+    // (An unsigned value past int64's range reads back negative: refused too.)
+    if (!it->is_number_integer() || it->get<int64_t>() < 1) {
+      return Invalid("params.dimensions must be a positive integer");
+    }
+    r.dimensions = it->get<int64_t>();
+  }
+  if (Status st = ReadString(p, "priority", r.priority); !st.ok()) return st.error();
+  if (r.priority != "high" && r.priority != "normal" && r.priority != "low") {
+    return Invalid("params.priority must be \"high\", \"normal\" or \"low\"");
+  }
+  if (auto it = p.find("queue_timeout_s"); it != p.end() && !it->is_null()) {
+    if (!it->is_number() || !(it->get<double>() > 0)) {
+      return Invalid("params.queue_timeout_s must be a positive number");
+    }
+    r.queue_timeout_s = it->get<double>();
+  }
+  return r;
+}
+
+Params ToParams(const EmbedRequest& r) {
+  Params p = Params::object();
+  if (!r.model.empty()) p["model"] = r.model;
+  if (r.input_is_list || r.input.size() != 1) {
+    p["input"] = r.input;
+  } else {
+    p["input"] = r.input.front();
+  }
+  if (r.normalize) p["normalize"] = *r.normalize;
+  if (!r.truncate) p["truncate"] = false;
+  if (r.dimensions) p["dimensions"] = *r.dimensions;
+  if (r.priority != "normal") p["priority"] = r.priority;
+  if (r.queue_timeout_s) p["queue_timeout_s"] = *r.queue_timeout_s;
+  return p;
+}
+
 Result<CancelRequest> ParseCancelRequest(const Params& p) {
   if (Status st = RejectUnknownFields(p, {"job"}); !st.ok()) return st.error();
   CancelRequest r;

@@ -8,6 +8,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -63,6 +64,22 @@ struct ApplyTemplateRequest {
   bool add_generation_prompt = true;
 };
 Result<ApplyTemplateRequest> ParseApplyTemplateRequest(const Params& params);
+
+// embed: one text or a list. Each text is checked here (a string, neither
+// empty nor only whitespace); the count against the daemon's
+// embed_max_inputs, and lengths against the model, where those are known.
+struct EmbedRequest {
+  std::string model;  // "" = the daemon's default_embedding_model
+  std::vector<std::string> input;
+  bool input_is_list = false;         // `input` came as a list (kept for ToParams)
+  std::optional<bool> normalize;      // absent: as the model's modules say
+  bool truncate = true;               // false: a text over the model's limit is refused
+  std::optional<int64_t> dimensions;  // keep the first N components (Matryoshka)
+  std::string priority = "normal";    // "high", "normal" or "low"
+  std::optional<double> queue_timeout_s;
+};
+Result<EmbedRequest> ParseEmbedRequest(const Params& params);
+Params ToParams(const EmbedRequest& request);
 
 struct CancelRequest {
   std::string job;

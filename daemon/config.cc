@@ -157,6 +157,23 @@ ConfigOutcome LoadConfig(int argc, const char* const* argv) {
          "estimated KV cache and activations; a generation that does not fit gets "
          "INSUFFICIENT_MEMORY. 0: only the GPU's free memory limits")
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 30));
+  AddKey(app, "embed_model", c.embed_model,
+         "The embedding model used when an embed request names none (name or path)");
+  AddKey(app, "embed_max_batch", c.embed_max_batch,
+         "Texts embedded in one forward pass, from one request or several")
+      ->check(CLI::Range(1, 4096));
+  AddKey(app, "embed_batch_timeout_ms", c.embed_batch_timeout_ms,
+         "Longest a text waits for its batch to fill before the batch runs as it is")
+      ->check(CLI::Range(0, 60000));
+  AddKey(app, "embed_max_padding", c.embed_max_padding,
+         "Most of a batch's token slots that may be padding: texts of very different lengths "
+         "go in different batches")
+      ->check(CLI::Range(0.0, 0.95));
+  AddKey(app, "embed_max_concurrent", c.embed_max_concurrent,
+         "Embed requests in the batcher at once; more wait in the embed queue")
+      ->check(CLI::Range(1, 100000));
+  AddKey(app, "embed_max_inputs", c.embed_max_inputs, "Most texts in one embed request")
+      ->check(CLI::Range(1, 1 << 20));
   AddKey(app, "log_prompts", c.log_prompts,
          "Debugging only: log every generation's prompt and output, which are patient data "
          "(a warning is logged at start)");
@@ -225,6 +242,12 @@ std::string FormatConfig(const Config& c) {
   out << "keep_alive_s = " << c.keep_alive_s << "\n";
   out << "cleanup = \"" << c.cleanup << "\"\n";
   out << "max_gpu_memory_mb = " << c.max_gpu_memory_mb << "\n";
+  out << "embed_model = \"" << c.embed_model << "\"\n";
+  out << "embed_max_batch = " << c.embed_max_batch << "\n";
+  out << "embed_batch_timeout_ms = " << c.embed_batch_timeout_ms << "\n";
+  out << "embed_max_padding = " << c.embed_max_padding << "\n";
+  out << "embed_max_concurrent = " << c.embed_max_concurrent << "\n";
+  out << "embed_max_inputs = " << c.embed_max_inputs << "\n";
   out << "log_prompts = " << (c.log_prompts ? "true" : "false") << "\n";
   return out.str();
 }

@@ -40,6 +40,14 @@ struct Config {
   std::string cleanup = "after-each";  // after-each, idle or never
   int64_t max_gpu_memory_mb = 0;       // a generation's GPU budget; 0: the device's free memory
 
+  // Embeddings.
+  std::string embed_model;          // used when an embed request names none
+  int embed_max_batch = 32;         // texts per forward pass
+  int embed_batch_timeout_ms = 10;  // longest a text waits for its batch to fill
+  double embed_max_padding = 0.25;  // most of a batch's token slots that may be padding
+  int embed_max_concurrent = 64;    // embed requests in the batcher at once
+  int embed_max_inputs = 2048;      // texts in one embed request
+
   // Privacy: prompts and outputs are patient data, never logged unless this is on.
   bool log_prompts = false;
 

@@ -23,9 +23,15 @@ void Handoff::StopWorker() {
   task_ready_.notify_all();
 }
 
-std::deque<Handoff::Closure> Handoff::TakeTasks(bool wait, bool* stopped) {
+std::deque<Handoff::Closure> Handoff::TakeTasks(std::chrono::steady_clock::time_point wait_until,
+                                                bool* stopped) {
   std::unique_lock lock(mu_);
-  if (wait) task_ready_.wait(lock, [this] { return stopping_ || !tasks_.empty(); });
+  const auto ready = [this] { return stopping_ || !tasks_.empty(); };
+  if (wait_until == std::chrono::steady_clock::time_point::max()) {
+    task_ready_.wait(lock, ready);
+  } else {
+    task_ready_.wait_until(lock, wait_until, ready);
+  }
   *stopped = stopping_;
   std::deque<Closure> taken;
   taken.swap(tasks_);

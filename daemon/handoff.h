@@ -14,6 +14,7 @@
 // task and completion from typed work, and the Worker, which runs them.
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <functional>
@@ -41,10 +42,11 @@ class Handoff {
   // and before the loop's last run. Completions still queued are run first.
   void Close();
 
-  // Worker thread: every task queued so far, in order. With `wait`, blocks
-  // until there is one or the worker is stopped. `*stopped` tells whether
-  // StopWorker() was called (the tasks returned still run).
-  std::deque<Closure> TakeTasks(bool wait, bool* stopped);
+  // Worker thread: every task queued so far, in order. Blocks until there is
+  // one, the worker is stopped, or `wait_until` (time_point::max(): no limit;
+  // a past time: no wait). `*stopped` tells whether StopWorker() was called
+  // (the tasks returned still run).
+  std::deque<Closure> TakeTasks(std::chrono::steady_clock::time_point wait_until, bool* stopped);
   // Worker thread (or any thread but the loop).
   void PostToLoop(Closure completion);
 

@@ -29,6 +29,11 @@ void Sample(std::string& out, const std::string& name, double value) {
 
 const std::vector<double> kLatencyBounds = {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1,
                                             2.5,   5,    10,    30,   60,  120,  300};
+// Embedding requests and batches take milliseconds.
+const std::vector<double> kShortBounds = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
+                                          0.1,    0.25,  0.5,    1,     2.5,  5,     10};
+const std::vector<double> kBatchSizeBounds = {1, 2, 4, 8, 16, 32, 64, 128, 256, 512};
+const std::vector<double> kFractionBounds = {0, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.4, 0.5, 0.75};
 
 }  // namespace
 
@@ -59,7 +64,25 @@ Metrics::Metrics()
     : queue_wait_(kLatencyBounds),
       first_token_(kLatencyBounds),
       latency_(kLatencyBounds),
-      model_load_({0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120}) {}
+      model_load_({0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120}),
+      embed_latency_(kShortBounds),
+      embed_batch_size_(kBatchSizeBounds),
+      embed_padding_(kFractionBounds),
+      embed_forming_(kShortBounds),
+      embed_inference_(kShortBounds) {}
+
+void Metrics::ObserveEmbedRequest(double seconds, int64_t texts) {
+  embed_latency_.Observe(seconds);
+  embed_texts_ += static_cast<uint64_t>(texts);
+}
+
+void Metrics::ObserveEmbedBatch(int texts, double padding, double forming_s, double inference_s) {
+  embed_batch_size_.Observe(texts);
+  embed_padding_.Observe(padding);
+  embed_forming_.Observe(forming_s);
+  embed_inference_.Observe(inference_s);
+  ++embed_batches_;
+}
 
 void Metrics::CountRequest(std::string_view op, std::string_view outcome) {
   ++requests_[{std::string(op), std::string(outcome)}];
@@ -96,6 +119,30 @@ std::string Metrics::Render(const Gauges& g) const {
   Sample(out, "medq_cpu_fallback_total", static_cast<double>(cpu_fallbacks_));
   Header(out, "medq_memory_cleanups_total", "counter", "Memory cleanups run.");
   Sample(out, "medq_memory_cleanups_total", static_cast<double>(cleanups_));
+  Header(out, "medq_embed_request_seconds", "histogram",
+         "From submission to the vectors of an embed request.");
+  embed_latency_.Render(out, "medq_embed_request_seconds");
+  Header(out, "medq_embed_texts_total", "counter", "Texts embedded.");
+  Sample(out, "medq_embed_texts_total", static_cast<double>(embed_texts_));
+  Header(out, "medq_embed_batches_total", "counter", "Embedding forward passes run.");
+  Sample(out, "medq_embed_batches_total", static_cast<double>(embed_batches_));
+  Header(out, "medq_embed_batch_size", "histogram", "Texts per embedding forward pass.");
+  embed_batch_size_.Render(out, "medq_embed_batch_size");
+  Header(out, "medq_embed_batch_padding_ratio", "histogram",
+         "Fraction of an embedding batch's token slots that were padding.");
+  embed_padding_.Render(out, "medq_embed_batch_padding_ratio");
+  Header(out, "medq_embed_batch_forming_seconds", "histogram",
+         "From a batch's oldest text reaching the batcher to the batch's forward pass.");
+  embed_forming_.Render(out, "medq_embed_batch_forming_seconds");
+  Header(out, "medq_embed_batch_inference_seconds", "histogram",
+         "Time of one embedding forward pass.");
+  embed_inference_.Render(out, "medq_embed_batch_inference_seconds");
+  Header(out, "medq_embed_queue_size", "gauge",
+         "Embedding work waiting: requests for a slot in the batcher, texts for a batch.");
+  out += "medq_embed_queue_size{stage=\"requests\"} " + std::to_string(g.embed_waiting) + "\n";
+  out += "medq_embed_queue_size{stage=\"texts\"} " + std::to_string(g.embed_pending_texts) + "\n";
+  Header(out, "medq_embed_batches_in_flight", "gauge", "Embedding forward passes running.");
+  Sample(out, "medq_embed_batches_in_flight", g.embed_in_flight);
   Header(out, "medq_queue_length", "gauge", "Jobs waiting.");
   Sample(out, "medq_queue_length", g.queue_length);
   Header(out, "medq_running_jobs", "gauge", "Jobs running.");

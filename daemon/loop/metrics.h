@@ -39,6 +39,11 @@ class Metrics {
   void CountGpuOom() { ++gpu_oom_; }
   void CountCpuFallback() { ++cpu_fallbacks_; }
   void CountCleanup() { ++cleanups_; }
+  // An embed request answered with its vectors (outcomes are in
+  // medq_requests_total{op="embed"}).
+  void ObserveEmbedRequest(double seconds, int64_t texts);
+  // A forward pass of the embedding batcher.
+  void ObserveEmbedBatch(int texts, double padding, double forming_s, double inference_s);
 
   // Gauges sampled at render time.
   struct Gauges {
@@ -50,6 +55,9 @@ class Metrics {
     std::vector<std::pair<int, std::pair<int64_t, int64_t>>>
         device_bytes;  // index, allocated, reserved
     bool ready = false;
+    int embed_waiting = 0;        // embed requests waiting for a slot in the batcher
+    int embed_pending_texts = 0;  // texts in the batcher waiting for a batch
+    int embed_in_flight = 0;      // embedding batches running
   };
   std::string Render(const Gauges& gauges) const;
 
@@ -63,6 +71,13 @@ class Metrics {
   uint64_t gpu_oom_ = 0;
   uint64_t cpu_fallbacks_ = 0;
   uint64_t cleanups_ = 0;
+  Histogram embed_latency_;
+  Histogram embed_batch_size_;
+  Histogram embed_padding_;
+  Histogram embed_forming_;
+  Histogram embed_inference_;
+  uint64_t embed_texts_ = 0;
+  uint64_t embed_batches_ = 0;
 };
 
 }  // namespace medq::daemon

@@ -122,6 +122,9 @@ void MetricsOp(DaemonState& s, const Request& req, Responder reply) {
   g.loaded_models = static_cast<int>(s.scheduler.view().loaded.size());
   g.rss_bytes = ResidentSetBytes();
   g.ready = s.ready && !s.draining;
+  g.embed_waiting = s.scheduler.waiting(JobClass::kEmbed);
+  g.embed_pending_texts = s.scheduler.pending_embed_texts();
+  g.embed_in_flight = s.scheduler.embed_batches_in_flight();
   for (const DeviceMemoryInfo& d : s.scheduler.view().memory.devices) {
     g.device_bytes.push_back({d.index, {d.allocated_bytes, d.reserved_bytes}});
   }
@@ -135,6 +138,7 @@ constexpr OpSpec kOps[] = {
      "Empty the CUDA caching allocator and trim host memory; memory before and after", true},
     {"version", &Version, "Daemon, protocol and LibTorch versions", false},
     {"generate", &GenerateOp, "Generate text from a prompt, streaming tokens", true},
+    {"embed", &EmbedOp, "Embed texts with an embedding model, batched with other clients'", true},
     {"cancel", &CancelOp, "Cancel a waiting or running job", false},
     {"models", &ModelsOp, "Available and loaded models", false},
     {"load", &LoadOp, "Load a model (and adapter) now", true},

@@ -113,6 +113,10 @@ void GenerateOp(DaemonState& s, const Request& req, Responder reply) {
   ResolveModel(s, spec->params.model, spec->params.adapter,
                [&s, spec, session](Result<ResolvedModel> found) {
                  if (!found.ok()) return session->reply.Fail(found.error());
+                 if (Status st = RequireKind(found->name, found->kind, ModelKind::kGeneration);
+                     !st.ok()) {
+                   return session->reply.Fail(st.error());
+                 }
                  spec->model_name = found->name;
                  spec->model_dir = found->dir;
                  spec->adapter_dir = found->adapter_dir;
@@ -132,8 +136,9 @@ void CancelOp(DaemonState& s, const Request& req, Responder reply) {
     case Scheduler::Cancelled::kUnknown:
       break;
   }
-  reply.Fail(Error(ErrorCode::kInvalidRequest,
-                   "no waiting or running generation \"" + job + "\"; see `medq queue`"));
+  reply.Fail(
+      Error(ErrorCode::kInvalidRequest,
+            "no waiting or running generation or embed request \"" + job + "\"; see `medq queue`"));
 }
 
 }  // namespace medq::daemon

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "daemon/loop/ops.h"
+#include "daemon/worker/model_store.h"
 
 namespace medq::daemon {
 
@@ -13,11 +14,15 @@ namespace medq::daemon {
 void GenerateOp(DaemonState& state, const Request& request, Responder reply);
 void CancelOp(DaemonState& state, const Request& request, Responder reply);
 
+// ops_embed.cc
+void EmbedOp(DaemonState& state, const Request& request, Responder reply);
+
 // ops_models.cc
 struct ResolvedModel {
   std::string name;  // as requested, or the default model
   std::filesystem::path dir;
-  std::filesystem::path adapter_dir;  // empty: none
+  std::filesystem::path adapter_dir;        // empty: none
+  ModelKind kind = ModelKind::kGeneration;  // what the folder holds
 };
 // Resolves `model` ("" = the default) and `adapter` ("" = none) inside the
 // models directories off the loop thread (loop/fs_work.h), then calls `next`

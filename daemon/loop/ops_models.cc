@@ -78,6 +78,8 @@ void ResolveModel(DaemonState& s, const std::string& model, const std::string& a
         auto dir = resolver.Resolve(name, "model");
         if (!dir.ok()) return dir.error();
         found.dir = *dir;
+        found.kind =
+            engine::IsEmbeddingModelDir(found.dir) ? ModelKind::kEmbedding : ModelKind::kGeneration;
         if (!adapter.empty()) {
           auto adapter_dir = resolver.Resolve(adapter, "adapter");
           if (!adapter_dir.ok()) return adapter_dir.error();
@@ -113,7 +115,7 @@ void LoadOp(DaemonState& s, const Request& req, Responder reply) {
   if (!request.ok()) return reply.Fail(request.error());
   SubmitWithModel<LoadResult>(s, "load", request->ref, std::move(reply),
                               [](LoadedModel& m) -> Result<LoadResult> {
-                                const engine::ModelInfo& info = engine::Info(*m.model);
+                                const LoadedModelInfo info = m.Describe();
                                 return LoadResult{m.name, info.device, info.dtype, m.load_ms};
                               });
 }

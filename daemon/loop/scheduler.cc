@@ -7,7 +7,7 @@
 namespace medq::daemon {
 namespace {
 
-constexpr std::string_view kClassNames[kJobClasses] = {"generate", "model"};
+constexpr std::string_view kClassNames[kJobClasses] = {"generate", "model", "embed"};
 
 }  // namespace
 
@@ -20,7 +20,8 @@ Scheduler::Scheduler(Handoff& handoff, Worker& worker, SchedulerOptions options)
       worker_(worker),
       options_(options),
       queues_{JobQueue(options.max_queue, options.max_concurrent, options.aging_s),
-              JobQueue(options.max_queue, 1, options.aging_s)} {}
+              JobQueue(options.max_queue, 1, options.aging_s),
+              JobQueue(options.max_queue, options.embed_max_concurrent, options.aging_s)} {}
 
 void Scheduler::Guarded(const char* what, const std::function<void()>& fn) {
   try {
@@ -43,7 +44,7 @@ Result<std::string> Scheduler::SubmitErased(JobSpec spec, ErasedWork work,
 }
 
 void Scheduler::StartTask(const std::string& id, JobClass cls, ErasedWork work) {
-  running_[id] = Running{cls, nullptr, nullptr};
+  running_[id] = Running{cls, nullptr, nullptr, nullptr};
   handoff_.PostToWorker([this, id, work = std::move(work)] {
     Completion completion;
     WorkerReport report;
@@ -95,7 +96,7 @@ Result<std::string> Scheduler::SubmitGeneration(JobSpec spec,
 void Scheduler::StartGeneration(const std::string& id, std::shared_ptr<const GenerateSpec> spec,
                                 bool log_text, std::shared_ptr<GenerationCallbacks> callbacks) {
   auto cancel = std::make_shared<std::atomic<bool>>(false);
-  running_[id] = Running{JobClass::kGenerate, cancel, callbacks};
+  running_[id] = Running{JobClass::kGenerate, cancel, callbacks, nullptr};
   Guarded("a generation's start", [&] { callbacks->started(id); });
   GenerationSink sink;
   sink.token = [this, id](std::string text, std::vector<int32_t> ids) {
@@ -124,6 +125,65 @@ void Scheduler::StartGeneration(const std::string& id, std::shared_ptr<const Gen
                     WorkerReport{});
     }
   });
+}
+
+Result<std::string> Scheduler::SubmitEmbed(JobSpec spec, std::shared_ptr<const EmbedSpec> embed,
+                                           EmbedCallbacks callbacks) {
+  auto shared = std::make_shared<EmbedCallbacks>(std::move(callbacks));
+  JobQueue::Options options{spec.priority, spec.deadline, std::move(spec.on_position),
+                            "j" + std::to_string(next_id_++)};
+  return QueueOf(JobClass::kEmbed)
+      .Submit(
+          std::move(spec.op), std::move(options),
+          [this, embed, shared](const std::string& id) { StartEmbed(id, embed, shared); },
+          [shared](const Error& why) { Guarded("a job's drop", [&] { shared->done(why); }); });
+}
+
+void Scheduler::StartEmbed(const std::string& id, std::shared_ptr<const EmbedSpec> spec,
+                           std::shared_ptr<EmbedCallbacks> callbacks) {
+  auto cancel = std::make_shared<std::atomic<bool>>(false);
+  running_[id] = Running{JobClass::kEmbed, cancel, nullptr, callbacks};
+  Guarded("an embed request's start", [&] { callbacks->started(id); });
+  EmbedSink sink;
+  sink.report = [this](WorkerReport report) {
+    handoff_.PostToLoop(
+        [this, report = std::move(report)] { Guarded("a worker report", [&] { Apply(report); }); });
+  };
+  sink.done = [this, id](Result<EmbedResult> result, WorkerReport report) {
+    handoff_.PostToLoop(
+        [this, id, result = std::move(result), report = std::move(report)]() mutable {
+          OnEmbedDone(id, std::move(result), std::move(report));
+        });
+  };
+  EmbedJob job{id, std::move(spec), cancel, sink};
+  handoff_.PostToWorker([this, job = std::move(job)]() mutable {
+    const EmbedSink fallback = job.sink;
+    const std::string job_id = job.id;
+    try {
+      worker_.embeddings().Start(std::move(job));
+    } catch (const std::exception& e) {
+      spdlog::error("job {}: starting the embed request failed: {}", job_id, e.what());
+      fallback.done(Error(ErrorCode::kInternal, std::string("unexpected failure: ") + e.what()),
+                    WorkerReport{});
+    }
+  });
+}
+
+void Scheduler::OnEmbedDone(const std::string& id, Result<EmbedResult> result,
+                            WorkerReport report) {
+  auto it = running_.find(id);
+  if (it == running_.end() || !it->second.embed) return;
+  std::shared_ptr<EmbedCallbacks> callbacks = it->second.embed;
+  JobQueue::Outcome outcome = JobQueue::Outcome::kCompleted;
+  if (!result.ok()) {
+    outcome = result.error().code == ErrorCode::kCancelled ? JobQueue::Outcome::kCancelled
+                                                           : JobQueue::Outcome::kFailed;
+  }
+  Guarded("an embed request's completion", [&] {
+    Apply(report);
+    callbacks->done(std::move(result));
+  });
+  Finish(id, outcome);
 }
 
 void Scheduler::OnToken(const std::string& id, std::string text, std::vector<int32_t> ids) {
@@ -170,6 +230,9 @@ Scheduler::Cancelled Scheduler::Cancel(const std::string& job) {
   auto it = running_.find(job);
   if (it == running_.end() || !it->second.cancel) return Cancelled::kUnknown;
   *it->second.cancel = true;
+  // The worker may sleep until the request's batch is due: wake it, so that
+  // the request ends now.
+  if (it->second.cls == JobClass::kEmbed) handoff_.PostToWorker([] {});
   return Cancelled::kStopping;
 }
 

@@ -7,13 +7,18 @@
 //   model     loads, unloads, tokenize, detokenize, apply-template and
 //             cleanup-memory; one at a time, run by the worker between two
 //             steps of the running generations, so they never wait for a
-//             generation to end.
+//             generation to end;
+//   embed     embed requests; `embed_max_concurrent` at once in the worker's
+//             batcher, which groups their texts into forward passes between
+//             two steps of the running generations.
 // A job waits for a slot in its class (priorities, aging, deadlines,
 // positions and QUEUE_FULL as job_queue.h says), then:
 //   - a task (Submit) runs its typed work on the worker and its typed
 //     completion on the loop;
 //   - a generation (SubmitGeneration) joins the worker's step loop, sends
 //     tokens as it goes, and ends with its done fields or an error.
+//   - an embed request (SubmitEmbed) joins the worker's batcher and ends with
+//     its vectors or an error.
 // Either way the Scheduler catches what is thrown around the work (on the
 // worker) and around the completion (on the loop), applies the worker's
 // typed report (memory, loaded models) to its view before the completion
@@ -43,8 +48,8 @@
 
 namespace medq::daemon {
 
-enum class JobClass { kGenerate = 0, kModel = 1 };
-inline constexpr int kJobClasses = 2;
+enum class JobClass { kGenerate = 0, kModel = 1, kEmbed = 2 };
+inline constexpr int kJobClasses = 3;
 std::string_view JobClassName(JobClass cls);
 
 struct JobSpec {
@@ -61,6 +66,7 @@ struct SchedulerOptions {
   double aging_s = 60;
   // Under `cleanup = after-each`: memory is trimmed after each task too.
   bool trim_after_tasks = true;
+  int embed_max_concurrent = 64;  // embed requests in the batcher at once
 };
 
 // What a generation's client hears. Each is called on the loop thread.
@@ -70,6 +76,13 @@ struct GenerationCallbacks {
   // Exactly once: the done fields, or the error it failed with, or why it
   // left the queue without running.
   std::function<void(Result<GenerateDone> done)> done;
+};
+
+// What an embed request's client hears, on the loop thread.
+struct EmbedCallbacks {
+  std::function<void(const std::string& job)> started;
+  // Exactly once: the vectors, or the error, or why it left the queue.
+  std::function<void(Result<EmbedResult> result)> done;
 };
 
 // The loop's view of the worker, from its last report.
@@ -98,6 +111,10 @@ class Scheduler {
   Result<std::string> SubmitGeneration(JobSpec spec, std::shared_ptr<const GenerateSpec> generate,
                                        bool log_text, GenerationCallbacks callbacks);
 
+  // Queues an embed request (class embed).
+  Result<std::string> SubmitEmbed(JobSpec spec, std::shared_ptr<const EmbedSpec> embed,
+                                  EmbedCallbacks callbacks);
+
   // Runs `work` on the worker at its next turn, outside every queue, and
   // `done` with its result (maintenance: memory refreshes, idle unloads).
   template <typename R>
@@ -108,7 +125,9 @@ class Scheduler {
   // generation to stop at its next step. Running tasks are short and end
   // by themselves (kUnknown).
   Cancelled Cancel(const std::string& job);
-  // Asks every running generation to stop (drain timeout).
+  // (An embed request in the batcher is kStopping too: it ends with CANCELLED
+  // before its next batch.)
+  // Asks every running generation and embed request to stop (drain timeout).
   void CancelAllRunning();
   // Drops every waiting job with `why` (shutdown).
   void DropAllWaiting(const Error& why);
@@ -117,6 +136,10 @@ class Scheduler {
 
   int running() const;
   int waiting() const;
+  int waiting(JobClass cls) const { return queues_[static_cast<int>(cls)].waiting(); }
+  // Texts in the worker's embedding batcher (any thread may ask the worker).
+  int pending_embed_texts() const { return worker_.embeddings().pending_texts(); }
+  int embed_batches_in_flight() const { return worker_.embeddings().in_flight(); }
   QueueInfo Describe() const;
   const WorkerView& view() const { return view_; }
   void set_max_queue(int max_queue);
@@ -135,8 +158,9 @@ class Scheduler {
 
   struct Running {
     JobClass cls;
-    std::shared_ptr<std::atomic<bool>> cancel;  // generations only
+    std::shared_ptr<std::atomic<bool>> cancel;  // generations and embeds
     std::shared_ptr<GenerationCallbacks> generation;
+    std::shared_ptr<EmbedCallbacks> embed;
   };
 
   Result<std::string> SubmitErased(JobSpec spec, ErasedWork work,
@@ -144,6 +168,9 @@ class Scheduler {
   void StartTask(const std::string& id, JobClass cls, ErasedWork work);
   void StartGeneration(const std::string& id, std::shared_ptr<const GenerateSpec> spec,
                        bool log_text, std::shared_ptr<GenerationCallbacks> callbacks);
+  void StartEmbed(const std::string& id, std::shared_ptr<const EmbedSpec> spec,
+                  std::shared_ptr<EmbedCallbacks> callbacks);
+  void OnEmbedDone(const std::string& id, Result<EmbedResult> result, WorkerReport report);
   void OnToken(const std::string& id, std::string text, std::vector<int32_t> ids);
   void OnGenerationDone(const std::string& id, Result<GenerateDone> done, WorkerReport report);
   void Apply(const WorkerReport& report);

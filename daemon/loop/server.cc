@@ -44,6 +44,9 @@ WorkerOptions MakeWorkerOptions(const Config& c) {
   o.generation.cleanup_after_each = c.cleanup == "after-each";
   o.generation.batch.prefill_chunk_tokens = c.prefill_chunk_tokens;
   o.generation.batch.prefill_budget_tokens = c.prefill_chunk_tokens;
+  o.embed.limits = BatchLimits{c.embed_max_batch, c.embed_max_padding};
+  o.embed.batch_timeout = std::chrono::milliseconds(c.embed_batch_timeout_ms);
+  o.embed.cleanup_after_each = c.cleanup == "after-each";
   return o;
 }
 
@@ -61,10 +64,10 @@ Server::Server(Config config, std::vector<std::string> args)
       args_(std::move(args)),
       handoff_(InitLoop(&loop_)),
       worker_(handoff_, MakeWorkerOptions(config_)),
-      scheduler_(
-          handoff_, worker_,
-          SchedulerOptions{config_.max_queue > 0 ? config_.max_queue : 5, config_.max_concurrent,
-                           config_.aging_s, config_.cleanup == "after-each"}),
+      scheduler_(handoff_, worker_,
+                 SchedulerOptions{config_.max_queue > 0 ? config_.max_queue : 5,
+                                  config_.max_concurrent, config_.aging_s,
+                                  config_.cleanup == "after-each", config_.embed_max_concurrent}),
       state_(config_, &loop_, scheduler_),
       peers_(config_.socket_group) {
   scheduler_.set_on_report([this](const WorkerReport& report) { CountReport(report); });
@@ -77,6 +80,10 @@ Server::Server(Config config, std::vector<std::string> args)
   state_.limits.queue_timeout_s = config_.queue_timeout_s;
   state_.limits.drain_timeout_s = config_.drain_timeout_s;
   state_.limits.max_gpu_memory_mb = config_.max_gpu_memory_mb;
+  state_.limits.embed_max_batch = config_.embed_max_batch;
+  state_.limits.embed_batch_timeout_ms = config_.embed_batch_timeout_ms;
+  state_.limits.embed_max_concurrent = config_.embed_max_concurrent;
+  state_.limits.embed_max_inputs = config_.embed_max_inputs;
 }
 
 Server::~Server() {
@@ -181,8 +188,8 @@ void Server::MarkReady() {
 }
 
 // Loads the preload model as a job; the daemon becomes ready when it is
-// loaded and has generated one token (the warm-up), or stays not ready with
-// the reason in `health` when that fails.
+// loaded and has generated one token, or embedded one text (the warm-up), or
+// stays not ready with the reason in `health` when that fails.
 void Server::Preload() {
   ResolveModel(state_, config_.preload, "", [this](Result<ResolvedModel> found) {
     if (!found.ok()) {
@@ -199,6 +206,11 @@ void Server::Preload() {
         [m = std::move(*found)](Worker& worker) -> Result<bool> {
           auto model = worker.models().Acquire(m.name, m.dir, {});
           if (!model.ok()) return std::move(model).error();
+          // An embedding model was warmed up with an embed as it loaded.
+          if ((*model)->kind() == ModelKind::kEmbedding) {
+            ReleaseCachedMemory();
+            return true;
+          }
           // Ready means "can generate now": prove it with one token.
           const engine::ModelInfo& info = engine::Info(*(*model)->model);
           engine::GenerateRequest warm_up;
@@ -231,6 +243,8 @@ void Server::CountReport(const WorkerReport& report) {
     if (report.model_load->fell_back_to_cpu) state_.metrics.CountCpuFallback();
   }
   if (report.cleaned_up) state_.metrics.CountCleanup();
+  for (const EmbedBatchStats& b : report.embed_batches)
+    state_.metrics.ObserveEmbedBatch(b.texts, b.padding, b.forming_s, b.inference_s);
 }
 
 // Twice a second: queue timeouts and aging, idle model unloading, and the

@@ -36,6 +36,9 @@ void Generations::Start(GenerationJob job) {
     last_load_ = {models_.loaded().front().load_ms, models_.loaded().front().fell_back_to_cpu};
   }
   if (!model.ok()) return Fail(job.sink, std::move(model).error());
+  if (Status st = RequireKind((*model)->name, (*model)->kind(), ModelKind::kGeneration); !st.ok()) {
+    return Fail(job.sink, st.error());
+  }
   job.sink.report(MakeReport(models_, /*measure=*/false));
   GenerationSink sink = job.sink;
   auto g = Generation::Prepare(std::move(job), **model, load_ms);

@@ -99,7 +99,7 @@ DeviceUsage MeasureDeviceUsage(const std::string& device, const ModelStore& mode
     return usage;
   }
   for (const LoadedModel& m : models.loaded()) {
-    const engine::ModelInfo& info = engine::Info(*m.model);
+    const LoadedModelInfo info = m.Describe();
     if (info.device == device) usage.held_bytes += info.parameter_bytes;
   }
   return usage;

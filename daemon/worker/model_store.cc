@@ -1,5 +1,7 @@
 #include "daemon/worker/model_store.h"
 
+#include <algorithm>
+
 #include <spdlog/spdlog.h>
 
 #include "daemon/engine/device_memory.h"
@@ -14,7 +16,59 @@ std::string KeyOf(const fs::path& dir, const fs::path& adapter) {
   return adapter.empty() ? dir.string() : dir.string() + "+" + adapter.string();
 }
 
+// One embed of a short text: the first real request then finds kernels and
+// allocator warm, and a model that cannot embed on its device fails here.
+Status WarmUpEmbedding(const engine::EmbeddingModel& model) {
+  const int64_t length = std::min<int64_t>(8, engine::Info(model).max_seq_length);
+  const std::vector<std::vector<int32_t>> ids = {
+      std::vector<int32_t>(static_cast<size_t>(length), 0)};
+  auto vectors = engine::Embed(model, ids);
+  if (!vectors.ok()) {
+    return Error(vectors.error().code, "warm-up embed on " + engine::Info(model).device +
+                                           " failed: " + vectors.error().message);
+  }
+  return Status::Ok();
+}
+
 }  // namespace
+
+const char* ModelKindName(ModelKind kind) {
+  return kind == ModelKind::kEmbedding ? "embedding" : "generation";
+}
+
+Status RequireKind(const std::string& name, ModelKind is, ModelKind want) {
+  if (is == want) return Status::Ok();
+  return Error(
+      ErrorCode::kInvalidRequest,
+      "params.model: " + name +
+          (is == ModelKind::kEmbedding ? " is an embedding model; use the embed op with it"
+                                       : " is a generation model; use the generate op with it"));
+}
+
+LoadedModelInfo LoadedModel::Describe() const {
+  LoadedModelInfo out;
+  out.name = name;
+  out.kind = ModelKindName(kind());
+  out.fell_back_to_cpu = fell_back_to_cpu;
+  out.has_tokenizer = tokenizer != nullptr;
+  out.has_chat_template = chat_template.has_value();
+  out.idle_s = std::chrono::duration<double>(Clock::now() - last_used).count();
+  if (embedding) {
+    const engine::EmbeddingInfo& info = engine::Info(*embedding);
+    out.architecture = info.architecture;
+    out.device = info.device;
+    out.dtype = info.dtype;
+    out.parameter_bytes = info.parameter_bytes;
+    out.dims = info.dims;
+  } else {
+    const engine::ModelInfo& info = engine::Info(*model);
+    out.architecture = info.architecture;
+    out.device = info.device;
+    out.dtype = info.dtype;
+    out.parameter_bytes = info.parameter_bytes;
+  }
+  return out;
+}
 
 std::string ModelStore::ResolveDevice() const {
   if (policy_.device != "auto") return policy_.device;
@@ -60,8 +114,47 @@ Result<std::shared_ptr<const engine::Model>> ModelStore::LoadWeights(const fs::p
   return model;
 }
 
+// An embedding model: its encoder (on the GPU when there is one, falling
+// back to the CPU like a generation model), the tokenizer of its Transformer
+// module, and a warm-up embed.
+Result<LoadedModel> ModelStore::LoadEmbedding(const std::string& name, const fs::path& dir) {
+  const auto t0 = Clock::now();
+  LoadedModel m;
+  m.key = dir.string();
+  m.name = name;
+  const std::string device = ResolveDevice();
+  // fp16 has no CPU kernels; elsewhere the policy's dtype applies as it is.
+  const std::string cpu_dtype = policy_.dtype == "fp16" ? "auto" : policy_.dtype;
+  auto model =
+      engine::LoadEmbeddingModel(dir, {device, device == "cpu" ? cpu_dtype : policy_.dtype});
+  if (!model.ok() && FallsBackToCpu(model.error())) {
+    spdlog::warn("out of GPU memory loading {}; loading it on the CPU instead (gpu_fallback = cpu)",
+                 dir.string());
+    engine::EmptyDeviceCaches();
+    m.fell_back_to_cpu = true;
+    model = engine::LoadEmbeddingModel(dir, {"cpu", cpu_dtype});
+  }
+  if (!model.ok()) return std::move(model).error();
+  m.embedding = std::move(*model);
+  const fs::path tokenizer_dir = engine::Info(*m.embedding).tokenizer_dir;
+  auto tok = tokenizer::Tokenizer::FromModelDir(tokenizer_dir);
+  if (!tok.ok()) return std::move(tok).error();
+  m.tokenizer = std::move(*tok);
+  if (Status st = WarmUpEmbedding(*m.embedding); !st.ok()) return st.error();
+  m.load_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+  return m;
+}
+
 Result<LoadedModel> ModelStore::Load(const std::string& name, const fs::path& dir,
                                      const fs::path& adapter) {
+  if (engine::IsEmbeddingModelDir(dir)) {
+    if (!adapter.empty()) {
+      return Error(ErrorCode::kInvalidRequest,
+                   "params.adapter: " + name +
+                       " is an embedding model; adapters apply to generation models only");
+    }
+    return LoadEmbedding(name, dir);
+  }
   const auto t0 = Clock::now();
   LoadedModel m;
   m.key = KeyOf(dir, adapter);
@@ -135,10 +228,18 @@ Result<LoadedModel*> ModelStore::Acquire(const std::string& name, const fs::path
   }
   // Make room first: a model being replaced should not share the GPU with
   // its successor while that one loads.
-  while (static_cast<int>(models_.size()) >= std::max(1, policy_.max_loaded)) {
-    spdlog::info("unloading {} (least recently used; max_loaded_models = {})", models_.back().name,
-                 policy_.max_loaded);
-    models_.pop_back();
+  const ModelKind kind =
+      engine::IsEmbeddingModelDir(dir) ? ModelKind::kEmbedding : ModelKind::kGeneration;
+  auto of_kind = [&] {
+    return std::count_if(models_.begin(), models_.end(),
+                         [&](const LoadedModel& m) { return m.kind() == kind; });
+  };
+  while (of_kind() >= std::max(1, policy_.max_loaded)) {
+    auto lru = std::find_if(models_.rbegin(), models_.rend(),
+                            [&](const LoadedModel& m) { return m.kind() == kind; });
+    spdlog::info("unloading {} (least recently used {} model; max_loaded_models = {})", lru->name,
+                 ModelKindName(kind), policy_.max_loaded);
+    models_.erase(std::next(lru).base());
     engine::EmptyDeviceCaches();
   }
   auto loaded = Load(name, dir, adapter);
@@ -146,9 +247,9 @@ Result<LoadedModel*> ModelStore::Acquire(const std::string& name, const fs::path
     engine::EmptyDeviceCaches();
     return std::move(loaded).error();
   }
-  const engine::ModelInfo& info = engine::Info(*loaded->model);
-  spdlog::info("loaded {} ({}, {} on {}, {:.0f} MiB of weights) in {:.0f} ms", loaded->name,
-               info.architecture, info.dtype, info.device,
+  const LoadedModelInfo info = loaded->Describe();
+  spdlog::info("loaded {} {} ({}, {} on {}, {:.0f} MiB of weights) in {:.0f} ms", info.kind,
+               loaded->name, info.architecture, info.dtype, info.device,
                static_cast<double>(info.parameter_bytes) / (1 << 20), loaded->load_ms);
   loaded->last_used = Clock::now();
   models_.push_front(std::move(*loaded));

@@ -11,30 +11,51 @@
 #include <string>
 #include <vector>
 
+#include "common/messages.h"
 #include "common/result.h"
+#include "daemon/engine/embedding.h"
 #include "daemon/engine/engine.h"
 #include "daemon/template/chat_template.h"
 #include "daemon/tokenizer/tokenizer.h"
 
 namespace medq::daemon {
 
-// What a generation needs of a model. Owned by the ModelStore.
+// What a model folder holds: a decoder that generates, or an encoder that
+// embeds (engine::IsEmbeddingModelDir).
+enum class ModelKind { kGeneration, kEmbedding };
+const char* ModelKindName(ModelKind kind);  // "generation" or "embedding"
+
+// What a job needs of a model. Owned by the ModelStore. Exactly one of
+// `model` and `embedding` is set.
 struct LoadedModel {
-  std::string key;   // model dir, plus "+" adapter dir when adapted
-  std::string name;  // as first requested, for logs and `health`
-  std::shared_ptr<const engine::Model> model;
-  std::shared_ptr<const tokenizer::Tokenizer> tokenizer;  // null without tokenizer.json
-  std::optional<chat::ChatTemplate> chat_template;        // none without chat_template
+  std::string key;                             // model dir, plus "+" adapter dir when adapted
+  std::string name;                            // as first requested, for logs and `health`
+  std::shared_ptr<const engine::Model> model;  // generation models
+  std::shared_ptr<const engine::EmbeddingModel> embedding;  // embedding models
+  std::shared_ptr<const tokenizer::Tokenizer> tokenizer;    // null without tokenizer.json
+  std::optional<chat::ChatTemplate> chat_template;          // none without chat_template
   double load_ms = 0;
   bool fell_back_to_cpu = false;
   std::chrono::steady_clock::time_point last_used;
+
+  ModelKind kind() const { return embedding ? ModelKind::kEmbedding : ModelKind::kGeneration; }
+  // The loaded engine's description, whichever kind.
+  LoadedModelInfo Describe() const;
 };
+
+// INVALID_REQUEST naming the op to use when the model `name`, of kind `is`,
+// is not of kind `want` (an embedding model given to generate, a generation
+// model given to embed).
+Status RequireKind(const std::string& name, ModelKind is, ModelKind want);
 
 struct LoadPolicy {
   std::string device = "auto";  // "auto" (CUDA when available), "cpu", "cuda:N"
   std::string dtype = "auto";   // engine::LoadOptions::dtype
   bool cpu_fallback = true;     // on CUDA OOM while loading, load on the CPU
-  int max_loaded = 1;           // least recently used models are unloaded past this
+  // Least recently used models are unloaded past this many of one kind:
+  // generation and embedding models count apart, so that an embedding model
+  // serving beside a generation model does not evict it.
+  int max_loaded = 1;
 };
 
 class ModelStore {
@@ -42,8 +63,10 @@ class ModelStore {
   explicit ModelStore(LoadPolicy policy) : policy_(std::move(policy)) {}
 
   // The loaded model for `dir` (+ `adapter`, may be empty), loading it first
-  // when needed (and unloading the least recently used past max_loaded).
-  // Failure: the engine's, tokenizer's or template's error.
+  // when needed (and unloading the least recently used of its kind past
+  // max_loaded). An embedding model is warmed up with one embed before it
+  // is listed. Failure: the engine's, tokenizer's or template's error;
+  // INVALID_REQUEST for an adapter on an embedding model.
   Result<LoadedModel*> Acquire(const std::string& name, const std::filesystem::path& dir,
                                const std::filesystem::path& adapter);
 
@@ -60,6 +83,7 @@ class ModelStore {
  private:
   Result<LoadedModel> Load(const std::string& name, const std::filesystem::path& dir,
                            const std::filesystem::path& adapter);
+  Result<LoadedModel> LoadEmbedding(const std::string& name, const std::filesystem::path& dir);
   // `for_merge`: the weights will take a LoRA adapter (see CpuDtype).
   Result<std::shared_ptr<const engine::Model>> LoadWeights(const std::filesystem::path& dir,
                                                            bool for_merge, bool* fell_back);

@@ -1,7 +1,5 @@
 #include "daemon/worker/report.h"
 
-#include <chrono>
-
 #include "daemon/worker/memory.h"
 #include "daemon/worker/model_store.h"
 
@@ -9,14 +7,8 @@ namespace medq::daemon {
 
 std::vector<LoadedModelInfo> DescribeLoaded(const ModelStore& models) {
   std::vector<LoadedModelInfo> out;
-  const auto now = std::chrono::steady_clock::now();
-  for (const LoadedModel& m : models.loaded()) {
-    const engine::ModelInfo& info = engine::Info(*m.model);
-    out.push_back(LoadedModelInfo{m.name, info.architecture, info.device, info.dtype,
-                                  info.parameter_bytes, m.fell_back_to_cpu, m.tokenizer != nullptr,
-                                  m.chat_template.has_value(),
-                                  std::chrono::duration<double>(now - m.last_used).count()});
-  }
+  for (const LoadedModel& m : models.loaded())
+    out.push_back(m.Describe());
   return out;
 }
 

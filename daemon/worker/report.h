@@ -17,11 +17,21 @@ struct ModelLoadReport {
   bool fell_back_to_cpu = false;
 };
 
+// One forward pass of the embedding batcher.
+struct EmbedBatchStats {
+  int texts = 0;
+  int64_t tokens = 0;      // real tokens, padding left out
+  double padding = 0;      // fraction of the batch's token slots that were padding
+  double forming_s = 0;    // its oldest text's arrival in the batcher -> the pass began
+  double inference_s = 0;  // the forward pass
+};
+
 struct WorkerReport {
   std::optional<MemorySnapshot> memory;  // measured after the work
   std::optional<std::vector<LoadedModelInfo>> loaded;
-  bool cleaned_up = false;                    // memory was released after the work
-  std::optional<ModelLoadReport> model_load;  // the work loaded a model
+  bool cleaned_up = false;                     // memory was released after the work
+  std::optional<ModelLoadReport> model_load;   // the work loaded a model
+  std::vector<EmbedBatchStats> embed_batches;  // batches run since the last report
 };
 
 // Worker thread: what `health` and `models` show of the loaded models.

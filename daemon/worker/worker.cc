@@ -10,11 +10,14 @@
 
 namespace medq::daemon {
 
+using Clock = std::chrono::steady_clock;
+
 Worker::Worker(Handoff& handoff, WorkerOptions options)
     : handoff_(handoff),
       threads_(options.threads),
       models_(std::move(options.load)),
-      generations_(models_, std::move(options.generation)) {}
+      generations_(models_, std::move(options.generation)),
+      embeddings_(models_, std::move(options.embed), [this] { return generations_.busy(); }) {}
 
 Worker::~Worker() {
   StopAndJoin();
@@ -33,9 +36,13 @@ void Worker::StopAndJoin() {
 void Worker::Run() {
   pthread_setname_np(pthread_self(), "medq-worker");
   engine::InitWorkerThread(threads_);
+  bool stopped = false;
   while (true) {
-    bool stopped = false;
-    std::deque<Handoff::Closure> tasks = handoff_.TakeTasks(!generations_.busy(), &stopped);
+    // Running generations: no wait. Pending embeddings: until their batch is
+    // due. Otherwise until a task comes. Once stopped, batches go at once.
+    const auto wait_until =
+        generations_.busy() || stopped ? Clock::time_point::min() : embeddings_.NextDue();
+    std::deque<Handoff::Closure> tasks = handoff_.TakeTasks(wait_until, &stopped);
     busy_ = true;
     Heartbeat();
     // The Scheduler's tasks catch what their work throws; nothing escapes them.
@@ -55,8 +62,18 @@ void Worker::Run() {
       }
       Heartbeat();
     }
+    if (embeddings_.busy()) {
+      try {
+        embeddings_.Step(Clock::now(), /*flush=*/stopped);
+      } catch (const std::exception& e) {
+        spdlog::error("embedding step failed with an unexpected exception: {}", e.what());
+        embeddings_.FailAll(
+            Error(ErrorCode::kInternal, std::string("unexpected failure: ") + e.what()));
+      }
+      Heartbeat();
+    }
     busy_ = false;
-    if (stopped && tasks.empty() && !generations_.busy()) break;
+    if (stopped && tasks.empty() && !generations_.busy() && !embeddings_.busy()) break;
   }
 }
 

@@ -1,11 +1,13 @@
 // The worker thread, "medq-worker": the only thread that runs LibTorch. It
-// owns the loaded models and the running generations, and loops over steps:
-// it takes the tasks the loop has posted (starting a generation, a model op,
-// a cleanup), runs them in order, then advances every running generation by
-// one step (worker/generations.h), and sleeps only when nothing runs. A task
-// therefore waits at most one step, and a generation at most the tasks
-// posted before its next step. See handoff.h for the contract between the
-// threads; the loop's side of it is loop/scheduler.h.
+// owns the loaded models, the running generations and the embedding batcher,
+// and loops over steps: it takes the tasks the loop has posted (starting a
+// generation or an embed request, a model op, a cleanup), runs them in
+// order, advances every running generation by one step
+// (worker/generations.h), then runs an embedding batch when one is due
+// (worker/embeddings.h). It sleeps only when nothing runs, and then only
+// until the next batch is due. A task therefore waits at most one step, and
+// an embedding batch at most one generation step past its due time. See handoff.h for the contract
+// between the threads; the loop's side of it is loop/scheduler.h.
 #pragma once
 
 #include <atomic>
@@ -13,6 +15,7 @@
 #include <thread>
 
 #include "daemon/handoff.h"
+#include "daemon/worker/embeddings.h"
 #include "daemon/worker/generations.h"
 #include "daemon/worker/model_store.h"
 
@@ -22,6 +25,7 @@ struct WorkerOptions {
   int threads = 0;  // CPU threads of the engine's kernels (0: one per core)
   LoadPolicy load;
   GenerationPolicy generation;
+  EmbedPolicy embed;
 };
 
 class Worker {
@@ -40,6 +44,9 @@ class Worker {
   // Worker thread: what tasks work with.
   ModelStore& models() { return models_; }
   Generations& generations() { return generations_; }
+  Embeddings& embeddings() { return embeddings_; }
+  // Any thread may call the batcher's const counters (metrics).
+  const Embeddings& embeddings() const { return embeddings_; }
 
   // Any thread: true when the worker is idle, or busy and has shown progress
   // (a task or a step ended) within `max_silence`.
@@ -54,6 +61,7 @@ class Worker {
   int threads_;
   ModelStore models_;
   Generations generations_;
+  Embeddings embeddings_;
   std::thread thread_;
   std::atomic<bool> busy_{false};
   std::atomic<int64_t> last_beat_ms_{0};

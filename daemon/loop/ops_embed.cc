@@ -1,0 +1,96 @@
+// The embed op: a request's way from its params through the scheduler's
+// embed queue to the worker's batcher (worker/embeddings.h), and its vectors
+// back to the client.
+#include <spdlog/spdlog.h>
+
+#include "common/requests.h"
+#include "daemon/loop/ops_internal.h"
+
+namespace medq::daemon {
+namespace {
+
+using nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+double MsBetween(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double, std::milli>(b - a).count();
+}
+
+struct EmbedSession {
+  explicit EmbedSession(Responder r) : reply(std::move(r)) {}
+  Responder reply;
+  Clock::time_point submitted = Clock::now();
+  Clock::time_point started;
+};
+
+void OnEmbedDone(DaemonState& s, EmbedSession& session, Result<EmbedResult> result) {
+  if (!result.ok()) {
+    const Error& error = result.error();
+    if (error.code == ErrorCode::kGpuOom) s.metrics.CountGpuOom();
+    // Never the texts: they are patient data.
+    spdlog::info("embed: {} ({})", ErrorCodeName(error.code), error.message);
+    return session.reply.Fail(error);
+  }
+  EmbedResult out = std::move(*result);
+  out.timings.queued_ms = MsBetween(session.submitted, session.started);
+  out.timings.total_ms = MsBetween(session.submitted, Clock::now());
+  const double total_s = out.timings.total_ms / 1000;
+  s.metrics.ObserveQueueWait(out.timings.queued_ms / 1000);
+  s.metrics.ObserveEmbedRequest(total_s, static_cast<int64_t>(out.embeddings.size()));
+  session.reply.Result(json(out));
+}
+
+void SubmitEmbed(DaemonState& s, std::shared_ptr<EmbedSpec> spec,
+                 std::shared_ptr<EmbedSession> session) {
+  const double timeout_s = std::min(
+      s.config.queue_timeout_s, spec->request.queue_timeout_s.value_or(s.config.queue_timeout_s));
+  JobSpec job_spec;
+  job_spec.cls = JobClass::kEmbed;
+  job_spec.op = "embed";
+  job_spec.priority = *PriorityFromName(spec->request.priority);
+  job_spec.deadline =
+      Clock::now() + std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000));
+  EmbedCallbacks callbacks;
+  callbacks.started = [session](const std::string&) { session->started = Clock::now(); };
+  callbacks.done = [&s, session](Result<EmbedResult> result) {
+    OnEmbedDone(s, *session, std::move(result));
+  };
+  auto job = s.scheduler.SubmitEmbed(std::move(job_spec), spec, std::move(callbacks));
+  if (!job.ok()) return session->reply.Fail(job.error());
+  // A client that goes away cancels its request, waiting or in the batcher.
+  session->reply.OnClientGone([&s, id = *job] { s.scheduler.Cancel(id); });
+}
+
+}  // namespace
+
+void EmbedOp(DaemonState& s, const Request& req, Responder reply) {
+  auto request = ParseEmbedRequest(req.params);
+  if (!request.ok()) return reply.Fail(request.error());
+  const auto max_inputs = static_cast<size_t>(s.config.embed_max_inputs);
+  if (request->input.size() > max_inputs) {
+    return reply.Fail(Error(ErrorCode::kInvalidRequest,
+                            "params.input holds " + std::to_string(request->input.size()) +
+                                " texts; embed takes at most " + std::to_string(max_inputs) +
+                                " (embed_max_inputs): split the request"));
+  }
+  const std::string name = request->model.empty() ? s.config.embed_model : request->model;
+  if (name.empty()) {
+    return reply.Fail(Error(ErrorCode::kModelNotFound,
+                            "no model named in params.model and no default embedding model "
+                            "configured (medqd --embed-model NAME)"));
+  }
+  auto spec = std::make_shared<EmbedSpec>();
+  spec->request = std::move(*request);
+  auto session = std::make_shared<EmbedSession>(std::move(reply));
+  ResolveModel(s, name, "", [&s, spec, session](Result<ResolvedModel> found) {
+    if (!found.ok()) return session->reply.Fail(found.error());
+    if (Status st = RequireKind(found->name, found->kind, ModelKind::kEmbedding); !st.ok()) {
+      return session->reply.Fail(st.error());
+    }
+    spec->model_name = found->name;
+    spec->model_dir = found->dir;
+    SubmitEmbed(s, spec, session);
+  });
+}
+
+}  // namespace medq::daemon
