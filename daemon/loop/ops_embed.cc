@@ -42,14 +42,8 @@ void OnEmbedDone(DaemonState& s, EmbedSession& session, Result<EmbedResult> resu
 
 void SubmitEmbed(DaemonState& s, std::shared_ptr<EmbedSpec> spec,
                  std::shared_ptr<EmbedSession> session) {
-  const double timeout_s = std::min(
-      s.config.queue_timeout_s, spec->request.queue_timeout_s.value_or(s.config.queue_timeout_s));
-  JobSpec job_spec;
-  job_spec.cls = JobClass::kEmbed;
-  job_spec.op = "embed";
-  job_spec.priority = *PriorityFromName(spec->request.priority);
-  job_spec.deadline =
-      Clock::now() + std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000));
+  JobSpec job_spec = QueuedJobSpec(s, JobClass::kEmbed, "embed", spec->request.priority,
+                                   spec->request.queue_timeout_s);
   EmbedCallbacks callbacks;
   callbacks.started = [session](const std::string&) { session->started = Clock::now(); };
   callbacks.done = [&s, session](Result<EmbedResult> result) {

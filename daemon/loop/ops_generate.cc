@@ -60,14 +60,8 @@ void OnDone(DaemonState& s, const std::string& model_name, Session& session,
 // Loop thread: the generation's model is resolved; it joins the generate queue.
 void SubmitGenerate(DaemonState& s, std::shared_ptr<GenerateSpec> spec,
                     std::shared_ptr<Session> session) {
-  const double timeout_s = std::min(
-      s.config.queue_timeout_s, spec->params.queue_timeout_s.value_or(s.config.queue_timeout_s));
-  JobSpec job_spec;
-  job_spec.cls = JobClass::kGenerate;
-  job_spec.op = "generate";
-  job_spec.priority = *PriorityFromName(spec->params.priority);
-  job_spec.deadline =
-      Clock::now() + std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000));
+  JobSpec job_spec = QueuedJobSpec(s, JobClass::kGenerate, "generate", spec->params.priority,
+                                   spec->params.queue_timeout_s);
   job_spec.on_position = [session](const std::string& job_id, int position, int waiting,
                                    double wait_s) {
     session->reply.Event("queued", {{"job", job_id},

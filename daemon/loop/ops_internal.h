@@ -3,6 +3,7 @@
 
 #include <filesystem>
 #include <functional>
+#include <optional>
 #include <string>
 
 #include "daemon/loop/ops.h"
@@ -13,6 +14,13 @@ namespace medq::daemon {
 // ops_generate.cc
 void GenerateOp(DaemonState& state, const Request& request, Responder reply);
 void CancelOp(DaemonState& state, const Request& request, Responder reply);
+
+// ops.cc
+// A job of `cls` for `op` with the request's priority name (already
+// checked) and its deadline: the request's queue_timeout_s, at most the
+// daemon's.
+JobSpec QueuedJobSpec(const DaemonState& state, JobClass cls, std::string op,
+                      const std::string& priority, std::optional<double> queue_timeout_s);
 
 // ops_embed.cc
 void EmbedOp(DaemonState& state, const Request& request, Responder reply);

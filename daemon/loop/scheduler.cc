@@ -32,11 +32,15 @@ void Scheduler::Guarded(const char* what, const std::function<void()>& fn) {
   }
 }
 
+JobQueue::Options Scheduler::QueueOptions(JobSpec& spec) {
+  return JobQueue::Options{spec.priority, spec.deadline, std::move(spec.on_position),
+                           "j" + std::to_string(next_id_++)};
+}
+
 Result<std::string> Scheduler::SubmitErased(JobSpec spec, ErasedWork work,
                                             std::function<void(const Error&)> drop) {
   const JobClass cls = spec.cls;
-  JobQueue::Options options{spec.priority, spec.deadline, std::move(spec.on_position),
-                            "j" + std::to_string(next_id_++)};
+  JobQueue::Options options = QueueOptions(spec);
   return QueueOf(cls).Submit(
       std::move(spec.op), std::move(options),
       [this, cls, work = std::move(work)](const std::string& id) { StartTask(id, cls, work); },
@@ -82,8 +86,7 @@ Result<std::string> Scheduler::SubmitGeneration(JobSpec spec,
                                                 std::shared_ptr<const GenerateSpec> generate,
                                                 bool log_text, GenerationCallbacks callbacks) {
   auto shared = std::make_shared<GenerationCallbacks>(std::move(callbacks));
-  JobQueue::Options options{spec.priority, spec.deadline, std::move(spec.on_position),
-                            "j" + std::to_string(next_id_++)};
+  JobQueue::Options options = QueueOptions(spec);
   return QueueOf(JobClass::kGenerate)
       .Submit(
           std::move(spec.op), std::move(options),
@@ -130,8 +133,7 @@ void Scheduler::StartGeneration(const std::string& id, std::shared_ptr<const Gen
 Result<std::string> Scheduler::SubmitEmbed(JobSpec spec, std::shared_ptr<const EmbedSpec> embed,
                                            EmbedCallbacks callbacks) {
   auto shared = std::make_shared<EmbedCallbacks>(std::move(callbacks));
-  JobQueue::Options options{spec.priority, spec.deadline, std::move(spec.on_position),
-                            "j" + std::to_string(next_id_++)};
+  JobQueue::Options options = QueueOptions(spec);
   return QueueOf(JobClass::kEmbed)
       .Submit(
           std::move(spec.op), std::move(options),

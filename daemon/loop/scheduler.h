@@ -163,6 +163,9 @@ class Scheduler {
     std::shared_ptr<EmbedCallbacks> embed;
   };
 
+  // The queue options of `spec` (its position callback moved out) with the
+  // next job id.
+  JobQueue::Options QueueOptions(JobSpec& spec);
   Result<std::string> SubmitErased(JobSpec spec, ErasedWork work,
                                    std::function<void(const Error&)> drop);
   void StartTask(const std::string& id, JobClass cls, ErasedWork work);
