@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <optional>
+#include <string_view>
 
 #include <nlohmann/json.hpp>
 
@@ -43,6 +44,18 @@ Result<EncoderConfig> ParseEncoderConfig(const json& j, const std::string& sourc
   }
   EncoderConfig c;
   MEDQ_ASSIGN_OR_RETURN(c.architecture, Architecture(j, source));
+  // A model with a task head (BertForMaskedLM, MPNetForMaskedLM, ...) names
+  // that head in config.json even when its checkpoint holds only the encoder:
+  // all-mpnet-base-v2 keeps microsoft/mpnet-base's "MPNetForMaskedLM".
+  // sentence-transformers loads such a folder with transformers' AutoModel,
+  // which builds the bare encoder from model_type; so does this. Tensors of
+  // the head itself, if any, are still refused as unexpected.
+  for (const std::string_view base : {"Bert", "MPNet"}) {
+    if (c.architecture.size() > base.size() + 3 && c.architecture.starts_with(base) &&
+        c.architecture.compare(base.size(), 3, "For") == 0) {
+      c.architecture = std::string(base) + "Model";
+    }
+  }
   if (c.architecture == "BertModel") {
     c.arch = EncoderArch::kBert;
   } else if (c.architecture == "MPNetModel") {
