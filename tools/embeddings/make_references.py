@@ -17,10 +17,15 @@ It writes, all CPU float32:
       folder's max_seq_length) and, for each variant of the folder (pooling
       modes, with and without Normalize, plain transformers folder), the
       vectors encode() returns one text at a time.
-  all-MiniLM-L6-v2.json   for a corpus of >= 200 texts, the ids the Hugging
-      Face tokenizer gives (truncated to 256) and encode()'s vectors, one
-      text at a time, quantized (see QUANT below).
+  all-MiniLM-L6-v2.json, all-mpnet-base-v2.json   for a corpus of >= 200
+      texts (the same for both), the ids the Hugging Face tokenizer gives
+      (truncated to the model's max_seq_length: 256 and 384) and encode()'s
+      vectors, one text at a time, quantized (see QUANT below).
 Deterministic: the same versions write the same files.
+
+With arguments, writes only the files named (tiny-bert, tiny-mpnet,
+all-MiniLM-L6-v2, all-mpnet-base-v2), e.g.
+    .venv/bin/python tools/embeddings/make_references.py all-mpnet-base-v2
 """
 import json
 import os
@@ -41,7 +46,9 @@ from transformers import (BertConfig, BertModel, BertTokenizerFast, MPNetConfig,
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 OUT = os.path.join(ROOT, "tests", "engine", "data", "embeddings")
-REAL_MODEL = os.path.join(ROOT, ".cache", "models", "all-MiniLM-L6-v2")
+MODELS = os.path.join(ROOT, ".cache", "models")
+# The real models scripts/setup-embedding-models installs into MODELS.
+REAL_MODELS = ("all-MiniLM-L6-v2", "all-mpnet-base-v2")
 # Real-model vectors are stored as integers round(v / QUANT): |error| <= 5e-7
 # per component of a unit vector, which moves a cosine distance by < 1e-9,
 # far below the tests' 1e-4, and keeps the file a few hundred KB.
@@ -250,7 +257,7 @@ def real_corpus():
     for _ in range(90):
         texts.append(f"{rng.choice(subjects)} {rng.choice(verbs)} {rng.choice(objects)}"
                      f"{rng.choice(tails)}.")
-    # Multi-sentence and very long texts (past 256 tokens: truncated).
+    # Multi-sentence and very long texts (past 256 / 384 tokens: truncated).
     words = ("medicine research patient clinical trial data analysis hospital treatment "
              "diagnosis symptoms therapy outcome cohort study result evidence review").split()
     for n in (40, 120, 250, 254, 255, 300, 600, 1200):
@@ -269,14 +276,14 @@ def real_corpus():
     return texts
 
 
-def make_real():
-    st = SentenceTransformer(REAL_MODEL, device="cpu")
+def make_real(name):
+    st = SentenceTransformer(os.path.join(MODELS, name), device="cpu")
     texts = real_corpus()
     assert len(texts) >= 200, len(texts)
     ids = ids_of(st, texts)
     vectors = encode_one_at_a_time(st, texts)
     batch_worst = max_batch_distance(st, texts, vectors)
-    return {"model": "all-MiniLM-L6-v2", "max_seq_length": st.max_seq_length,
+    return {"model": name, "max_seq_length": st.max_seq_length,
             "quant": QUANT, "dims": len(vectors[0]), "texts": texts, "ids": ids,
             "vectors": [[round(x / QUANT) for x in v] for v in vectors],
             "batched_vs_single_max_cosine_distance": batch_worst}
@@ -293,18 +300,28 @@ def dump(obj, name):
 
 def main():
     versions = check_versions()
+    wanted = sys.argv[1:] or ["tiny-bert", "tiny-mpnet", *REAL_MODELS]
+    unknown = set(wanted) - {"tiny-bert", "tiny-mpnet", *REAL_MODELS}
+    if unknown:
+        sys.exit(f"make_references.py: unknown reference(s) {sorted(unknown)}")
     torch.set_num_threads(1)
     os.makedirs(OUT, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
         for kind in ("bert", "mpnet"):
+            if f"tiny-{kind}" not in wanted:
+                continue
             ref = make_tiny(kind, tmp)
             ref["versions"] = versions
             dump(ref, f"tiny-{kind}.json")
-    if not os.path.exists(os.path.join(REAL_MODEL, "model.safetensors")):
-        sys.exit("make_references.py: run scripts/setup-embedding-models first")
-    ref = make_real()
-    ref["versions"] = versions
-    dump(ref, "all-MiniLM-L6-v2.json")
+    for name in REAL_MODELS:
+        if name not in wanted:
+            continue
+        if not os.path.exists(os.path.join(MODELS, name, "model.safetensors")):
+            sys.exit(f"make_references.py: {name} is not installed; "
+                     "run scripts/setup-embedding-models first")
+        ref = make_real(name)
+        ref["versions"] = versions
+        dump(ref, f"{name}.json")
 
 
 if __name__ == "__main__":
