@@ -1,7 +1,12 @@
 #include "daemon/engine/encoder.h"
 
+#include <ATen/Parallel.h>
+
+#include <algorithm>
 #include <cmath>
 #include <limits>
+
+#include "daemon/engine/kernels/cpu_linear.h"
 
 namespace medq::engine {
 namespace {
@@ -115,6 +120,34 @@ at::Tensor Activation(const EncoderConfig& c, const at::Tensor& x) {
   return at::gelu(x);
 }
 
+// LibTorch's intra-op pool at the kernels' width for one forward pass on the
+// CPU, back to what it was after (one thread after InitWorkerThread), when
+// LibTorch's BLAS is MKL (PyPI's LibTorch): MKL then follows
+// at::set_num_threads and threads through the same OpenMP pool, so with one
+// thread every GEMM, and the layer norms, softmax and element-wise ops, run on
+// one core (half the throughput on 2 cores). With another BLAS (Debian's
+// LibTorch with OpenBLAS, whose GEMMs keep their own threads) the pool stays
+// at one thread: its workers, spinning after each region, starved OpenBLAS's
+// threads (3 to 5x slower on 2 cores).
+class WideIntraOpThreads {
+ public:
+  explicit WideIntraOpThreads(bool cpu)
+      : previous_(at::get_num_threads()),
+        wanted_(cpu && at::globalContext().hasMKL() ? std::max(previous_, kernels::KernelThreads())
+                                                    : previous_) {
+    if (wanted_ != previous_) at::set_num_threads(wanted_);
+  }
+  ~WideIntraOpThreads() {
+    if (wanted_ != previous_) at::set_num_threads(previous_);
+  }
+  WideIntraOpThreads(const WideIntraOpThreads&) = delete;
+  WideIntraOpThreads& operator=(const WideIntraOpThreads&) = delete;
+
+ private:
+  const int previous_;
+  const int wanted_;
+};
+
 }  // namespace
 
 Result<EncoderWeights> BuildEncoderWeights(const EncoderConfig& c,
@@ -206,6 +239,7 @@ at::Tensor MpnetRelativeBuckets(int64_t length, at::Device device) {
 
 at::Tensor EncoderForward(const EncoderConfig& c, const EncoderWeights& w, const at::Tensor& ids,
                           const at::Tensor& mask) {
+  const WideIntraOpThreads wide(ids.device().is_cpu());
   const int64_t b = ids.size(0), t = ids.size(1), heads = c.num_heads, d = c.head_dim;
   at::Tensor x = at::embedding(w.word, ids);
   if (c.arch == EncoderArch::kBert) {
