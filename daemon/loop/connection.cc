@@ -4,6 +4,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include "common/protocol.h"
+
 namespace medq::daemon {
 namespace {
 
@@ -135,6 +137,19 @@ void Connection::OnIdle(uv_timer_t* timer) {
   spdlog::info("connection {}: closed after {} ms {}", self->id_, self->limits_.idle_timeout_ms,
                self->lines_.HasPartialLine() ? "without completing a line" : "without input");
   self->Close();
+}
+
+void Connection::SendEvent(const nlohmann::json& id, std::string_view event,
+                           nlohmann::json fields) {
+  Write(EncodeEvent(id, event, std::move(fields)));
+}
+
+void Connection::SendResult(const nlohmann::json& id, const nlohmann::json& result) {
+  Write(EncodeResult(id, result));
+}
+
+void Connection::SendError(const nlohmann::json& id, const Error& error) {
+  Write(EncodeError(id, error));
 }
 
 void Connection::Write(std::string line) {

@@ -26,11 +26,12 @@
 
 #include <uv.h>
 
+#include "daemon/loop/reply_channel.h"
 #include "ipc/line_buffer.h"
 
 namespace medq::daemon {
 
-class Connection : public std::enable_shared_from_this<Connection> {
+class Connection : public ReplyChannel, public std::enable_shared_from_this<Connection> {
  public:
   struct Limits {
     size_t max_line_bytes;
@@ -59,15 +60,22 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // Closes now; queued writes are abandoned.
   void Close();
 
-  bool closing() const { return closing_; }
+  // ReplyChannel: each reply is one encoded line (common/protocol.h).
+  void SendEvent(const nlohmann::json& id, std::string_view event, nlohmann::json fields) override;
+  void SendResult(const nlohmann::json& id, const nlohmann::json& result) override;
+  void SendError(const nlohmann::json& id, const Error& error) override;
+
+  bool closing() const override { return closing_; }
   // Runs `hook` when the connection closes (client gone, idle, shutdown).
-  void AddCloseHook(std::function<void()> hook) { close_hooks_.push_back(std::move(hook)); }
+  void AddCloseHook(std::function<void()> hook) override {
+    close_hooks_.push_back(std::move(hook));
+  }
   uint64_t id() const { return id_; }
 
   // Requests whose final reply has not been sent yet; the idle timeout never
   // closes a connection that waits for one (unless it stalls mid-line).
-  void BeginRequest() { ++in_flight_; }
-  void EndRequest();
+  void BeginRequest() override { ++in_flight_; }
+  void EndRequest() override;
   int in_flight() const { return in_flight_; }
 
  private:

@@ -2,11 +2,9 @@
 
 #include <spdlog/spdlog.h>
 
-#include "common/protocol.h"
-
 namespace medq::daemon {
 
-Responder::Responder(std::weak_ptr<Connection> connection, nlohmann::json id, std::string op,
+Responder::Responder(std::weak_ptr<ReplyChannel> connection, nlohmann::json id, std::string op,
                      Metrics* metrics)
     : connection_(std::move(connection)),
       id_(std::move(id)),
@@ -30,18 +28,18 @@ Responder::~Responder() {
 
 void Responder::Event(std::string_view event, nlohmann::json fields) const {
   if (answered_) return;
-  if (auto c = connection_.lock()) c->Write(EncodeEvent(id_, event, std::move(fields)));
+  if (auto c = connection_.lock()) c->SendEvent(id_, event, std::move(fields));
 }
 
 void Responder::Result(const nlohmann::json& result) {
   if (answered_) return;
-  if (auto c = connection_.lock()) c->Write(EncodeResult(id_, result));
+  if (auto c = connection_.lock()) c->SendResult(id_, result);
   Finish("ok");
 }
 
 void Responder::Done(nlohmann::json fields) {
   if (answered_) return;
-  if (auto c = connection_.lock()) c->Write(EncodeEvent(id_, "done", std::move(fields)));
+  if (auto c = connection_.lock()) c->SendEvent(id_, "done", std::move(fields));
   Finish("ok");
 }
 
@@ -56,7 +54,7 @@ void Responder::OnClientGone(std::function<void()> hook) {
 
 void Responder::Fail(const Error& error) {
   if (answered_) return;
-  if (auto c = connection_.lock()) c->Write(EncodeError(id_, error));
+  if (auto c = connection_.lock()) c->SendError(id_, error);
   Finish(ErrorCodeName(error.code));
 }
 

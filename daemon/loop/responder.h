@@ -3,7 +3,8 @@
 // Every request gets exactly one final reply: Result() or Fail(). A Responder
 // destroyed without one sends INTERNAL, so no request is ever left hanging,
 // whatever path a handler takes. Replies to a client that has gone are
-// dropped silently.
+// dropped silently. The replies go to a ReplyChannel: the socket's Connection
+// or an HTTP exchange (daemon/http/).
 #pragma once
 
 #include <functional>
@@ -13,15 +14,15 @@
 #include <nlohmann/json.hpp>
 
 #include "common/error.h"
-#include "daemon/loop/connection.h"
 #include "daemon/loop/metrics.h"
+#include "daemon/loop/reply_channel.h"
 
 namespace medq::daemon {
 
 class Responder {
  public:
   // `metrics` (may be null) counts the request's outcome when it ends.
-  Responder(std::weak_ptr<Connection> connection, nlohmann::json id, std::string op,
+  Responder(std::weak_ptr<ReplyChannel> connection, nlohmann::json id, std::string op,
             Metrics* metrics);
   Responder(Responder&& other) noexcept;
   Responder& operator=(Responder&&) = delete;
@@ -48,7 +49,7 @@ class Responder {
  private:
   void Finish(std::string_view outcome);
 
-  std::weak_ptr<Connection> connection_;
+  std::weak_ptr<ReplyChannel> connection_;
   nlohmann::json id_;
   std::string op_;
   Metrics* metrics_;
