@@ -10,6 +10,7 @@
 #include <CLI/CLI.hpp>
 
 #include "common/version.h"
+#include "daemon/http/http_address.h"
 #include "ipc/socket_path.h"
 
 namespace medq::daemon {
@@ -174,6 +175,12 @@ ConfigOutcome LoadConfig(int argc, const char* const* argv) {
       ->check(CLI::Range(1, 100000));
   AddKey(app, "embed_max_inputs", c.embed_max_inputs, "Most texts in one embed request")
       ->check(CLI::Range(1, 1 << 20));
+  AddKey(app, "http_listen", c.http_listen,
+         "Serve the OpenAI-compatible HTTP API on HOST:PORT (e.g. 127.0.0.1:8090) or on a Unix "
+         "socket path; empty (the default) leaves it off");
+  AddKey(app, "http_api_keys_file", c.http_api_keys_file,
+         "File of Bearer keys (one a line) the HTTP API requires; needed to listen on an address "
+         "other than loopback; reloaded on SIGHUP");
   AddKey(app, "log_prompts", c.log_prompts,
          "Debugging only: log every generation's prompt and output, which are patient data "
          "(a warning is logged at start)");
@@ -205,6 +212,19 @@ ConfigOutcome LoadConfig(int argc, const char* const* argv) {
   if (c.socket.empty()) {
     std::cerr << "medqd: socket: must not be empty\n";
     return ExitNow{64};
+  }
+  if (!c.http_listen.empty()) {
+    auto address = http::ParseHttpAddress(c.http_listen);
+    if (!address.ok()) {
+      std::cerr << "medqd: " << address.error().message << "\n";
+      return ExitNow{64};
+    }
+    if (!http::IsLoopback(*address) && c.http_api_keys_file.empty()) {
+      std::cerr << "medqd: http_listen " << c.http_listen
+                << " is not a loopback address: set http_api_keys_file too, so that only "
+                   "clients with a key may use it\n";
+      return ExitNow{64};
+    }
   }
   if (print_config) {
     std::cout << FormatConfig(c);
@@ -248,6 +268,8 @@ std::string FormatConfig(const Config& c) {
   out << "embed_max_padding = " << c.embed_max_padding << "\n";
   out << "embed_max_concurrent = " << c.embed_max_concurrent << "\n";
   out << "embed_max_inputs = " << c.embed_max_inputs << "\n";
+  out << "http_listen = \"" << c.http_listen << "\"\n";
+  out << "http_api_keys_file = \"" << c.http_api_keys_file << "\"\n";
   out << "log_prompts = " << (c.log_prompts ? "true" : "false") << "\n";
   return out.str();
 }

@@ -48,6 +48,10 @@ struct Config {
   int embed_max_concurrent = 64;    // embed requests in the batcher at once
   int embed_max_inputs = 2048;      // texts in one embed request
 
+  // The OpenAI-compatible HTTP endpoint (daemon/http/, docs/http.md).
+  std::string http_listen;         // "" (off), HOST:PORT or a Unix socket path
+  std::string http_api_keys_file;  // Bearer keys, one a line; required off loopback
+
   // Privacy: prompts and outputs are patient data, never logged unless this is on.
   bool log_prompts = false;
 

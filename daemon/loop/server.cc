@@ -104,7 +104,8 @@ Server::~Server() {
 }
 
 int Server::Run() {
-  if (std::optional<int> fd = SystemdListenFd()) {
+  const SystemdSockets systemd = SystemdListenFds();
+  if (std::optional<int> fd = systemd.socket) {
     socket_ = ListeningSocket{*fd, "", 0, 0};  // never unlinked by us
     socket_activated_ = true;
   } else {
@@ -127,6 +128,14 @@ int Server::Run() {
     return 69;
   }
   listening_ = true;
+  if (!config_.http_listen.empty() || systemd.http) {
+    http_ = std::make_unique<http::HttpServer>(&loop_, state_, config_, peers_);
+    if (Status st = http_->Start(systemd.http); !st.ok()) {
+      spdlog::critical("cannot serve HTTP: {}", st.error().message);
+      CloseEverything();
+      return 69;
+    }
+  }
 
   for (auto [handle, signum] :
        {std::pair{&sigterm_, SIGTERM}, {&sigint_, SIGINT}, {&sighup_, SIGHUP}}) {
@@ -399,6 +408,7 @@ void Server::Reload() {
     spdlog::warn("SIGHUP: configuration is invalid; keeping the running one");
     return;
   }
+  if (http_ != nullptr) http_->ReloadKeys();
   SetLogLevel(fresh->log_level);
   config_.log_level = fresh->log_level;
   spdlog::info("SIGHUP: reloaded log_level = {}; other keys take effect on restart",
@@ -427,6 +437,7 @@ void Server::BeginDrain() {
     RemoveListeningSocket(socket_);
     uv_close(reinterpret_cast<uv_handle_t*>(&listener_), nullptr);
   }
+  if (http_ != nullptr) http_->StopListening();
   scheduler_.DropAllWaiting(
       Error(ErrorCode::kNotReady, "medqd is shutting down; retry once it is back"));
   drain_deadline_ = std::chrono::steady_clock::now() +
@@ -461,7 +472,11 @@ void Server::CloseEverything() {
   handoff_.Close();
   for (auto& [id, conn] : std::map(connections_))
     conn->CloseAfterWrites();
-  if (!connections_.empty()) {
+  if (http_ != nullptr) {
+    http_->StopListening();
+    http_->CloseConnections(/*now=*/false);
+  }
+  if (!connections_.empty() || (http_ != nullptr && http_->connections() > 0)) {
     uv_timer_init(&loop_, &force_close_timer_);
     force_close_timer_.data = this;
     uv_timer_start(
@@ -470,6 +485,7 @@ void Server::CloseEverything() {
           auto* self = static_cast<Server*>(t->data);
           for (auto& [id, conn] : std::map(self->connections_))
             conn->Close();
+          if (self->http_ != nullptr) self->http_->CloseConnections(/*now=*/true);
           uv_close(reinterpret_cast<uv_handle_t*>(t), nullptr);
         },
         kForceCloseMs, 0);

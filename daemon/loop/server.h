@@ -15,6 +15,7 @@
 
 #include "daemon/config.h"
 #include "daemon/handoff.h"
+#include "daemon/http/http_server.h"
 #include "daemon/loop/connection.h"
 #include "daemon/loop/listen_socket.h"
 #include "daemon/loop/peer_auth.h"
@@ -62,6 +63,8 @@ class Server {
   DaemonState state_;
   PeerPolicy peers_;
   ListeningSocket socket_;
+  // The HTTP endpoint, when http_listen (or systemd's "http" socket) turns it on.
+  std::unique_ptr<http::HttpServer> http_;
   // Zero-initialized: a handle whose `loop` is null was never initialized.
   uv_pipe_t listener_{};
   uv_signal_t sigterm_{}, sigint_{}, sighup_{};

@@ -2,16 +2,34 @@
 
 #include <systemd/sd-daemon.h>
 
+#include <sys/socket.h>
+
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
 
 namespace medq::daemon {
 
-std::optional<int> SystemdListenFd() {
-  int n = sd_listen_fds(/*unset_environment=*/1);
-  if (n < 1) return std::nullopt;
-  const int fd = SD_LISTEN_FDS_START;
-  if (sd_is_socket_unix(fd, SOCK_STREAM, /*listening=*/1, nullptr, 0) <= 0) return std::nullopt;
-  return fd;
+SystemdSockets SystemdListenFds() {
+  SystemdSockets out;
+  char** names = nullptr;
+  const int n = sd_listen_fds_with_names(/*unset_environment=*/1, &names);
+  for (int i = 0; i < n; ++i) {
+    const int fd = SD_LISTEN_FDS_START + i;
+    const bool http = names != nullptr && std::strcmp(names[i], "http") == 0;
+    if (http && !out.http && sd_is_socket(fd, AF_UNSPEC, SOCK_STREAM, /*listening=*/1) > 0) {
+      out.http = fd;
+    } else if (!http && !out.socket &&
+               sd_is_socket_unix(fd, SOCK_STREAM, /*listening=*/1, nullptr, 0) > 0) {
+      out.socket = fd;
+    }
+  }
+  if (names != nullptr) {
+    for (int i = 0; i < n; ++i)
+      std::free(names[i]);
+    std::free(names);
+  }
+  return out;
 }
 
 void NotifyReady(const std::string& status) {

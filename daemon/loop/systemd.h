@@ -10,9 +10,15 @@
 
 namespace medq::daemon {
 
-// The listening Unix stream socket systemd passed (the first of LISTEN_FDS),
-// or nullopt when none was passed. Unsets the LISTEN_* variables.
-std::optional<int> SystemdListenFd();
+// The listening sockets systemd passed (LISTEN_FDS): `socket`, the first
+// Unix stream socket not named "http"; `http`, the one named "http"
+// (FileDescriptorName=http), for the HTTP endpoint. Unsets the LISTEN_*
+// variables.
+struct SystemdSockets {
+  std::optional<int> socket;
+  std::optional<int> http;
+};
+SystemdSockets SystemdListenFds();
 
 void NotifyReady(const std::string& status);
 void NotifyStopping();

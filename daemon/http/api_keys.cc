@@ -1,0 +1,55 @@
+#include "daemon/http/api_keys.h"
+
+#include <fstream>
+
+namespace medq::daemon::http {
+namespace {
+
+bool ConstantTimeEqual(std::string_view a, std::string_view b) {
+  // Compares every byte of `a` (the key) whatever `b` holds.
+  unsigned char diff = a.size() == b.size() ? 0 : 1;
+  for (size_t i = 0; i < a.size(); ++i) {
+    const unsigned char other = i < b.size() ? static_cast<unsigned char>(b[i]) : 0;
+    diff |= static_cast<unsigned char>(static_cast<unsigned char>(a[i]) ^ other);
+  }
+  return diff == 0;
+}
+
+std::string Trim(const std::string& s) {
+  const size_t b = s.find_first_not_of(" \t\r");
+  if (b == std::string::npos) return "";
+  return s.substr(b, s.find_last_not_of(" \t\r") - b + 1);
+}
+
+}  // namespace
+
+Status ApiKeys::Load(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) {
+    return Error(ErrorCode::kInvalidRequest, "http_api_keys_file " + path + ": cannot read it");
+  }
+  std::vector<std::string> keys;
+  std::string line;
+  while (std::getline(in, line)) {
+    line = Trim(line);
+    if (line.empty() || line[0] == '#') continue;
+    keys.push_back(line);
+  }
+  if (keys.empty()) {
+    return Error(ErrorCode::kInvalidRequest, "http_api_keys_file " + path + " holds no key");
+  }
+  keys_ = std::move(keys);
+  return {};
+}
+
+bool ApiKeys::Allows(std::string_view authorization) const {
+  constexpr std::string_view kBearer = "Bearer ";
+  if (authorization.substr(0, kBearer.size()) != kBearer) return false;
+  const std::string_view presented = authorization.substr(kBearer.size());
+  bool allowed = false;
+  for (const std::string& key : keys_)
+    allowed |= ConstantTimeEqual(key, presented);
+  return allowed;
+}
+
+}  // namespace medq::daemon::http

@@ -1,0 +1,379 @@
+#include "daemon/http/http_connection.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <cctype>
+#include <climits>
+
+#include <nlohmann/json.hpp>
+
+namespace medq::daemon::http {
+namespace {
+
+struct WriteRequest {
+  uv_write_t req;
+  std::string data;
+};
+
+HttpConnection* Self(http_parser* p) {
+  return static_cast<HttpConnection*>(p->data);
+}
+
+std::string Lower(std::string_view s) {
+  std::string out(s);
+  std::transform(out.begin(), out.end(), out.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return out;
+}
+
+}  // namespace
+
+const std::string* HttpRequest::Header(std::string_view name) const {
+  for (const auto& [key, value] : headers) {
+    if (key == name) return &value;
+  }
+  return nullptr;
+}
+
+std::string StatusLine(int status) {
+  const char* reason = "Unknown";
+  switch (status) {
+    case 200:
+      reason = "OK";
+      break;
+    case 204:
+      reason = "No Content";
+      break;
+    case 400:
+      reason = "Bad Request";
+      break;
+    case 401:
+      reason = "Unauthorized";
+      break;
+    case 403:
+      reason = "Forbidden";
+      break;
+    case 404:
+      reason = "Not Found";
+      break;
+    case 405:
+      reason = "Method Not Allowed";
+      break;
+    case 408:
+      reason = "Request Timeout";
+      break;
+    case 409:
+      reason = "Conflict";
+      break;
+    case 411:
+      reason = "Length Required";
+      break;
+    case 413:
+      reason = "Content Too Large";
+      break;
+    case 415:
+      reason = "Unsupported Media Type";
+      break;
+    case 429:
+      reason = "Too Many Requests";
+      break;
+    case 431:
+      reason = "Request Header Fields Too Large";
+      break;
+    case 500:
+      reason = "Internal Server Error";
+      break;
+    case 501:
+      reason = "Not Implemented";
+      break;
+    case 503:
+      reason = "Service Unavailable";
+      break;
+    case 504:
+      reason = "Gateway Timeout";
+      break;
+    case 505:
+      reason = "HTTP Version Not Supported";
+      break;
+    default:
+      break;
+  }
+  return "HTTP/1.1 " + std::to_string(status) + " " + reason + "\r\n";
+}
+
+HttpConnection::HttpConnection(uv_loop_t* loop, uint64_t id, bool tcp, Limits limits,
+                               Callbacks callbacks)
+    : id_(id), tcp_(tcp), limits_(limits), callbacks_(std::move(callbacks)) {
+  if (tcp_) {
+    uv_tcp_init(loop, &handle_.tcp);
+  } else {
+    uv_pipe_init(loop, &handle_.pipe, 0);
+  }
+  uv_timer_init(loop, &idle_timer_);
+  handle_.handle.data = this;
+  idle_timer_.data = this;
+  http_parser_init(&parser_, HTTP_REQUEST);
+  parser_.data = this;
+  http_parser_settings_init(&settings_);
+  settings_.on_message_begin = &HttpConnection::OnMessageBegin;
+  settings_.on_url = &HttpConnection::OnUrl;
+  settings_.on_header_field = &HttpConnection::OnHeaderField;
+  settings_.on_header_value = &HttpConnection::OnHeaderValue;
+  settings_.on_headers_complete = &HttpConnection::OnHeadersComplete;
+  settings_.on_body = &HttpConnection::OnBody;
+  settings_.on_message_complete = &HttpConnection::OnMessageComplete;
+}
+
+int HttpConnection::Accept(uv_stream_t* server) {
+  int rc = uv_accept(server, stream());
+  if (rc == 0 && tcp_) uv_tcp_nodelay(&handle_.tcp, 1);
+  return rc;
+}
+
+int HttpConnection::fd() const {
+  uv_os_fd_t fd = -1;
+  uv_fileno(&handle_.handle, &fd);
+  return fd;
+}
+
+void HttpConnection::StartReading() {
+  uv_read_start(stream(), &HttpConnection::OnAlloc, &HttpConnection::OnRead);
+  uv_timer_start(&idle_timer_, &HttpConnection::OnIdle, limits_.idle_timeout_ms, 0);
+}
+
+void HttpConnection::OnAlloc(uv_handle_t* handle, size_t, uv_buf_t* buf) {
+  auto* self = static_cast<HttpConnection*>(handle->data);
+  *buf = uv_buf_init(self->read_buffer_, sizeof(self->read_buffer_));
+}
+
+void HttpConnection::OnRead(uv_stream_t* stream, ssize_t nread, const uv_buf_t* buf) {
+  auto* self = static_cast<HttpConnection*>(stream->data);
+  if (nread == 0 || self->closing_) return;
+  if (nread < 0) {
+    // End of input or a read error. While a request is answered the client
+    // has gone (HTTP clients do not half-close): its job is cancelled.
+    if (self->answering_) {
+      spdlog::info("http connection {}: client went away during its request", self->id_);
+    }
+    self->Close();
+    return;
+  }
+  self->input_.append(buf->base, static_cast<size_t>(nread));
+  // Pipelined bytes beyond one whole request wait unread in the kernel.
+  if (self->answering_ &&
+      self->input_.size() > self->limits_.max_header_bytes + self->limits_.max_body_bytes) {
+    uv_read_stop(stream);
+  }
+  self->Parse();
+}
+
+void HttpConnection::Parse() {
+  if (parsing_) return;  // EndResponse from inside a route: the loop below goes on
+  std::shared_ptr<HttpConnection> keep = shared_from_this();
+  parsing_ = true;
+  while (!closing() && !answering_ && !input_.empty()) {
+    const size_t n = http_parser_execute(&parser_, &settings_, input_.data(), input_.size());
+    const auto err = static_cast<http_errno>(parser_.http_errno);
+    input_.erase(0, std::min(n, input_.size()));
+    if (err == HPE_PAUSED) {
+      http_parser_pause(&parser_, 0);
+    } else if (err != HPE_OK) {
+      if (limit_status_ == 413) {
+        Reject(413, "request body exceeds " + std::to_string(limits_.max_body_bytes) + " bytes",
+               "request_too_large");
+      } else if (limit_status_ == 431) {
+        Reject(431, "request headers exceed the limit", "headers_too_large");
+      } else {
+        Reject(400, std::string("malformed HTTP request: ") + http_errno_description(err),
+               "malformed_http");
+      }
+      break;
+    }
+    if (!request_ready_) break;  // the rest of the request has not arrived yet
+    request_ready_ = false;
+    answering_ = true;
+    uv_timer_stop(&idle_timer_);
+    HttpRequest request = std::move(current_);
+    current_ = HttpRequest{};
+    if (parser_.upgrade) request.keep_alive = false;
+    callbacks_.on_request(*this, std::move(request));
+  }
+  parsing_ = false;
+}
+
+void HttpConnection::EndResponse(bool keep_alive) {
+  if (!answering_) return;
+  answering_ = false;
+  close_hooks_.clear();
+  std::shared_ptr<void> done = std::move(exchange_);  // freed when this returns
+  if (closing()) return;
+  if (!keep_alive || parser_.upgrade) {
+    CloseAfterWrites();
+    return;
+  }
+  uv_timer_start(&idle_timer_, &HttpConnection::OnIdle, limits_.idle_timeout_ms, 0);
+  uv_read_start(stream(), &HttpConnection::OnAlloc, &HttpConnection::OnRead);
+  // Pipelined requests already read (from inside Parse, its loop goes on).
+  Parse();
+}
+
+void HttpConnection::OnIdle(uv_timer_t* timer) {
+  auto* self = static_cast<HttpConnection*>(timer->data);
+  if (self->answering_) return;
+  spdlog::info("http connection {}: closed after {} ms {}", self->id_,
+               self->limits_.idle_timeout_ms,
+               self->input_.empty() && self->header_bytes_ == 0 ? "without a request"
+                                                                : "without completing a request");
+  self->Close();
+}
+
+void HttpConnection::Reject(int status, std::string_view message, std::string_view code) {
+  const std::string body = nlohmann::json{{"error",
+                                           {{"message", message},
+                                            {"type", "invalid_request_error"},
+                                            {"code", code},
+                                            {"param", nullptr}}}}
+                               .dump() +
+                           "\n";
+  Write(StatusLine(status) +
+        "content-type: application/json\r\nconnection: close\r\ncontent-length: " +
+        std::to_string(body.size()) + "\r\n\r\n" + body);
+  CloseAfterWrites();
+}
+
+void HttpConnection::Write(std::string bytes) {
+  if (closing()) return;
+  if (uv_stream_get_write_queue_size(stream()) > limits_.max_pending_write_bytes) {
+    spdlog::warn("http connection {}: client is not reading its responses; closing", id_);
+    Close();
+    return;
+  }
+  auto* w = new WriteRequest{{}, std::move(bytes)};
+  uv_buf_t buf = uv_buf_init(w->data.data(), static_cast<unsigned>(w->data.size()));
+  w->req.data = w;
+  int rc = uv_write(&w->req, stream(), &buf, 1,
+                    [](uv_write_t* req, int) { delete static_cast<WriteRequest*>(req->data); });
+  if (rc != 0) {
+    delete w;
+    Close();
+  }
+}
+
+void HttpConnection::CloseAfterWrites() {
+  if (closing_ || shutting_down_) return;
+  shutting_down_ = true;
+  uv_read_stop(stream());
+  auto* req = new uv_shutdown_t;
+  req->data = this;
+  int rc = uv_shutdown(req, stream(), [](uv_shutdown_t* r, int) {
+    auto* self = static_cast<HttpConnection*>(r->data);
+    delete r;
+    self->Close();
+  });
+  if (rc != 0) {
+    delete req;
+    Close();
+  }
+}
+
+void HttpConnection::Close() {
+  if (closing_) return;
+  closing_ = true;
+  self_while_closing_ = shared_from_this();
+  for (auto& hook : std::exchange(close_hooks_, {}))
+    hook();
+  exchange_.reset();
+  uv_close(handle(), &HttpConnection::OnHandleClosed);
+  uv_close(reinterpret_cast<uv_handle_t*>(&idle_timer_), &HttpConnection::OnHandleClosed);
+}
+
+void HttpConnection::OnHandleClosed(uv_handle_t* handle) {
+  auto* self = static_cast<HttpConnection*>(handle->data);
+  if (--self->open_handles_ > 0) return;
+  auto keep = std::move(self->self_while_closing_);
+  if (self->callbacks_.on_closed) self->callbacks_.on_closed(*self);
+}
+
+int HttpConnection::OnMessageBegin(http_parser* p) {
+  HttpConnection* self = Self(p);
+  self->current_ = HttpRequest{};
+  self->header_bytes_ = 0;
+  self->in_value_ = false;
+  return 0;
+}
+
+int HttpConnection::OnUrl(http_parser* p, const char* at, size_t n) {
+  HttpConnection* self = Self(p);
+  self->header_bytes_ += n;
+  if (self->header_bytes_ > self->limits_.max_header_bytes) {
+    self->limit_status_ = 431;
+    return -1;
+  }
+  self->current_.target.append(at, n);
+  return 0;
+}
+
+int HttpConnection::OnHeaderField(http_parser* p, const char* at, size_t n) {
+  HttpConnection* self = Self(p);
+  self->header_bytes_ += n;
+  if (self->in_value_ || self->current_.headers.empty()) {
+    if (self->current_.headers.size() >= self->limits_.max_headers) {
+      self->limit_status_ = 431;
+      return -1;
+    }
+    self->current_.headers.emplace_back();
+    self->in_value_ = false;
+  }
+  if (self->header_bytes_ > self->limits_.max_header_bytes) {
+    self->limit_status_ = 431;
+    return -1;
+  }
+  self->current_.headers.back().first += Lower(std::string_view(at, n));
+  return 0;
+}
+
+int HttpConnection::OnHeaderValue(http_parser* p, const char* at, size_t n) {
+  HttpConnection* self = Self(p);
+  self->header_bytes_ += n;
+  if (self->header_bytes_ > self->limits_.max_header_bytes) {
+    self->limit_status_ = 431;
+    return -1;
+  }
+  self->in_value_ = true;
+  if (!self->current_.headers.empty()) self->current_.headers.back().second.append(at, n);
+  return 0;
+}
+
+int HttpConnection::OnHeadersComplete(http_parser* p) {
+  HttpConnection* self = Self(p);
+  HttpRequest& r = self->current_;
+  r.method = http_method_str(static_cast<http_method>(p->method));
+  r.path = r.target.substr(0, r.target.find('?'));
+  r.keep_alive = http_should_keep_alive(p) != 0;
+  if (p->content_length != ULLONG_MAX && p->content_length > self->limits_.max_body_bytes) {
+    self->limit_status_ = 413;
+    return -1;
+  }
+  return 0;
+}
+
+int HttpConnection::OnBody(http_parser* p, const char* at, size_t n) {
+  HttpConnection* self = Self(p);
+  if (self->current_.body.size() + n > self->limits_.max_body_bytes) {
+    self->limit_status_ = 413;
+    return -1;
+  }
+  self->current_.body.append(at, n);
+  return 0;
+}
+
+int HttpConnection::OnMessageComplete(http_parser* p) {
+  HttpConnection* self = Self(p);
+  self->request_ready_ = true;
+  self->header_bytes_ = 0;
+  http_parser_pause(p, 1);
+  return 0;
+}
+
+}  // namespace medq::daemon::http

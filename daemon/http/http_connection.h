@@ -1,0 +1,143 @@
+// One HTTP/1.1 client connection on the loop thread: reads bytes, parses
+// requests with Debian's http-parser (the Node.js parser: incremental,
+// chunked request bodies, pipelining), enforces the limits, and writes
+// response bytes. Loop thread only; nothing here blocks.
+//
+// One request at a time: after a whole request is parsed, parsing pauses
+// until its response has ended (EndResponse), so pipelined requests are
+// answered in order; their bytes wait in a buffer meanwhile.
+//
+// Limits: the request line and headers (max_header_bytes, max_headers: 431),
+// the body (max_body_bytes: 413, told by Content-Length before the body is
+// read when it can be) and time: while no request is being answered, the
+// client has idle_timeout_ms to send a whole request (a client trickling
+// header bytes, slowloris, is closed like a silent one). A client that reads
+// nothing is cut off past max_pending_write_bytes.
+//
+// Lifetime: the HttpServer holds the only owning reference; exchanges hold
+// weak ones. End of input or a read error while a request is being answered
+// means the client has gone: the connection closes and its close hooks run
+// (cancelling the request's job). After Close() on_closed runs once both
+// libuv handles are closed.
+#pragma once
+
+#include <http_parser.h>
+#include <uv.h>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace medq::daemon::http {
+
+struct HttpRequest {
+  std::string method;                                        // "GET", "POST", "HEAD", ...
+  std::string target;                                        // as sent: path and query
+  std::string path;                                          // without the query
+  std::vector<std::pair<std::string, std::string>> headers;  // names lowercased
+  std::string body;
+  bool keep_alive = true;
+
+  // The first header of that (lowercase) name, or null.
+  const std::string* Header(std::string_view name) const;
+};
+
+class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
+ public:
+  struct Limits {
+    size_t max_header_bytes;
+    size_t max_headers;
+    size_t max_body_bytes;
+    uint64_t idle_timeout_ms;
+    size_t max_pending_write_bytes;
+  };
+  struct Callbacks {
+    std::function<void(HttpConnection&, HttpRequest)> on_request;
+    std::function<void(HttpConnection&)> on_closed;
+  };
+
+  // `tcp`: the listener is a TCP socket; else a Unix socket.
+  HttpConnection(uv_loop_t* loop, uint64_t id, bool tcp, Limits limits, Callbacks callbacks);
+  HttpConnection(const HttpConnection&) = delete;
+  HttpConnection& operator=(const HttpConnection&) = delete;
+
+  int Accept(uv_stream_t* server);
+  int fd() const;
+  bool tcp() const { return tcp_; }
+  void StartReading();
+
+  // Queues bytes for writing. Dropped once closing.
+  void Write(std::string bytes);
+  // The current request's response is written: go on with the next request,
+  // or close once written when the connection must not be kept.
+  void EndResponse(bool keep_alive);
+  // Answers a request that never reached a route (a parse error, a limit)
+  // with `status` and a JSON error body, then closes.
+  void Reject(int status, std::string_view message, std::string_view code);
+  void CloseAfterWrites();
+  void Close();
+
+  bool closing() const { return closing_ || shutting_down_; }
+  // Runs `hook` when the connection closes; hooks of a request that has
+  // ended are dropped at its end.
+  void AddCloseHook(std::function<void()> hook) { close_hooks_.push_back(std::move(hook)); }
+  uint64_t id() const { return id_; }
+  // Keeps the current request's exchange alive until its response ends.
+  void Hold(std::shared_ptr<void> exchange) { exchange_ = std::move(exchange); }
+
+ private:
+  static void OnAlloc(uv_handle_t* handle, size_t suggested, uv_buf_t* buf);
+  static void OnRead(uv_stream_t* stream, ssize_t nread, const uv_buf_t* buf);
+  static void OnIdle(uv_timer_t* timer);
+  static void OnHandleClosed(uv_handle_t* handle);
+  void Parse();
+  uv_stream_t* stream() { return &handle_.stream; }
+  uv_handle_t* handle() { return &handle_.handle; }
+
+  // http-parser callbacks.
+  static int OnMessageBegin(http_parser* p);
+  static int OnUrl(http_parser* p, const char* at, size_t n);
+  static int OnHeaderField(http_parser* p, const char* at, size_t n);
+  static int OnHeaderValue(http_parser* p, const char* at, size_t n);
+  static int OnHeadersComplete(http_parser* p);
+  static int OnBody(http_parser* p, const char* at, size_t n);
+  static int OnMessageComplete(http_parser* p);
+
+  uint64_t id_;
+  bool tcp_;
+  Limits limits_;
+  Callbacks callbacks_;
+  union {
+    uv_handle_t handle;
+    uv_stream_t stream;
+    uv_tcp_t tcp;
+    uv_pipe_t pipe;
+  } handle_;
+  uv_timer_t idle_timer_;
+  http_parser parser_;
+  http_parser_settings settings_;
+  std::string input_;  // read, not parsed yet
+  HttpRequest current_;
+  size_t header_bytes_ = 0;
+  bool in_value_ = false;
+  int limit_status_ = 0;  // 413 or 431 when a callback stopped the parser for a limit
+  bool request_ready_ = false;
+  bool answering_ = false;
+  bool parsing_ = false;
+  std::shared_ptr<void> exchange_;
+  char read_buffer_[64 * 1024];
+  int open_handles_ = 2;
+  bool closing_ = false;
+  bool shutting_down_ = false;
+  std::vector<std::function<void()>> close_hooks_;
+  std::shared_ptr<HttpConnection> self_while_closing_;
+};
+
+// "HTTP/1.1 404 Not Found\r\n": the status line of `status`.
+std::string StatusLine(int status);
+
+}  // namespace medq::daemon::http

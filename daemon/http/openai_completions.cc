@@ -1,0 +1,275 @@
+// POST /v1/chat/completions and POST /v1/completions: the `generate` op,
+// whose events become an OpenAI completion object or, with "stream": true,
+// server-sent chat.completion.chunk / text_completion events ending in
+// "data: [DONE]".
+//
+// The response head goes out with the first token (or the end), so that every
+// refusal before it (QUEUE_FULL, QUEUE_TIMEOUT, MODEL_NOT_FOUND, a prompt the
+// model cannot take, ...) is a proper HTTP error; it carries x-medq-job and
+// x-medq-queue-ms (the time until the job started).
+#include <algorithm>
+#include <chrono>
+
+#include "daemon/http/routes.h"
+
+namespace medq::daemon::http {
+namespace {
+
+using nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+struct Translation {
+  bool chat = true;
+  bool stream = false;
+  bool include_usage = false;
+  std::string model;  // as requested, until `done` names the one that ran
+  std::string id;
+  int64_t created = 0;
+  Clock::time_point submitted = Clock::now();
+  std::string text;
+
+  json Envelope(const char* object) const {
+    return json{{"id", id}, {"object", object}, {"created", created}, {"model", model}};
+  }
+
+  json Chunk(json delta, json finish_reason) const {
+    json c = Envelope(chat ? "chat.completion.chunk" : "text_completion");
+    json choice = {{"index", 0}};
+    if (chat) {
+      choice["delta"] = std::move(delta);
+    } else {
+      choice["text"] = delta.value("content", "");
+    }
+    choice["logprobs"] = nullptr;
+    choice["finish_reason"] = std::move(finish_reason);
+    c["choices"] = json::array({std::move(choice)});
+    return c;
+  }
+
+  void OnEvent(HttpExchange& ex, std::string_view event, const json& fields) {
+    if (event == "started") {
+      const std::string job = fields.value("job", "");
+      id = (chat ? "chatcmpl-" : "cmpl-") + job;
+      const double queue_ms =
+          std::chrono::duration<double, std::milli>(Clock::now() - submitted).count();
+      ex.AddHeader("x-medq-job", job);
+      ex.AddHeader("x-medq-queue-ms", std::to_string(static_cast<int64_t>(queue_ms)));
+    } else if (event == "token") {
+      const std::string piece = fields.value("text", "");
+      if (piece.empty()) return;
+      if (stream) {
+        StartStream(ex);
+        ex.SendData(Chunk({{"content", piece}}, nullptr).dump());
+      } else {
+        text += piece;
+      }
+    } else if (event == "done") {
+      OnDone(ex, fields);
+    }
+  }
+
+  void StartStream(HttpExchange& ex) const {
+    if (ex.streaming()) return;
+    ex.StartEventStream();
+    if (chat) ex.SendData(Chunk({{"role", "assistant"}, {"content", ""}}, nullptr).dump());
+  }
+
+  void OnDone(HttpExchange& ex, const json& done) {
+    model = done.value("model", model);
+    std::string finish = done.value("finish_reason", "stop");
+    if (finish == "cancelled") finish = "stop";
+    const json& u = done.contains("usage") ? done["usage"] : json::object();
+    const int64_t prompt = u.value("prompt_tokens", int64_t{0});
+    const int64_t completion = u.value("completion_tokens", int64_t{0});
+    const json usage = {{"prompt_tokens", prompt},
+                        {"completion_tokens", completion},
+                        {"total_tokens", prompt + completion}};
+    if (stream) {
+      StartStream(ex);
+      ex.SendData(Chunk(json::object(), finish).dump());
+      if (include_usage) {
+        json last = Envelope(chat ? "chat.completion.chunk" : "text_completion");
+        last["choices"] = json::array();
+        last["usage"] = usage;
+        ex.SendData(last.dump());
+      }
+      ex.SendData("[DONE]");
+      return ex.EndEventStream();
+    }
+    json out = Envelope(chat ? "chat.completion" : "text_completion");
+    json choice = {{"index", 0}};
+    if (chat) {
+      choice["message"] = {{"role", "assistant"}, {"content", text}};
+    } else {
+      choice["text"] = text;
+    }
+    choice["logprobs"] = nullptr;
+    choice["finish_reason"] = finish;
+    out["choices"] = json::array({std::move(choice)});
+    out["usage"] = usage;
+    ex.RespondJson(200, out);
+  }
+};
+
+Error Invalid(std::string message) {
+  return Error(ErrorCode::kInvalidRequest, std::move(message));
+}
+
+// The fields both routes share, into `generate` params.
+Status CommonParams(const Params& body, Params& p, Translation& t) {
+  if (Status st = CopyField(body, "model", Kind::kString, p); !st.ok()) return st;
+  if (Has(body, "max_completion_tokens")) {
+    if (Status st = CopyField(body, "max_completion_tokens", Kind::kInteger, p, "max_tokens");
+        !st.ok()) {
+      return st;
+    }
+  } else if (Status st = CopyField(body, "max_tokens", Kind::kInteger, p); !st.ok()) {
+    return st;
+  }
+  for (const char* name : {"temperature", "top_p", "min_p", "repeat_penalty"}) {
+    if (Status st = CopyField(body, name, Kind::kNumber, p); !st.ok()) return st;
+  }
+  for (const char* name : {"seed", "top_k"}) {
+    if (Status st = CopyField(body, name, Kind::kInteger, p); !st.ok()) return st;
+  }
+  if (Has(body, "stop")) {
+    const Params& stop = body["stop"];
+    if (stop.is_string()) {
+      p["stop"] = Params::array({stop});
+    } else if (stop.is_array() && std::all_of(stop.begin(), stop.end(),
+                                              [](const Params& s) { return s.is_string(); })) {
+      p["stop"] = stop;
+    } else {
+      return Invalid("'stop' must be a string or an array of strings");
+    }
+  }
+  if (Status st = CheckField(body, "n", Kind::kInteger); !st.ok()) return st;
+  if (Has(body, "n") && body["n"] != 1) {
+    return Invalid("'n' must be 1: medq returns one choice per request; send several requests");
+  }
+  if (Status st = CheckField(body, "stream", Kind::kBoolean); !st.ok()) return st;
+  t.stream = Has(body, "stream") && body["stream"].get<bool>();
+  if (Status st = CheckField(body, "stream_options", Kind::kObject); !st.ok()) return st;
+  if (Has(body, "stream_options")) {
+    if (Status st = CheckField(body["stream_options"], "include_usage", Kind::kBoolean); !st.ok()) {
+      return Invalid("'stream_options.include_usage' must be a boolean");
+    }
+    t.include_usage = Has(body["stream_options"], "include_usage") &&
+                      body["stream_options"]["include_usage"].get<bool>();
+  }
+  if (Has(body, "top_logprobs")) {
+    return Invalid("'top_logprobs' is not supported: medq does not return log probabilities");
+  }
+  // medq's extensions (docs/http.md).
+  if (Status st = CopyField(body, "priority", Kind::kString, p); !st.ok()) return st;
+  if (Status st = CopyField(body, "queue_timeout_s", Kind::kNumber, p); !st.ok()) return st;
+  if (Status st = CopyField(body, "adapter", Kind::kString, p); !st.ok()) return st;
+  return {};
+}
+
+// OpenAI message content may be a list of parts; the text parts are joined.
+Result<Params> ChatMessages(const Params& messages) {
+  Params out = Params::array();
+  for (size_t i = 0; i < messages.size(); ++i) {
+    const Params& m = messages[i];
+    if (!m.is_object()) return Invalid("'messages[" + std::to_string(i) + "]' must be an object");
+    Params copy = m;
+    if (m.contains("content") && m["content"].is_array()) {
+      std::string text;
+      for (const Params& part : m["content"]) {
+        if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") ||
+            !part["text"].is_string()) {
+          return Invalid("'messages[" + std::to_string(i) +
+                         "].content' parts must be {\"type\":\"text\",\"text\":...}: medq "
+                         "models take text only");
+        }
+        text += part["text"].get<std::string>();
+      }
+      copy["content"] = text;
+    }
+    out.push_back(std::move(copy));
+  }
+  return out;
+}
+
+void Run(DaemonState& s, const std::shared_ptr<HttpExchange>& ex, Params params,
+         std::shared_ptr<Translation> t) {
+  t->created = std::chrono::duration_cast<std::chrono::seconds>(
+                   std::chrono::system_clock::now().time_since_epoch())
+                   .count();
+  t->model = params.value("model", s.config.model);
+  HttpExchange::Handlers handlers;
+  handlers.event = [t](HttpExchange& e, std::string_view event, const json& fields) {
+    t->OnEvent(e, event, fields);
+  };
+  ex->set_handlers(std::move(handlers));
+  RunOp(s, "generate", std::move(params), ex);
+}
+
+}  // namespace
+
+void ChatCompletions(DaemonState& s, const HttpRequest& request, std::shared_ptr<HttpExchange> ex) {
+  auto body = ParseBody(request);
+  if (!body.ok()) return ex->RespondError(body.error());
+  auto t = std::make_shared<Translation>();
+  t->chat = true;
+  Params p = Params::object();
+  if (!Has(*body, "messages")) return ex->RespondError(Invalid("'messages' is required"));
+  if (Status st = CheckField(*body, "messages", Kind::kArray); !st.ok()) {
+    return ex->RespondError(st.error());
+  }
+  auto messages = ChatMessages((*body)["messages"]);
+  if (!messages.ok()) return ex->RespondError(messages.error());
+  p["messages"] = std::move(*messages);
+  if (Status st = CheckField(*body, "logprobs", Kind::kBoolean); !st.ok()) {
+    return ex->RespondError(st.error());
+  }
+  if (Has(*body, "logprobs") && (*body)["logprobs"].get<bool>()) {
+    return ex->RespondError(
+        Invalid("'logprobs' is not supported: medq does not return log probabilities"));
+  }
+  if (Status st = CommonParams(*body, p, *t); !st.ok()) return ex->RespondError(st.error());
+  if (Status st = CopyField(*body, "tools", Kind::kArray, p); !st.ok()) {
+    return ex->RespondError(st.error());
+  }
+  Run(s, ex, std::move(p), std::move(t));
+}
+
+void Completions(DaemonState& s, const HttpRequest& request, std::shared_ptr<HttpExchange> ex) {
+  auto body = ParseBody(request);
+  if (!body.ok()) return ex->RespondError(body.error());
+  auto t = std::make_shared<Translation>();
+  t->chat = false;
+  Params p = Params::object();
+  const Params prompt = body->value("prompt", Params(nullptr));
+  const Params* one = &prompt;
+  if (prompt.is_array() && prompt.size() == 1 && prompt[0].is_string()) one = &prompt[0];
+  if (one->is_string()) {
+    p["prompt"] = *one;
+    p["mode"] = "raw";
+  } else if (prompt.is_array() && !prompt.empty() &&
+             std::all_of(prompt.begin(), prompt.end(),
+                         [](const Params& id) { return id.is_number_integer(); })) {
+    p["prompt_ids"] = prompt;
+  } else if (prompt.is_array()) {
+    return ex->RespondError(
+        Invalid("'prompt' must be one string (or token ids): medq answers one prompt per request"));
+  } else {
+    return ex->RespondError(Invalid("'prompt' is required: a string or an array of token ids"));
+  }
+  const Params logprobs = body->value("logprobs", Params(nullptr));
+  if ((logprobs.is_boolean() && logprobs.get<bool>()) || (logprobs.is_number() && logprobs != 0)) {
+    return ex->RespondError(
+        Invalid("'logprobs' is not supported: medq does not return log probabilities"));
+  }
+  if (Has(*body, "echo") && (*body)["echo"] != false) {
+    return ex->RespondError(Invalid("'echo' is not supported"));
+  }
+  if (Has(*body, "best_of") && (*body)["best_of"] != 1) {
+    return ex->RespondError(Invalid("'best_of' must be 1"));
+  }
+  if (Status st = CommonParams(*body, p, *t); !st.ok()) return ex->RespondError(st.error());
+  Run(s, ex, std::move(p), std::move(t));
+}
+
+}  // namespace medq::daemon::http

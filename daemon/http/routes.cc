@@ -1,0 +1,146 @@
+#include "daemon/http/routes.h"
+
+#include <spdlog/spdlog.h>
+
+#include "daemon/loop/ops.h"
+#include "daemon/loop/responder.h"
+
+namespace medq::daemon::http {
+namespace {
+
+constexpr Route kRoutes[] = {
+    {"POST", "/v1/chat/completions", &ChatCompletions},
+    {"POST", "/v1/completions", &Completions},
+    {"POST", "/v1/embeddings", &Embeddings},
+    {"GET", "/v1/models", &ListModels},
+    {"GET", "/health", &HealthRoute},
+    {"GET", "/metrics", &MetricsRoute},
+};
+
+const char* KindName(Kind kind) {
+  switch (kind) {
+    case Kind::kString:
+      return "a string";
+    case Kind::kNumber:
+      return "a number";
+    case Kind::kInteger:
+      return "an integer";
+    case Kind::kBoolean:
+      return "a boolean";
+    case Kind::kArray:
+      return "an array";
+    case Kind::kObject:
+      return "an object";
+  }
+  return "?";
+}
+
+bool IsKind(const Params& v, Kind kind) {
+  switch (kind) {
+    case Kind::kString:
+      return v.is_string();
+    case Kind::kNumber:
+      return v.is_number();
+    case Kind::kInteger:
+      return v.is_number_integer();
+    case Kind::kBoolean:
+      return v.is_boolean();
+    case Kind::kArray:
+      return v.is_array();
+    case Kind::kObject:
+      return v.is_object();
+  }
+  return false;
+}
+
+}  // namespace
+
+std::span<const Route> Routes() {
+  return kRoutes;
+}
+
+void Dispatch(DaemonState& state, HttpConnection& connection, HttpRequest request) {
+  auto exchange = std::make_shared<HttpExchange>(connection.weak_from_this(), request);
+  connection.Hold(exchange);
+  const std::string& method = request.method == "HEAD" ? "GET" : request.method;
+  std::string allow;
+  for (const Route& route : kRoutes) {
+    if (route.path != request.path) continue;
+    if (route.method == method) {
+      try {
+        route.handler(state, request, exchange);
+      } catch (const std::exception& e) {
+        spdlog::error("http {} {} failed with an unexpected exception: {}", request.method,
+                      request.path, e.what());
+        exchange->RespondError(Error(ErrorCode::kInternal, "internal error; see the daemon's log"));
+      }
+      return;
+    }
+    allow += (allow.empty() ? "" : ", ") + std::string(route.method);
+    if (route.method == "GET") allow += ", HEAD";
+  }
+  if (!allow.empty()) {
+    exchange->AddHeader("allow", allow);
+    return exchange->RespondError(
+        HttpError{405, "invalid_request_error", "method_not_allowed", std::nullopt, std::nullopt,
+                  request.method + " is not allowed on " + request.path + "; use " + allow});
+  }
+  exchange->RespondError(HttpError{404, "invalid_request_error", "unknown_url", std::nullopt,
+                                   std::nullopt,
+                                   "unknown route " + request.method + " " + request.path +
+                                       "; see docs/http.md for the routes"});
+}
+
+void RunOp(DaemonState& state, std::string_view op_name, Params params,
+           const std::shared_ptr<HttpExchange>& exchange) {
+  const OpSpec* op = FindOp(op_name);
+  Request request{nullptr, std::string(op_name), std::move(params)};
+  Responder reply(std::weak_ptr<ReplyChannel>(exchange), nullptr, request.op, &state.metrics);
+  if (op == nullptr) {
+    return reply.Fail(Error(ErrorCode::kInternal, "no op " + request.op));
+  }
+  if (state.draining && op->starts_work) {
+    return reply.Fail(
+        Error(ErrorCode::kNotReady, "medqd is shutting down; retry once it is back", 1.0));
+  }
+  try {
+    op->handler(state, request, std::move(reply));
+  } catch (const std::exception& e) {
+    // The moved Responder has answered INTERNAL while unwinding.
+    spdlog::error("op {} failed with an unexpected exception: {}", request.op, e.what());
+  }
+}
+
+Result<Params> ParseBody(const HttpRequest& request) {
+  Params body = Params::parse(request.body, nullptr, /*allow_exceptions=*/false);
+  if (body.is_discarded()) {
+    return Error(ErrorCode::kInvalidRequest,
+                 "the request body is not valid JSON; send a JSON object with "
+                 "content-type: application/json");
+  }
+  if (!body.is_object()) {
+    return Error(ErrorCode::kInvalidRequest, "the request body must be a JSON object");
+  }
+  return body;
+}
+
+bool Has(const Params& body, std::string_view name) {
+  auto it = body.find(name);
+  return it != body.end() && !it->is_null();
+}
+
+Status CheckField(const Params& body, std::string_view name, Kind kind) {
+  if (!Has(body, name)) return {};
+  if (IsKind(body.at(std::string(name)), kind)) return {};
+  return Error(ErrorCode::kInvalidRequest, "'" + std::string(name) + "' must be " + KindName(kind) +
+                                               ", not " + body.at(std::string(name)).type_name());
+}
+
+Status CopyField(const Params& body, std::string_view name, Kind kind, Params& params,
+                 std::string_view as) {
+  if (Status st = CheckField(body, name, kind); !st.ok()) return st;
+  if (Has(body, name)) params[std::string(as.empty() ? name : as)] = body.at(std::string(name));
+  return {};
+}
+
+}  // namespace medq::daemon::http

@@ -1,0 +1,70 @@
+// The OpenAI-compatible routes and what they share. Each route is a thin
+// translation: it checks the body's fields (a wrong type is 400 naming the
+// parameter; unknown fields are ignored, as the OpenAI API ignores them),
+// builds the params of the equivalent medq op and runs that op's handler
+// from the op table (loop/ops.h) with a Responder bound to the exchange, so
+// the queue, priorities, limits, cancellation and errors are the socket's.
+// Loop thread only. docs/http.md is the contract.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include <nlohmann/json.hpp>
+
+#include "common/protocol.h"
+#include "daemon/http/http_exchange.h"
+#include "daemon/loop/state.h"
+
+namespace medq::daemon::http {
+
+using RouteHandler = void (*)(DaemonState& state, const HttpRequest& request,
+                              std::shared_ptr<HttpExchange> exchange);
+
+struct Route {
+  std::string_view method;  // GET routes answer HEAD too
+  std::string_view path;
+  RouteHandler handler;
+};
+
+std::span<const Route> Routes();
+
+// Answers `request` on `connection`: its route, or 404 (no such path) or 405
+// (with Allow) for a method the path does not take.
+void Dispatch(DaemonState& state, HttpConnection& connection, HttpRequest request);
+
+// Runs the medq op `op` with `params`, its replies going to `exchange`.
+void RunOp(DaemonState& state, std::string_view op, Params params,
+           const std::shared_ptr<HttpExchange>& exchange);
+
+// The request body as a JSON object, or the 400 error to answer with.
+Result<Params> ParseBody(const HttpRequest& request);
+
+// Field checks on a body; null counts as absent, as in the OpenAI API.
+// Each returns INVALID_REQUEST "'name' must be ..." when the type is wrong.
+enum class Kind { kString, kNumber, kInteger, kBoolean, kArray, kObject };
+Status CheckField(const Params& body, std::string_view name, Kind kind);
+// `name` is present and not null.
+bool Has(const Params& body, std::string_view name);
+// Copies body[name] into params[as] when present (after CheckField).
+Status CopyField(const Params& body, std::string_view name, Kind kind, Params& params,
+                 std::string_view as = {});
+
+// The routes (openai_completions.cc, openai_embeddings.cc, routes_info.cc).
+void ChatCompletions(DaemonState& state, const HttpRequest& request,
+                     std::shared_ptr<HttpExchange> exchange);
+void Completions(DaemonState& state, const HttpRequest& request,
+                 std::shared_ptr<HttpExchange> exchange);
+void Embeddings(DaemonState& state, const HttpRequest& request,
+                std::shared_ptr<HttpExchange> exchange);
+void ListModels(DaemonState& state, const HttpRequest& request,
+                std::shared_ptr<HttpExchange> exchange);
+void HealthRoute(DaemonState& state, const HttpRequest& request,
+                 std::shared_ptr<HttpExchange> exchange);
+void MetricsRoute(DaemonState& state, const HttpRequest& request,
+                  std::shared_ptr<HttpExchange> exchange);
+
+}  // namespace medq::daemon::http

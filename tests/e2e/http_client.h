@@ -1,0 +1,53 @@
+// A raw HTTP/1.1 client for the HTTP endpoint's end-to-end tests: bytes out
+// exactly as the test writes them, responses parsed just enough to check
+// (status, lowercased headers, body with content-length or chunked).
+#pragma once
+
+#include <chrono>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace medq::test {
+
+// A free TCP port on 127.0.0.1 (bound, then released).
+int FreePort();
+
+struct HttpResponse {
+  int status = 0;
+  std::map<std::string, std::string> headers;
+  std::string body;  // chunked bodies de-chunked
+  // "data: X" lines of a server-sent events body.
+  std::vector<std::string> Events() const;
+};
+
+class HttpClient {
+ public:
+  // Connects to 127.0.0.1:port; REQUIREs success.
+  explicit HttpClient(int port);
+  ~HttpClient();
+  HttpClient(const HttpClient&) = delete;
+  HttpClient& operator=(const HttpClient&) = delete;
+
+  void Send(const std::string& bytes);
+  // The next response; nullopt when the server closed (or `timeout` passed)
+  // before a whole one came. `head` skips the body (a HEAD request's).
+  std::optional<HttpResponse> Read(std::chrono::milliseconds timeout = std::chrono::seconds(60),
+                                   bool head = false);
+  // True when the server closes the connection within `timeout`.
+  bool ClosedWithin(std::chrono::milliseconds timeout);
+  void Close();
+
+ private:
+  bool Fill(std::chrono::steady_clock::time_point deadline);
+
+  int fd_ = -1;
+  std::string buffer_;
+};
+
+// A whole request: `method` `path` with `body` (JSON) on a fresh connection.
+HttpResponse HttpCall(int port, const std::string& method, const std::string& path,
+                      const std::string& body = "", const std::string& extra_headers = "");
+
+}  // namespace medq::test

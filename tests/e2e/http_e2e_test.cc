@@ -1,0 +1,424 @@
+// The OpenAI-compatible HTTP endpoint end to end (docs/http.md): a real
+// daemon with the fixture models and --http-listen, driven by a raw HTTP
+// client: the routes against the socket's own answers, errors and their
+// statuses, the limits, keep-alive and pipelining, cancel on disconnect, and
+// API keys. The official `openai` client is tests/http/openai_client_test.py.
+#include <signal.h>
+
+#include <catch2/catch.hpp>
+#include <fstream>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "ipc/client.h"
+#include "tests/e2e/generate_client.h"
+#include "tests/e2e/http_client.h"
+#include "tests/support/daemon_process.h"
+#include "tests/support/model_repo.h"
+
+namespace medq::test {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+using namespace std::chrono_literals;
+
+const fs::path kData = fs::path(MEDQ_EMBEDDING_TEST_DATA);
+
+std::vector<std::string> HttpArgs(const ModelRepo& repo, int port,
+                                  std::vector<std::string> extra = {}) {
+  std::vector<std::string> args =
+      DaemonArgs(repo, {"--http-listen", "127.0.0.1:" + std::to_string(port)});
+  args.insert(args.end(), extra.begin(), extra.end());
+  return args;
+}
+
+// `base` with the fields of `extra` added or replaced.
+json With(json base, const json& extra) {
+  base.update(extra);
+  return base;
+}
+
+json Body(const HttpResponse& r) {
+  INFO(r.body);
+  return json::parse(r.body);
+}
+
+void RequireError(const HttpResponse& r, int status, const std::string& param = "") {
+  INFO(r.status << " " << r.body);
+  REQUIRE(r.status == status);
+  json e = Body(r)["error"];
+  CHECK(e["message"].is_string());
+  CHECK(e["type"].is_string());
+  CHECK(e["code"].is_string());
+  REQUIRE(e.contains("param"));
+  if (!param.empty()) CHECK(e["param"] == param);
+}
+
+// The text a streamed completion's events carry, and the last chunk's
+// finish_reason.
+std::string StreamText(const HttpResponse& r, bool chat, std::string* finish = nullptr) {
+  std::string text;
+  const std::vector<std::string> events = r.Events();
+  REQUIRE(!events.empty());
+  CHECK(events.back() == "[DONE]");
+  for (const std::string& e : events) {
+    if (e == "[DONE]") continue;
+    json chunk = json::parse(e);
+    if (chunk["choices"].empty()) continue;
+    const json& choice = chunk["choices"][0];
+    text += chat ? choice["delta"].value("content", "") : choice.value("text", "");
+    if (finish != nullptr && !choice["finish_reason"].is_null()) *finish = choice["finish_reason"];
+  }
+  return text;
+}
+
+}  // namespace
+
+TEST_CASE("http: completions and chat equal the socket's generate, streamed or not",
+          "[e2e][http]") {
+  ModelRepo repo;
+  const int port = FreePort();
+  DaemonProcess d(HttpArgs(repo, port));
+
+  // A raw prompt, sampled with a seed: the same text as the socket's generate.
+  const json sampled = {{"prompt", "Once upon a time"},
+                        {"max_tokens", 12},
+                        {"temperature", 0.9},
+                        {"top_p", 0.95},
+                        {"seed", 42}};
+  Run socket_run = Generate(d.socket(), With(sampled, {{"mode", "raw"}}));
+  REQUIRE(socket_run.final()["event"] == "done");
+  HttpResponse plain = HttpCall(port, "POST", "/v1/completions", sampled.dump());
+  REQUIRE(plain.status == 200);
+  CHECK(plain.headers.count("x-medq-job") == 1);
+  CHECK(plain.headers.count("x-medq-queue-ms") == 1);
+  json out = Body(plain);
+  CHECK(out["object"] == "text_completion");
+  CHECK(out["choices"][0]["text"] == socket_run.Text());
+  CHECK(out["choices"][0]["finish_reason"] == "length");
+  CHECK(out["usage"]["completion_tokens"] == 12);
+  CHECK(out["usage"]["total_tokens"] ==
+        out["usage"]["prompt_tokens"].get<int>() + out["usage"]["completion_tokens"].get<int>());
+  CHECK(out["model"] == "tiny-llama");
+
+  HttpResponse streamed =
+      HttpCall(port, "POST", "/v1/completions", With(sampled, {{"stream", true}}).dump());
+  REQUIRE(streamed.status == 200);
+  CHECK(streamed.headers["content-type"] == "text/event-stream");
+  CHECK(StreamText(streamed, false) == socket_run.Text());
+
+  // Chat through the model's template (tiny-qwen2 has one).
+  const json messages = json::array({{{"role", "user"}, {"content", "Hi"}}});
+  Run chat_run =
+      Generate(d.socket(), {{"model", "tiny-qwen2"}, {"messages", messages}, {"max_tokens", 8}});
+  REQUIRE(chat_run.final()["event"] == "done");
+  const json chat = {{"model", "tiny-qwen2"}, {"messages", messages}, {"max_tokens", 8}};
+  HttpResponse c1 = HttpCall(port, "POST", "/v1/chat/completions", chat.dump());
+  REQUIRE(c1.status == 200);
+  json c1_body = Body(c1);
+  CHECK(c1_body["object"] == "chat.completion");
+  CHECK(c1_body["choices"][0]["message"]["role"] == "assistant");
+  CHECK(c1_body["choices"][0]["message"]["content"] == chat_run.Text());
+  // Content as a list of text parts is the same conversation.
+  json parts = chat;
+  parts["messages"][0]["content"] = json::array({{{"type", "text"}, {"text", "Hi"}}});
+  CHECK(Body(HttpCall(port, "POST", "/v1/chat/completions",
+                      parts.dump()))["choices"][0]["message"]["content"] == chat_run.Text());
+
+  HttpResponse c2 = HttpCall(
+      port, "POST", "/v1/chat/completions",
+      With(chat, {{"stream", true}, {"stream_options", {{"include_usage", true}}}}).dump());
+  REQUIRE(c2.status == 200);
+  std::string finish;
+  CHECK(StreamText(c2, true, &finish) == chat_run.Text());
+  CHECK(finish == "length");
+  const std::vector<std::string> events = c2.Events();
+  REQUIRE(events.size() >= 3);
+  json usage_chunk = json::parse(events[events.size() - 2]);
+  CHECK(usage_chunk["choices"].empty());
+  CHECK(usage_chunk["usage"]["completion_tokens"] == 8);
+  CHECK(json::parse(events[0])["choices"][0]["delta"]["role"] == "assistant");
+
+  // Stop strings end the text before them.
+  const std::string full = socket_run.Text();
+  REQUIRE(full.size() > 4);
+  const std::string stop = full.substr(full.size() / 2, 2);
+  json stopped =
+      Body(HttpCall(port, "POST", "/v1/completions", With(sampled, {{"stop", stop}}).dump()));
+  CHECK(stopped["choices"][0]["finish_reason"] == "stop");
+  CHECK(stopped["choices"][0]["text"] == full.substr(0, full.find(stop)));
+
+  // Models, health, metrics.
+  json models = Body(HttpCall(port, "GET", "/v1/models"));
+  CHECK(models["object"] == "list");
+  bool found = false;
+  for (const json& m : models["data"])
+    found = found || (m["id"] == "tiny-qwen2" && m["object"] == "model");
+  CHECK(found);
+  HttpResponse health = HttpCall(port, "GET", "/health");
+  CHECK(health.status == 200);
+  CHECK(Body(health)["ready"] == true);
+  HttpResponse metrics = HttpCall(port, "GET", "/metrics");
+  CHECK(metrics.status == 200);
+  CHECK(metrics.headers["content-type"].rfind("text/plain", 0) == 0);
+  CHECK(metrics.body.find("medq_") != std::string::npos);
+}
+
+TEST_CASE("http: errors are OpenAI error objects with the field's status", "[e2e][http]") {
+  ModelRepo repo;
+  const int port = FreePort();
+  DaemonProcess d(HttpArgs(repo, port, {"--max-message-bytes", "4096"}));
+  RequireError(HttpCall(port, "POST", "/v1/completions", "{\"prompt\": "), 400);
+  RequireError(HttpCall(port, "POST", "/v1/completions", "[1,2]"), 400);
+  RequireError(HttpCall(port, "POST", "/v1/completions", R"({"prompt":"a","temperature":"hot"})"),
+               400, "temperature");
+  RequireError(HttpCall(port, "POST", "/v1/completions", R"({"prompt":"a","max_tokens":-3})"), 400,
+               "max_tokens");
+  RequireError(HttpCall(port, "POST", "/v1/chat/completions", R"({"model":"tiny-llama"})"), 400,
+               "messages");
+  RequireError(HttpCall(port, "POST", "/v1/completions", R"({"prompt":"a","n":2})"), 400, "n");
+  RequireError(HttpCall(port, "POST", "/v1/chat/completions",
+                        R"({"messages":[{"role":"user","content":"a"}],"logprobs":true})"),
+               400, "logprobs");
+  RequireError(HttpCall(port, "POST", "/v1/completions", R"({"prompt":"a","model":"no-such"})"),
+               404);
+  // Unknown fields are ignored, as the OpenAI API ignores them.
+  CHECK(HttpCall(port, "POST", "/v1/completions",
+                 R"({"prompt":"a","max_tokens":1,"user":"u","frequency_penalty":0,"x":{}})")
+            .status == 200);
+  // Routes and methods.
+  RequireError(HttpCall(port, "GET", "/v1/nothing"), 404);
+  HttpResponse wrong = HttpCall(port, "DELETE", "/v1/models");
+  RequireError(wrong, 405);
+  CHECK(wrong.headers["allow"] == "GET, HEAD");
+  RequireError(HttpCall(port, "GET", "/v1/completions"), 405);
+  // HEAD: the head of GET, without the body.
+  HttpResponse head = HttpCall(port, "HEAD", "/health");
+  CHECK(head.status == 200);
+  CHECK(std::stoul(head.headers["content-length"]) > 0);
+  CHECK(head.body.empty());
+  // A body over max_message_bytes: 413, said before the body is read.
+  HttpResponse huge =
+      HttpCall(port, "POST", "/v1/completions", "{\"prompt\":\"" + std::string(8000, 'a') + "\"}");
+  RequireError(huge, 413);
+  // A chunked body over the limit too.
+  {
+    HttpClient c(port);
+    c.Send(
+        "POST /v1/completions HTTP/1.1\r\nhost: x\r\ntransfer-encoding: chunked\r\n\r\n"
+        "1f40\r\n" +
+        std::string(8000, 'a') + "\r\n0\r\n\r\n");
+    auto r = c.Read(10s);
+    REQUIRE(r.has_value());
+    CHECK(r->status == 413);
+  }
+  // Too many headers: 431.
+  {
+    std::string headers;
+    for (int i = 0; i < 150; ++i)
+      headers += "x-h" + std::to_string(i) + ": v\r\n";
+    HttpClient c(port);
+    c.Send("GET /health HTTP/1.1\r\nhost: x\r\n" + headers + "\r\n");
+    auto r = c.Read(10s);
+    REQUIRE(r.has_value());
+    CHECK(r->status == 431);
+  }
+  // Not HTTP at all: 400 and the connection closes.
+  {
+    HttpClient c(port);
+    c.Send("\x01\x02 garbage\r\n\r\n");
+    auto r = c.Read(10s);
+    REQUIRE(r.has_value());
+    CHECK(r->status == 400);
+    CHECK(c.ClosedWithin(5s));
+  }
+  // The daemon still answers.
+  CHECK(HttpCall(port, "GET", "/health").status == 200);
+}
+
+TEST_CASE("http: keep-alive, pipelining and the idle timeout", "[e2e][http]") {
+  ModelRepo repo;
+  const int port = FreePort();
+  DaemonProcess d(HttpArgs(repo, port, {"--idle-timeout-s", "1"}));
+  // Keep-alive: several requests on one connection.
+  {
+    HttpClient c(port);
+    for (int i = 0; i < 3; ++i) {
+      c.Send("GET /health HTTP/1.1\r\nhost: x\r\n\r\n");
+      auto r = c.Read(10s);
+      REQUIRE(r.has_value());
+      CHECK(r->status == 200);
+    }
+    const std::string body = R"({"prompt":"Hello","max_tokens":2})";
+    c.Send("POST /v1/completions HTTP/1.1\r\nhost: x\r\ncontent-length: " +
+           std::to_string(body.size()) + "\r\n\r\n" + body);
+    auto r = c.Read(30s);
+    REQUIRE(r.has_value());
+    CHECK(r->status == 200);
+  }
+  // Pipelined: three requests in one write, three answers in order.
+  {
+    HttpClient c(port);
+    const std::string body = R"({"prompt":"Hello","max_tokens":2})";
+    c.Send(
+        "GET /health HTTP/1.1\r\nhost: x\r\n\r\n"
+        "POST /v1/completions HTTP/1.1\r\nhost: x\r\ncontent-length: " +
+        std::to_string(body.size()) + "\r\n\r\n" + body +
+        "GET /v1/nothing HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n");
+    auto a = c.Read(30s);
+    auto b = c.Read(30s);
+    auto e = c.Read(30s);
+    REQUIRE(a.has_value());
+    REQUIRE(b.has_value());
+    REQUIRE(e.has_value());
+    CHECK(a->status == 200);
+    CHECK(Body(*b)["object"] == "text_completion");
+    CHECK(e->status == 404);
+    CHECK(c.ClosedWithin(5s));  // connection: close
+  }
+  // HTTP/1.0 without keep-alive closes after its response.
+  {
+    HttpClient c(port);
+    c.Send("GET /health HTTP/1.0\r\n\r\n");
+    REQUIRE(c.Read(10s).has_value());
+    CHECK(c.ClosedWithin(5s));
+  }
+  // Slowloris: header bytes trickling in never complete a request; the idle
+  // timeout (1 s) closes the connection all the same.
+  {
+    HttpClient c(port);
+    const auto t0 = std::chrono::steady_clock::now();
+    c.Send("GET /health HTTP/1.1\r\n");
+    bool closed = false;
+    for (int i = 0; i < 40 && !closed; ++i) {
+      c.Send("x-slow-" + std::to_string(i) + ": 1\r\n");
+      closed = c.ClosedWithin(100ms);
+    }
+    CHECK(closed);
+    CHECK(std::chrono::steady_clock::now() - t0 < 3s);
+  }
+  // A silent connection too.
+  {
+    HttpClient c(port);
+    CHECK(c.ClosedWithin(4s));
+  }
+}
+
+TEST_CASE("http: a full queue is 429 with Retry-After, and a client gone cancels its job",
+          "[e2e][http]") {
+  ModelRepo repo;
+  const int port = FreePort();
+  DaemonProcess d(HttpArgs(repo, port, {"--max-queue", "1"}));
+  // A long streamed generation over HTTP runs...
+  const json long_run = {{"prompt", "Hello"}, {"max_tokens", 2000}, {"stream", true}};
+  auto streaming = std::make_unique<HttpClient>(port);
+  const std::string body = long_run.dump();
+  streaming->Send("POST /v1/completions HTTP/1.1\r\nhost: x\r\ncontent-length: " +
+                  std::to_string(body.size()) + "\r\n\r\n" + body);
+  AwaitQueue(d.socket(), 1, 0);
+  // ...one more waits on the socket (max_queue 1)...
+  RawClient waiting(d.socket());
+  SendGenerate(waiting, 2, {{"prompt", "Hello"}, {"max_tokens", 4}, {"mode", "raw"}});
+  AwaitQueue(d.socket(), 1, 1);
+  // ...so the next is refused: 429 with Retry-After.
+  HttpResponse full =
+      HttpCall(port, "POST", "/v1/completions", R"({"prompt":"Hello","max_tokens":4})");
+  RequireError(full, 429);
+  CHECK(Body(full)["error"]["code"] == "queue_full");
+  REQUIRE(full.headers.count("retry-after") == 1);
+  CHECK(std::stoi(full.headers["retry-after"]) >= 1);
+  // The streaming client has its head and tokens; it hangs up: its job is
+  // cancelled (long before its 2000 tokens) and the waiting one runs.
+  auto head = streaming->Read(30s, /*head=*/true);
+  REQUIRE(head.has_value());
+  CHECK(head->status == 200);
+  streaming.reset();
+  Run after = Collect(waiting, 2);
+  CHECK(after.final()["event"] == "done");
+  AwaitQueue(d.socket(), 0, 0);
+  CHECK(d.Log().find("client went away during its request") != std::string::npos);
+  json metrics = Body(HttpCall(port, "GET", "/health"));
+  CHECK(metrics["active_jobs"] == 0);
+}
+
+TEST_CASE("http: embeddings equal the socket's embed, as floats or base64", "[e2e][http]") {
+  ModelRepo repo;
+  fs::create_directories(repo.dir() / "tiny-bert");
+  for (const auto& entry : fs::directory_iterator(kData / "tiny-bert"))
+    fs::create_symlink(entry.path(), repo.dir() / "tiny-bert" / entry.path().filename());
+  const int port = FreePort();
+  DaemonProcess d(HttpArgs(repo, port, {"--embed-model", "tiny-bert"}));
+  auto client = ipc::Client::Connect(d.socket());
+  REQUIRE(client.ok());
+  auto reply = client->Call("embed", {{"input", json::array({"alpha beta", "gamma"})}}, 60s);
+  REQUIRE(reply.ok());
+  REQUIRE((*reply)["event"] == "result");
+  const json expected = (*reply)["result"]["embeddings"];
+
+  json out = Body(HttpCall(port, "POST", "/v1/embeddings",
+                           R"({"input":["alpha beta","gamma"],"model":"tiny-bert"})"));
+  CHECK(out["object"] == "list");
+  CHECK(out["model"] == "tiny-bert");
+  REQUIRE(out["data"].size() == 2);
+  for (size_t i = 0; i < 2; ++i) {
+    CHECK(out["data"][i]["object"] == "embedding");
+    CHECK(out["data"][i]["index"] == i);
+    CHECK(out["data"][i]["embedding"] == expected[i]);
+  }
+  CHECK(out["usage"]["prompt_tokens"].get<int>() > 0);
+  CHECK(out["usage"]["total_tokens"] == out["usage"]["prompt_tokens"]);
+
+  json one = Body(HttpCall(port, "POST", "/v1/embeddings", R"({"input":"gamma"})"));
+  REQUIRE(one["data"].size() == 1);
+  CHECK(one["data"][0]["embedding"] == expected[1]);
+
+  json b64 = Body(
+      HttpCall(port, "POST", "/v1/embeddings", R"({"input":"gamma","encoding_format":"base64"})"));
+  const std::string text = b64["data"][0]["embedding"];
+  CHECK(text.size() == (expected[1].size() * 4 + 2) / 3 * 4);
+
+  RequireError(HttpCall(port, "POST", "/v1/embeddings", R"({"input":[1,2]})"), 400, "input");
+  RequireError(HttpCall(port, "POST", "/v1/embeddings", R"({"input":"a","dimensions":"x"})"), 400,
+               "dimensions");
+  RequireError(
+      HttpCall(port, "POST", "/v1/embeddings", R"({"input":"a","encoding_format":"int8"})"), 400,
+      "encoding_format");
+}
+
+TEST_CASE("http: another address needs an API keys file, and keys are Bearer tokens",
+          "[e2e][http]") {
+  ModelRepo repo;
+  const int port = FreePort();
+  // Off loopback without keys: refused at start.
+  ProcessResult refused = RunProcess({MedqdPath().string(), "--config", "/dev/null", "--socket",
+                                      (repo.dir() / "x.sock").string(), "--http-listen",
+                                      "0.0.0.0:" + std::to_string(port)});
+  CHECK(refused.status == 64);
+  CHECK(refused.err.find("http_api_keys_file") != std::string::npos);
+
+  const fs::path keys = repo.dir() / "keys";
+  std::ofstream(keys) << "# keys\nsecret-one\n\nsecret-two\n";
+  DaemonProcess d(HttpArgs(repo, port, {"--http-api-keys-file", keys.string()}));
+  RequireError(HttpCall(port, "GET", "/v1/models"), 401);
+  RequireError(HttpCall(port, "GET", "/v1/models", "", "authorization: Bearer nope\r\n"), 401);
+  CHECK(HttpCall(port, "GET", "/v1/models", "", "authorization: Bearer secret-two\r\n").status ==
+        200);
+  CHECK(HttpCall(port, "GET", "/health").status == 200);  // health needs no key
+  // SIGHUP reloads the keys.
+  std::ofstream(keys) << "secret-three\n";
+  d.Signal(SIGHUP);
+  bool reloaded = false;
+  for (int i = 0; i < 50 && !reloaded; ++i) {
+    std::this_thread::sleep_for(100ms);
+    reloaded =
+        HttpCall(port, "GET", "/v1/models", "", "authorization: Bearer secret-three\r\n").status ==
+        200;
+  }
+  CHECK(reloaded);
+  RequireError(HttpCall(port, "GET", "/v1/models", "", "authorization: Bearer secret-one\r\n"),
+               401);
+}
+
+}  // namespace medq::test
