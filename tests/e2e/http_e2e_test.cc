@@ -16,6 +16,7 @@
 #include "tests/e2e/http_client.h"
 #include "tests/support/daemon_process.h"
 #include "tests/support/model_repo.h"
+#include "tests/support/skip.h"
 
 namespace medq::test {
 namespace {
@@ -25,6 +26,13 @@ using nlohmann::json;
 using namespace std::chrono_literals;
 
 const fs::path kData = fs::path(MEDQ_EMBEDDING_TEST_DATA);
+
+// The fixture models plus tiny-bert for embeddings.
+void AddTinyBert(const ModelRepo& repo) {
+  fs::create_directories(repo.dir() / "tiny-bert");
+  for (const auto& entry : fs::directory_iterator(kData / "tiny-bert"))
+    fs::create_symlink(entry.path(), repo.dir() / "tiny-bert" / entry.path().filename());
+}
 
 std::vector<std::string> HttpArgs(const ModelRepo& repo, int port,
                                   std::vector<std::string> extra = {}) {
@@ -345,9 +353,7 @@ TEST_CASE("http: a full queue is 429 with Retry-After, and a client gone cancels
 
 TEST_CASE("http: embeddings equal the socket's embed, as floats or base64", "[e2e][http]") {
   ModelRepo repo;
-  fs::create_directories(repo.dir() / "tiny-bert");
-  for (const auto& entry : fs::directory_iterator(kData / "tiny-bert"))
-    fs::create_symlink(entry.path(), repo.dir() / "tiny-bert" / entry.path().filename());
+  AddTinyBert(repo);
   const int port = FreePort();
   DaemonProcess d(HttpArgs(repo, port, {"--embed-model", "tiny-bert"}));
   auto client = ipc::Client::Connect(d.socket());
@@ -419,6 +425,25 @@ TEST_CASE("http: another address needs an API keys file, and keys are Bearer tok
   CHECK(reloaded);
   RequireError(HttpCall(port, "GET", "/v1/models", "", "authorization: Bearer secret-one\r\n"),
                401);
+}
+
+TEST_CASE("http: the official openai Python client drives every route", "[e2e][http]") {
+  const fs::path python = MEDQ_VENV_PYTHON;
+  if (!fs::exists(python)) {
+    MEDQ_SKIP("no virtual environment at " << python << "; run scripts/setup-http-tests");
+  }
+  ModelRepo repo;
+  AddTinyBert(repo);
+  const int port = FreePort();
+  DaemonProcess d(HttpArgs(repo, port, {"--max-queue", "1"}));
+  ProcessResult r = RunProcess({python.string(), MEDQ_OPENAI_CLIENT_TEST, "--base-url",
+                                "http://127.0.0.1:" + std::to_string(port) + "/v1", "--medq",
+                                MedqPath().string(), "--socket", d.socket()});
+  INFO(r.out << r.err);
+  if (r.status == 77)
+    MEDQ_SKIP("the openai package is not installed; run scripts/setup-http-tests");
+  CHECK(r.status == 0);
+  CHECK(r.out.find("all passed") != std::string::npos);
 }
 
 }  // namespace medq::test
