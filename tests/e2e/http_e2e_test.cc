@@ -446,4 +446,16 @@ TEST_CASE("http: the official openai Python client drives every route", "[e2e][h
   CHECK(r.out.find("all passed") != std::string::npos);
 }
 
+TEST_CASE("http: two daemons behind nginx, one full, its 429s retried on the other",
+          "[e2e][http]") {
+  if (!fs::exists("/usr/bin/python3")) MEDQ_SKIP("no /usr/bin/python3");
+  ModelRepo repo;
+  ProcessResult r = RunProcess({"/usr/bin/python3", MEDQ_PROXY_TEST, MedqdPath().string(),
+                                repo.dir().string(), "tiny-llama"});
+  INFO(r.out << r.err);
+  if (r.status == 77) MEDQ_SKIP("nginx is not installed (apt-get install nginx-light)");
+  CHECK(r.status == 0);
+  CHECK(r.out.find("all passed") != std::string::npos);
+}
+
 }  // namespace medq::test
