@@ -351,6 +351,7 @@ int HttpConnection::OnHeadersComplete(http_parser* p) {
   r.method = http_method_str(static_cast<http_method>(p->method));
   r.path = r.target.substr(0, r.target.find('?'));
   r.keep_alive = http_should_keep_alive(p) != 0;
+  r.http10 = p->http_major == 1 && p->http_minor == 0;
   if (p->content_length != ULLONG_MAX && p->content_length > self->limits_.max_body_bytes) {
     self->limit_status_ = 413;
     return -1;

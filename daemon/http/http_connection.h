@@ -41,6 +41,7 @@ struct HttpRequest {
   std::vector<std::pair<std::string, std::string>> headers;  // names lowercased
   std::string body;
   bool keep_alive = true;
+  bool http10 = false;  // HTTP/1.0: keep-alive only when asked, and said in the response
 
   // The first header of that (lowercase) name, or null.
   const std::string* Header(std::string_view name) const;

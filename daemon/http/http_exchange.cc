@@ -93,7 +93,8 @@ std::string ErrorBody(const HttpError& error) {
 HttpExchange::HttpExchange(std::weak_ptr<HttpConnection> connection, const HttpRequest& request)
     : connection_(std::move(connection)),
       head_only_(request.method == "HEAD"),
-      keep_alive_(request.keep_alive) {}
+      keep_alive_(request.keep_alive),
+      http10_(request.http10) {}
 
 void HttpExchange::AddHeader(std::string name, std::string value) {
   headers_.emplace_back(std::move(name), std::move(value));
@@ -108,9 +109,14 @@ std::string HttpExchange::Head(int status, std::string_view content_type,
   if (content_length) {
     head += "content-length: " + std::to_string(*content_length) + "\r\n";
   } else {
-    head += "transfer-encoding: chunked\r\ncache-control: no-cache\r\n";
+    head += http10_ ? "cache-control: no-cache\r\n"
+                    : "transfer-encoding: chunked\r\ncache-control: no-cache\r\n";
   }
-  if (!keep_alive_) head += "connection: close\r\n";
+  if (!keep_alive_) {
+    head += "connection: close\r\n";
+  } else if (http10_) {
+    head += "connection: keep-alive\r\n";
+  }
   for (const auto& [name, value] : headers_)
     head += name + ": " + value + "\r\n";
   head += "\r\n";
@@ -143,6 +149,8 @@ void HttpExchange::RespondError(const HttpError& error) {
 void HttpExchange::StartEventStream() {
   if (finished_ || streaming_) return;
   streaming_ = true;
+  // HTTP/1.0 knows no chunked bodies: the stream ends with the connection.
+  if (http10_) keep_alive_ = false;
   if (auto c = connection_.lock()) c->Write(Head(200, "text/event-stream", std::nullopt));
   if (head_only_) Finish();
 }
@@ -152,14 +160,17 @@ void HttpExchange::SendData(std::string_view data) {
   std::string event = "data: ";
   event += data;
   event += "\n\n";
+  auto c = connection_.lock();
+  if (c == nullptr) return;
+  if (http10_) return c->Write(std::move(event));
   char size[32];
   std::snprintf(size, sizeof(size), "%zx\r\n", event.size());
-  if (auto c = connection_.lock()) c->Write(size + event + "\r\n");
+  c->Write(size + event + "\r\n");
 }
 
 void HttpExchange::EndEventStream() {
   if (finished_ || !streaming_) return;
-  if (auto c = connection_.lock()) c->Write("0\r\n\r\n");
+  if (auto c = connection_.lock(); c != nullptr && !http10_) c->Write("0\r\n\r\n");
   Finish();
 }
 

@@ -95,6 +95,7 @@ class HttpExchange : public ReplyChannel, public std::enable_shared_from_this<Ht
   std::weak_ptr<HttpConnection> connection_;
   bool head_only_;
   bool keep_alive_;
+  bool http10_;
   Headers headers_;
   Handlers handlers_;
   bool streaming_ = false;

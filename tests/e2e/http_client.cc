@@ -9,6 +9,7 @@
 #include <catch2/catch.hpp>
 #include <cctype>
 #include <sstream>
+#include <utility>
 
 namespace medq::test {
 
@@ -123,6 +124,13 @@ std::optional<HttpResponse> HttpClient::Read(std::chrono::milliseconds timeout, 
     }
   }
   return r;
+}
+
+std::string HttpClient::ReadToClose(std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (Fill(deadline)) {
+  }
+  return std::exchange(buffer_, {});
 }
 
 bool HttpClient::ClosedWithin(std::chrono::milliseconds timeout) {

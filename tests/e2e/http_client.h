@@ -35,6 +35,8 @@ class HttpClient {
   // before a whole one came. `head` skips the body (a HEAD request's).
   std::optional<HttpResponse> Read(std::chrono::milliseconds timeout = std::chrono::seconds(60),
                                    bool head = false);
+  // Every byte until the server closes (an HTTP/1.0 stream's body).
+  std::string ReadToClose(std::chrono::milliseconds timeout);
   // True when the server closes the connection within `timeout`.
   bool ClosedWithin(std::chrono::milliseconds timeout);
   void Close();

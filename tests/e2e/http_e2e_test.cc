@@ -3,9 +3,16 @@
 // client: the routes against the socket's own answers, errors and their
 // statuses, the limits, keep-alive and pipelining, cancel on disconnect, and
 // API keys. The official `openai` client is tests/http/openai_client_test.py.
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <catch2/catch.hpp>
+#include <cstring>
 #include <fstream>
 #include <thread>
 
@@ -286,12 +293,28 @@ TEST_CASE("http: keep-alive, pipelining and the idle timeout", "[e2e][http]") {
     CHECK(e->status == 404);
     CHECK(c.ClosedWithin(5s));  // connection: close
   }
-  // HTTP/1.0 without keep-alive closes after its response.
+  // HTTP/1.0 without keep-alive closes after its response; with it, the
+  // response says so; a stream (no chunked bodies in 1.0) ends with the
+  // connection.
   {
     HttpClient c(port);
     c.Send("GET /health HTTP/1.0\r\n\r\n");
     REQUIRE(c.Read(10s).has_value());
     CHECK(c.ClosedWithin(5s));
+  }
+  {
+    HttpClient c(port);
+    c.Send("GET /health HTTP/1.0\r\nconnection: keep-alive\r\n\r\n");
+    auto r = c.Read(10s);
+    REQUIRE(r.has_value());
+    CHECK(r->headers["connection"] == "keep-alive");
+    const std::string body = R"({"prompt":"Hello","max_tokens":3,"stream":true})";
+    c.Send("POST /v1/completions HTTP/1.0\r\nconnection: keep-alive\r\ncontent-length: " +
+           std::to_string(body.size()) + "\r\n\r\n" + body);
+    const std::string all = c.ReadToClose(30s);
+    CHECK(all.find("transfer-encoding") == std::string::npos);
+    CHECK(all.find("\r\n\r\ndata: {") != std::string::npos);
+    CHECK(all.find("data: [DONE]\n\n") != std::string::npos);
   }
   // Slowloris: header bytes trickling in never complete a request; the idle
   // timeout (1 s) closes the connection all the same.
@@ -456,6 +479,62 @@ TEST_CASE("http: two daemons behind nginx, one full, its 429s retried on the oth
   if (r.status == 77) MEDQ_SKIP("nginx is not installed (apt-get install nginx-light)");
   CHECK(r.status == 0);
   CHECK(r.out.find("all passed") != std::string::npos);
+}
+
+TEST_CASE("http: systemd's socket named http turns the endpoint on", "[e2e][http]") {
+  TempDir dir;
+  const std::string path = (dir.path() / "activated.sock").string();
+  int unix_fd = socket(AF_UNIX, SOCK_STREAM, 0);
+  sockaddr_un un{};
+  un.sun_family = AF_UNIX;
+  std::strncpy(un.sun_path, path.c_str(), sizeof(un.sun_path) - 1);
+  REQUIRE(bind(unix_fd, reinterpret_cast<sockaddr*>(&un), sizeof(un)) == 0);
+  REQUIRE(listen(unix_fd, 16) == 0);
+  int tcp_fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in in{};
+  in.sin_family = AF_INET;
+  in.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  REQUIRE(bind(tcp_fd, reinterpret_cast<sockaddr*>(&in), sizeof(in)) == 0);
+  socklen_t len = sizeof(in);
+  REQUIRE(getsockname(tcp_fd, reinterpret_cast<sockaddr*>(&in), &len) == 0);
+  const int port = ntohs(in.sin_port);
+  REQUIRE(listen(tcp_fd, 16) == 0);
+
+  pid_t pid = fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    dup2(unix_fd, 3);
+    dup2(tcp_fd, 4);
+    setenv("LISTEN_FDS", "2", 1);
+    setenv("LISTEN_FDNAMES", "medqd.socket:http", 1);
+    setenv("LISTEN_PID", std::to_string(getpid()).c_str(), 1);
+    execl(MedqdPath().c_str(), "medqd", "--config", "/dev/null", "--socket",
+          (dir.path() / "unused.sock").c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  close(unix_fd);
+  close(tcp_fd);
+  bool ready = false;
+  for (int i = 0; i < 200 && !ready; ++i) {
+    std::this_thread::sleep_for(50ms);
+    auto client = ipc::Client::Connect(path);
+    ready = client.ok();
+  }
+  REQUIRE(ready);
+  HttpResponse health;
+  for (int i = 0; i < 100; ++i) {  // 503 until ready
+    health = HttpCall(port, "GET", "/health");
+    if (health.status == 200) break;
+    std::this_thread::sleep_for(100ms);
+  }
+  CHECK(health.status == 200);
+  CHECK(Body(health)["ready"] == true);
+  CHECK_FALSE(fs::exists(dir.path() / "unused.sock"));
+  kill(pid, SIGTERM);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
 }
 
 }  // namespace medq::test
