@@ -26,6 +26,8 @@ class HttpClient {
  public:
   // Connects to 127.0.0.1:port; REQUIREs success.
   explicit HttpClient(int port);
+  // Connects to the Unix socket at `path`; REQUIREs success.
+  explicit HttpClient(const std::string& path);
   ~HttpClient();
   HttpClient(const HttpClient&) = delete;
   HttpClient& operator=(const HttpClient&) = delete;

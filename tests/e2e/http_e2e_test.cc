@@ -537,4 +537,28 @@ TEST_CASE("http: systemd's socket named http turns the endpoint on", "[e2e][http
   CHECK(WEXITSTATUS(status) == 0);
 }
 
+TEST_CASE("http: on a Unix socket path, for a reverse proxy on the same host", "[e2e][http]") {
+  ModelRepo repo;
+  TempDir dir;
+  const std::string path = (dir.path() / "http.sock").string();
+  DaemonProcess d(DaemonArgs(repo, {"--http-listen", path}));
+  REQUIRE(fs::is_socket(path));
+  HttpClient c(path);
+  c.Send("GET /health HTTP/1.1\r\nhost: x\r\n\r\n");
+  auto health = c.Read(10s);
+  REQUIRE(health.has_value());
+  CHECK(health->status == 200);  // this test's user is the daemon's: allowed
+  const std::string body = R"({"prompt":"Hello","max_tokens":2})";
+  c.Send("POST /v1/completions HTTP/1.1\r\nhost: x\r\ncontent-length: " +
+         std::to_string(body.size()) + "\r\n\r\n" + body);
+  auto done = c.Read(30s);
+  REQUIRE(done.has_value());
+  CHECK(Body(*done)["usage"]["completion_tokens"] == 2);
+  c.Close();
+  // The socket file goes with the daemon.
+  d.Signal(SIGTERM);
+  CHECK(d.Wait(30s) == 0);
+  CHECK_FALSE(fs::exists(path));
+}
+
 }  // namespace medq::test
