@@ -113,10 +113,14 @@ void HttpServer::Accept() {
       static_cast<uint64_t>(config_.idle_timeout_s * 1000), kMaxPendingWriteBytes};
   HttpConnection::Callbacks callbacks{
       [this](HttpConnection& c, HttpRequest r) { OnRequest(c, std::move(r)); },
-      [this](HttpConnection& c) { connections_.erase(c.id()); }};
+      [this](HttpConnection& c) {
+        connections_.erase(c.id());
+        state_.http_connections = static_cast<int>(connections_.size());
+      }};
   auto conn = std::make_shared<HttpConnection>(loop_, id, !address_.unix_socket, limits,
                                                std::move(callbacks));
   connections_[id] = conn;
+  state_.http_connections = static_cast<int>(connections_.size());
   if (conn->Accept(&listener_.stream) != 0) {
     conn->Close();
     return;

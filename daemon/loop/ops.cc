@@ -31,7 +31,7 @@ HealthInfo DescribeHealth(const DaemonState& s) {
   h.memory.rss_bytes = ResidentSetBytes();  // fresh: cheap to read on this thread
   h.active_jobs = s.scheduler.running();
   h.queue_length = s.scheduler.waiting();
-  h.connections = s.connections;
+  h.connections = s.connections + s.http_connections;
   h.warnings = s.warnings;
   for (const LoadedModelInfo& m : h.loaded_models) {
     if (m.fell_back_to_cpu) {
@@ -118,7 +118,7 @@ void MetricsOp(DaemonState& s, const Request& req, Responder reply) {
   Metrics::Gauges g;
   g.queue_length = s.scheduler.waiting();
   g.running_jobs = s.scheduler.running();
-  g.connections = s.connections;
+  g.connections = s.connections + s.http_connections;
   g.loaded_models = static_cast<int>(s.scheduler.view().loaded.size());
   g.rss_bytes = ResidentSetBytes();
   g.ready = s.ready && !s.draining;

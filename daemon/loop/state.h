@@ -33,7 +33,8 @@ struct DaemonState {
   EffectiveLimits limits;
   std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
   Metrics metrics;
-  int connections = 0;
+  int connections = 0;                  // on the socket
+  int http_connections = 0;             // on the HTTP endpoint (daemon/http/)
   int consecutive_internal_errors = 0;  // generations failing with INTERNAL in a row
   bool ready = false;                   // the worker has started (and the preload is done)
   bool draining = false;                // SIGTERM received: no new work

@@ -175,6 +175,7 @@ TEST_CASE("http: completions and chat equal the socket's generate, streamed or n
   HttpResponse health = HttpCall(port, "GET", "/health");
   CHECK(health.status == 200);
   CHECK(Body(health)["ready"] == true);
+  CHECK(Body(health)["connections"] >= 1);  // HTTP connections count too
   HttpResponse metrics = HttpCall(port, "GET", "/metrics");
   CHECK(metrics.status == 200);
   CHECK(metrics.headers["content-type"].rfind("text/plain", 0) == 0);
