@@ -1,12 +1,17 @@
 #include "daemon/engine/encoder.h"
 
 #include <ATen/Parallel.h>
+#include <c10/core/InferenceMode.h>
 
 #include <algorithm>
 #include <cmath>
+#include <exception>
+#include <functional>
 #include <limits>
+#include <mutex>
 
 #include "daemon/engine/kernels/cpu_linear.h"
+#include "daemon/engine/kernels/work_sharing.h"
 
 namespace medq::engine {
 namespace {
@@ -108,17 +113,54 @@ at::Tensor LayerNorm(const at::Tensor& x, const at::Tensor& w, const at::Tensor&
   return at::layer_norm(x, {x.size(-1)}, w, b, eps);
 }
 
-at::Tensor Activation(const EncoderConfig& c, const at::Tensor& x) {
+// out = the activation of x, element for element (same shape).
+void ActivationOut(const EncoderConfig& c, at::Tensor& out, const at::Tensor& x) {
   switch (c.activation) {
     case EncoderActivation::kGeluTanh:
-      return at::gelu(x, "tanh");
+      at::gelu_out(out, x, "tanh");
+      return;
     case EncoderActivation::kRelu:
-      return at::relu(x);
+      at::clamp_min_out(out, x, 0);
+      return;
     case EncoderActivation::kGelu:
       break;
   }
-  return at::gelu(x);
+  at::gelu_out(out, x);
 }
+
+// Runs fn(begin, end) over [0, units) in up to `threads` chunks, on the
+// calling thread and the kernels' helper threads (kernels::ShareWork), for
+// LibTorch ops on slices while LibTorch's own pool has one thread; inline
+// when threads <= 1. A chunk's exception is rethrown on the caller.
+void ForChunks(int64_t units, int threads, const std::function<void(int64_t, int64_t)>& fn) {
+  if (threads <= 1 || units < 2) {
+    fn(0, units);
+    return;
+  }
+  const int64_t chunks = std::min<int64_t>(units, threads);
+  std::mutex mu;
+  std::exception_ptr error;
+  kernels::ShareWork(chunks, threads - 1, [&](int64_t i) {
+    try {
+      c10::InferenceMode inference_mode;  // thread-local: the helpers need it too
+      // LibTorch gives a thread its OpenMP width (one, after
+      // InitWorkerThread) on the thread's first parallel op; oneDNN's kernels
+      // (the GELU) read the width without that, and on a fresh helper thread
+      // started an OpenMP team of one thread per core, whose spinning
+      // starved BLAS's threads. This call sets it.
+      (void)at::get_num_threads();
+      fn(units * i / chunks, units * (i + 1) / chunks);
+    } catch (...) {
+      const std::lock_guard<std::mutex> lock(mu);
+      if (!error) error = std::current_exception();
+    }
+  });
+  if (error) std::rethrow_exception(error);
+}
+
+// Splitting an op over fewer elements than this costs more in waking a
+// helper than it saves.
+constexpr int64_t kMinWorkToSplit = int64_t{1} << 16;
 
 // LibTorch's intra-op pool at the kernels' width for one forward pass on the
 // CPU, back to what it was after (one thread after InitWorkerThread), when
@@ -137,6 +179,7 @@ class WideIntraOpThreads {
                                                     : previous_) {
     if (wanted_ != previous_) at::set_num_threads(wanted_);
   }
+  bool widened() const { return wanted_ != previous_; }
   ~WideIntraOpThreads() {
     if (wanted_ != previous_) at::set_num_threads(previous_);
   }
@@ -239,7 +282,13 @@ at::Tensor MpnetRelativeBuckets(int64_t length, at::Device device) {
 
 at::Tensor EncoderForward(const EncoderConfig& c, const EncoderWeights& w, const at::Tensor& ids,
                           const at::Tensor& mask) {
-  const WideIntraOpThreads wide(ids.device().is_cpu());
+  const bool cpu = ids.device().is_cpu();
+  const WideIntraOpThreads wide(cpu);
+  // On the CPU with LibTorch's pool at one thread, the large ops BLAS does
+  // not run (the softmax, the activation) are split over the kernels'
+  // threads here.
+  const int split =
+      cpu && !wide.widened() && at::get_num_threads() == 1 ? kernels::KernelThreads() : 1;
   const int64_t b = ids.size(0), t = ids.size(1), heads = c.num_heads, d = c.head_dim;
   at::Tensor x = at::embedding(w.word, ids);
   if (c.arch == EncoderArch::kBert) {
@@ -256,8 +305,12 @@ at::Tensor EncoderForward(const EncoderConfig& c, const EncoderWeights& w, const
   x = LayerNorm(x, w.embed_norm, w.embed_norm_bias, c.layer_norm_eps);
 
   // Scores are computed in float32 whatever the weights' dtype; padded keys
-  // get -inf (every row has a real key, so no row is all -inf).
-  const at::Tensor padded_keys = mask.eq(0).view({b, 1, 1, t});
+  // get -inf (every row has a real key, so no row is all -inf). A CPU batch
+  // without padding skips the mask (on a GPU the check would synchronize).
+  const bool padded = !cpu || mask.min().item<int64_t>() == 0;
+  at::Tensor padded_keys;  // [B * heads, 1, T]
+  if (padded)
+    padded_keys = mask.eq(0).view({b, 1, 1, t}).expand({b, heads, 1, t}).reshape({-1, 1, t});
   at::Tensor position_bias;
   if (c.arch == EncoderArch::kMpnet) {
     position_bias = at::embedding(w.relative_bias, MpnetRelativeBuckets(t, ids.device()))
@@ -266,20 +319,44 @@ at::Tensor EncoderForward(const EncoderConfig& c, const EncoderWeights& w, const
                         .to(at::kFloat);  // [1, heads, T, T]
   }
   const double scale = 1.0 / std::sqrt(static_cast<double>(d));
+  const int64_t rows = b * heads;  // one attention matrix per sequence and head
+  // Rows go to chunks by whole sequences when the position bias ([heads, T,
+  // T]) is added per sequence.
+  const int64_t unit = position_bias.defined() ? heads : 1;
+  const float neg_inf = -std::numeric_limits<float>::infinity();
+  // probs[r0, r1) = softmax of scores[r0, r1), after the position bias and
+  // the mask (both in place).
+  const auto softmax_rows = [&](at::Tensor& probs, at::Tensor& scores, int64_t r0, int64_t r1) {
+    at::Tensor s = scores.slice(0, r0, r1);
+    if (position_bias.defined()) s.view({(r1 - r0) / heads, heads, t, t}).add_(position_bias);
+    if (padded) s.masked_fill_(padded_keys.slice(0, r0, r1), neg_inf);
+    at::Tensor p = probs.slice(0, r0, r1);
+    at::_softmax_out(p, s, -1, false);
+  };
   for (const EncoderLayerWeights& l : w.layers) {
     const at::Tensor qkv =
         at::linear(x, l.qkv, l.qkv_bias).view({b, t, 3, heads, d}).permute({2, 0, 3, 1, 4});
-    const at::Tensor q = qkv[0], k = qkv[1], v = qkv[2];  // [B, heads, T, D]
-    at::Tensor scores = at::matmul(q, k.transpose(-1, -2)).to(at::kFloat) * scale;
-    if (position_bias.defined()) scores = scores + position_bias;
-    scores.masked_fill_(padded_keys, -std::numeric_limits<float>::infinity());
-    const at::Tensor probs = at::softmax(scores, -1).to(x.scalar_type());
-    const at::Tensor context = at::matmul(probs, v).permute({0, 2, 1, 3}).reshape({b, t, -1});
+    // [B * heads, T, D] each; the scale goes on q (T x D) rather than on the
+    // scores (T x T).
+    const at::Tensor q = (qkv[0] * scale).reshape({rows, t, d});
+    const at::Tensor k = qkv[1].reshape({rows, t, d});
+    const at::Tensor v = qkv[2].reshape({rows, t, d});
+    at::Tensor scores = at::bmm(q, k.transpose(1, 2)).to(at::kFloat);  // [B * heads, T, T]
+    at::Tensor probs = at::empty_like(scores);
+    ForChunks(rows / unit, scores.numel() >= kMinWorkToSplit ? split : 1,
+              [&](int64_t u0, int64_t u1) { softmax_rows(probs, scores, u0 * unit, u1 * unit); });
+    at::Tensor context = at::bmm(probs.to(x.scalar_type()), v);
+    context = context.view({b, heads, t, d}).permute({0, 2, 1, 3}).reshape({b, t, -1});
     x = LayerNorm(at::linear(context, l.out, l.out_bias) + x, l.attn_norm, l.attn_norm_bias,
                   c.layer_norm_eps);
-    const at::Tensor up = Activation(c, at::linear(x, l.up, l.up_bias));
-    x = LayerNorm(at::linear(up, l.down, l.down_bias) + x, l.out_norm, l.out_norm_bias,
-                  c.layer_norm_eps);
+    const at::Tensor up = at::linear(x, l.up, l.up_bias).view({b * t, -1});
+    at::Tensor act = at::empty_like(up);
+    ForChunks(b * t, up.numel() >= kMinWorkToSplit ? split : 1, [&](int64_t r0, int64_t r1) {
+      at::Tensor out = act.slice(0, r0, r1);
+      ActivationOut(c, out, up.slice(0, r0, r1));
+    });
+    x = LayerNorm(at::linear(act.view({b, t, -1}), l.down, l.down_bias) + x, l.out_norm,
+                  l.out_norm_bias, c.layer_norm_eps);
   }
   return x;
 }
