@@ -12,6 +12,7 @@
 
 #include "daemon/engine/kernels/cpu_linear.h"
 #include "daemon/engine/kernels/work_sharing.h"
+#include "daemon/engine/torch_version.h"
 
 namespace medq::engine {
 namespace {
@@ -333,20 +334,49 @@ at::Tensor EncoderForward(const EncoderConfig& c, const EncoderWeights& w, const
     at::Tensor p = probs.slice(0, r0, r1);
     at::_softmax_out(p, s, -1, false);
   };
+#if MEDQ_TORCH_AT_LEAST(2, 0)
+  // On the CPU, LibTorch 2's fused attention (what transformers uses too):
+  // no [B, heads, T, T] scores in memory, and all of it on LibTorch's threads.
+  // The mask: padded keys excluded (boolean, true = attend), or for MPNet the
+  // position bias with -inf on padded keys (added to the scores).
+  const bool fused = cpu;
+  c10::optional<at::Tensor> fused_mask;
+  if (fused && position_bias.defined()) {
+    fused_mask =
+        padded
+            ? position_bias.masked_fill(mask.eq(0).view({b, 1, 1, t}), neg_inf).to(x.scalar_type())
+            : position_bias.to(x.scalar_type());
+  } else if (fused && padded) {
+    fused_mask = mask.ne(0).view({b, 1, 1, t});
+  }
+#else
+  const bool fused = false;
+#endif
   for (const EncoderLayerWeights& l : w.layers) {
     const at::Tensor qkv =
         at::linear(x, l.qkv, l.qkv_bias).view({b, t, 3, heads, d}).permute({2, 0, 3, 1, 4});
-    // [B * heads, T, D] each; the scale goes on q (T x D) rather than on the
-    // scores (T x T).
-    const at::Tensor q = (qkv[0] * scale).reshape({rows, t, d});
-    const at::Tensor k = qkv[1].reshape({rows, t, d});
-    const at::Tensor v = qkv[2].reshape({rows, t, d});
-    at::Tensor scores = at::bmm(q, k.transpose(1, 2)).to(at::kFloat);  // [B * heads, T, T]
-    at::Tensor probs = at::empty_like(scores);
-    ForChunks(rows / unit, scores.numel() >= kMinWorkToSplit ? split : 1,
-              [&](int64_t u0, int64_t u1) { softmax_rows(probs, scores, u0 * unit, u1 * unit); });
-    at::Tensor context = at::bmm(probs.to(x.scalar_type()), v);
-    context = context.view({b, heads, t, d}).permute({0, 2, 1, 3}).reshape({b, t, -1});
+    at::Tensor context;
+    if (fused) {
+#if MEDQ_TORCH_AT_LEAST(2, 0)
+      context = at::scaled_dot_product_attention(qkv[0], qkv[1], qkv[2], fused_mask, 0.0, false)
+                    .permute({0, 2, 1, 3})
+                    .reshape({b, t, -1});  // [B, heads, T, D] -> [B, T, H]
+#endif
+    } else {
+      // [B * heads, T, D] each; the scale goes on q (T x D) rather than on the
+      // scores (T x T).
+      const at::Tensor q = (qkv[0] * scale).reshape({rows, t, d});
+      const at::Tensor k = qkv[1].reshape({rows, t, d});
+      const at::Tensor v = qkv[2].reshape({rows, t, d});
+      at::Tensor scores = at::bmm(q, k.transpose(1, 2)).to(at::kFloat);  // [B * heads, T, T]
+      at::Tensor probs = at::empty_like(scores);
+      ForChunks(rows / unit, scores.numel() >= kMinWorkToSplit ? split : 1,
+                [&](int64_t u0, int64_t u1) { softmax_rows(probs, scores, u0 * unit, u1 * unit); });
+      context = at::bmm(probs.to(x.scalar_type()), v)
+                    .view({b, heads, t, d})
+                    .permute({0, 2, 1, 3})
+                    .reshape({b, t, -1});
+    }
     x = LayerNorm(at::linear(context, l.out, l.out_bias) + x, l.attn_norm, l.attn_norm_bias,
                   c.layer_norm_eps);
     const at::Tensor up = at::linear(x, l.up, l.up_bias).view({b * t, -1});
