@@ -186,7 +186,9 @@ void Embeddings::RunBatch(Clock::time_point now) {
   std::vector<int64_t> batch_lengths;
   for (const size_t k : plan) {
     members.push_back(candidates[k]);
-    ids.push_back(pending_[candidates[k]].ids);
+    // Moved: the batch's texts leave pending_ after the pass, whatever
+    // its outcome.
+    ids.push_back(std::move(pending_[candidates[k]].ids));
     batch_lengths.push_back(lengths[k]);
   }
   EmbedBatchStats stats;

@@ -34,20 +34,14 @@ json ReadJson(const fs::path& path) {
   return json::parse(in);
 }
 
-void LinkFolder(const fs::path& from, const fs::path& to) {
-  fs::create_directories(to);
-  for (const auto& entry : fs::directory_iterator(from))
-    fs::create_symlink(entry.path(), to / entry.path().filename());
-}
-
 // The fixture generation models (ModelRepo) plus tiny-bert, tiny-mpnet and,
 // when installed, all-MiniLM-L6-v2.
 struct EmbedRepo {
   EmbedRepo() {
-    LinkFolder(kData / "tiny-bert", repo.dir() / "tiny-bert");
-    LinkFolder(kData / "tiny-mpnet", repo.dir() / "tiny-mpnet");
+    repo.AddModel("tiny-bert", kData / "tiny-bert");
+    repo.AddModel("tiny-mpnet", kData / "tiny-mpnet");
     if (fs::exists(kMiniLm / "model.safetensors")) {
-      LinkFolder(kMiniLm, repo.dir() / "all-MiniLM-L6-v2");
+      repo.AddModel("all-MiniLM-L6-v2", kMiniLm);
     }
   }
   bool has_minilm() const { return fs::exists(repo.dir() / "all-MiniLM-L6-v2"); }

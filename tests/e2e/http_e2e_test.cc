@@ -36,9 +36,7 @@ const fs::path kData = fs::path(MEDQ_EMBEDDING_TEST_DATA);
 
 // The fixture models plus tiny-bert for embeddings.
 void AddTinyBert(const ModelRepo& repo) {
-  fs::create_directories(repo.dir() / "tiny-bert");
-  for (const auto& entry : fs::directory_iterator(kData / "tiny-bert"))
-    fs::create_symlink(entry.path(), repo.dir() / "tiny-bert" / entry.path().filename());
+  repo.AddModel("tiny-bert", kData / "tiny-bert");
 }
 
 std::vector<std::string> HttpArgs(const ModelRepo& repo, int port,

@@ -37,4 +37,11 @@ ModelRepo::ModelRepo() : dir_(tmp_.path() / "models") {
   LinkAll(ModelFixture("tiny-llama-lora"), dir_ / "tiny-llama-lora");
 }
 
+void ModelRepo::AddModel(const std::string& name, const fs::path& source) const {
+  REQUIRE(fs::exists(source));
+  fs::create_directories(dir_ / name);
+  for (const auto& entry : fs::directory_iterator(source))
+    fs::create_symlink(entry.path(), dir_ / name / entry.path().filename());
+}
+
 }  // namespace medq::test

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <filesystem>
+#include <string>
 
 #include "tests/support/daemon_process.h"
 
@@ -16,6 +17,9 @@ class ModelRepo {
   // (+ llama3), tiny-qwen2 (+ qwen3) and the adapter tiny-llama-lora.
   ModelRepo();
   const std::filesystem::path& dir() const { return dir_; }
+  // Adds the model folder `source` as dir()/name: a real folder of symlinks
+  // to its entries (e.g. an embedding model from tests/engine/data).
+  void AddModel(const std::string& name, const std::filesystem::path& source) const;
 
  private:
   TempDir tmp_;
