@@ -75,30 +75,9 @@ bool DefaultAllowModelPaths() {
   return getuid() != 0 && (state == nullptr || *state == '\0');
 }
 
-}  // namespace
-
-ConfigOutcome LoadConfig(int argc, const char* const* argv) {
-  Config c;
-  c.socket = ipc::DefaultDaemonSocketPath();
-  c.models_dir = DefaultModelsDir();
-  c.allow_model_paths = DefaultAllowModelPaths();
-  bool print_config = false;
-
-  CLI::App app{
-      "medqd: the medq inference daemon. It owns the GPU, the model cache and the "
-      "generation queue, and serves `medq` over a Unix socket.",
-      "medqd"};
-  app.set_version_flag("--version", std::string("medqd ") + kVersion);
-  app.set_config("--config", kDefaultConfigFile,
-                 "Configuration file (key = value lines) [env MEDQ_CONFIG]");
-  app.allow_config_extras(CLI::config_extras_mode::error);  // a misspelt key is an error
-  app.add_flag("--print-config", print_config, "Print the effective configuration and exit");
-  app.add_flag("--test-fault-injection", c.test_fault_injection,
-               "Testing only: enable the inject-fault op, which makes the next model load or "
-               "decode step fail as if the GPU ran out of memory, and apply max_gpu_memory_mb "
-               "to models on the CPU too");
-
-  // The configuration keys; keep docs (man/medqd.conf.5) in step.
+// The configuration keys, each a flag, a MEDQ_* variable and a file key;
+// keep docs (man/medqd.conf.5) in step.
+void AddConfigKeys(CLI::App& app, Config& c) {
   AddKey(app, "socket", c.socket, "Unix socket to listen on");
   AddKey(app, "socket_group", c.socket_group,
          "Group whose members may use the daemon (besides its own user and root)");
@@ -184,6 +163,32 @@ ConfigOutcome LoadConfig(int argc, const char* const* argv) {
   AddKey(app, "log_prompts", c.log_prompts,
          "Debugging only: log every generation's prompt and output, which are patient data "
          "(a warning is logged at start)");
+}
+
+}  // namespace
+
+ConfigOutcome LoadConfig(int argc, const char* const* argv) {
+  Config c;
+  c.socket = ipc::DefaultDaemonSocketPath();
+  c.models_dir = DefaultModelsDir();
+  c.allow_model_paths = DefaultAllowModelPaths();
+  bool print_config = false;
+
+  CLI::App app{
+      "medqd: the medq inference daemon. It owns the GPU, the model cache and the "
+      "generation queue, and serves `medq` over a Unix socket.",
+      "medqd"};
+  app.set_version_flag("--version", std::string("medqd ") + kVersion);
+  app.set_config("--config", kDefaultConfigFile,
+                 "Configuration file (key = value lines) [env MEDQ_CONFIG]");
+  app.allow_config_extras(CLI::config_extras_mode::error);  // a misspelt key is an error
+  app.add_flag("--print-config", print_config, "Print the effective configuration and exit");
+  app.add_flag("--test-fault-injection", c.test_fault_injection,
+               "Testing only: enable the inject-fault op, which makes the next model load or "
+               "decode step fail as if the GPU ran out of memory, and apply max_gpu_memory_mb "
+               "to models on the CPU too");
+
+  AddConfigKeys(app, c);
 
   // Precedence flags > environment > file: a MEDQ_* variable becomes a flag
   // unless the same flag is on the command line; flags always beat the file.
@@ -229,6 +234,20 @@ ConfigOutcome LoadConfig(int argc, const char* const* argv) {
   if (print_config) {
     std::cout << FormatConfig(c);
     return ExitNow{0};
+  }
+  return c;
+}
+
+Result<Config> ParseConfigText(std::string_view text) {
+  Config c;
+  CLI::App app{"medqd configuration file", "medqd"};
+  app.allow_config_extras(CLI::config_extras_mode::error);  // as LoadConfig's --config
+  AddConfigKeys(app, c);
+  std::istringstream in{std::string(text)};
+  try {
+    app.parse_from_stream(in);
+  } catch (const CLI::ParseError& e) {
+    return Error(ErrorCode::kInvalidRequest, e.what());
   }
   return c;
 }

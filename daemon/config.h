@@ -4,6 +4,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 #include <variant>
 
 #include "common/result.h"
@@ -70,6 +71,14 @@ using ConfigOutcome = std::variant<Config, ExitNow>;
 // Parses argv, the MEDQ_* environment and the config file. A value that is
 // invalid is refused with a message naming its key and where it came from.
 ConfigOutcome LoadConfig(int argc, const char* const* argv);
+
+// Reads the text of a configuration file alone, as LoadConfig reads the file
+// --config names (key = value lines, the same keys and checks), without flags,
+// environment or defaults that depend on the machine: keys the text leaves out
+// keep Config's defaults. Failure: kInvalidRequest with the parser's message (a
+// misspelt key, a value of the wrong type or out of range). Never throws. For
+// tests and the fuzz target; medqd reads its file through LoadConfig.
+Result<Config> ParseConfigText(std::string_view text);
 
 // The effective configuration in the config-file format.
 std::string FormatConfig(const Config& config);

@@ -125,3 +125,38 @@ TEST_CASE("the printed configuration reads back as the same configuration", "[co
 }
 
 }  // namespace medq::daemon
+
+namespace medq::daemon {
+
+TEST_CASE("ParseConfigText reads a file's text as --config reads the file", "[config]") {
+  const std::string text =
+      "# comment\nmax_connections = 11\nlog_level = \"debug\"\nidle_timeout_s = 2.5\n"
+      "allow_model_paths = true\nhttp_listen = \"127.0.0.1:8090\"\n";
+  auto parsed = ParseConfigText(text);
+  REQUIRE(parsed.ok());
+  test::TempDir dir;
+  const std::string file = (dir.path() / "medqd.conf").string();
+  std::ofstream(file) << text;
+  const Config loaded = LoadOk({"--config", file});
+  CHECK(parsed->max_connections == 11);
+  CHECK(parsed->log_level == "debug");
+  CHECK(parsed->idle_timeout_s == 2.5);
+  CHECK(parsed->allow_model_paths);
+  CHECK(parsed->http_listen == "127.0.0.1:8090");
+  CHECK(parsed->max_connections == loaded.max_connections);
+  CHECK(parsed->log_level == loaded.log_level);
+  CHECK(parsed->http_listen == loaded.http_listen);
+  CHECK(parsed->max_queue == Config{}.max_queue);  // absent: the default
+}
+
+TEST_CASE("ParseConfigText refuses what LoadConfig refuses, as an error value", "[config]") {
+  for (const char* text : {"max_conections = 3\n", "log_level = \"loud\"\n",
+                           "max_connections = 0\n", "idle_timeout_s = soon\n"}) {
+    auto parsed = ParseConfigText(text);
+    REQUIRE_FALSE(parsed.ok());
+    CHECK(parsed.error().code == ErrorCode::kInvalidRequest);
+    CHECK_FALSE(parsed.error().message.empty());
+  }
+}
+
+}  // namespace medq::daemon
