@@ -1,5 +1,7 @@
 #include "daemon/handoff.h"
 
+#include "daemon/loop/uv_guard.h"
+
 namespace medq::daemon {
 
 Handoff::Handoff(uv_loop_t* loop) {
@@ -47,7 +49,8 @@ void Handoff::PostToLoop(Closure completion) {
 }
 
 void Handoff::OnAsync(uv_async_t* handle) {
-  static_cast<Handoff*>(handle->data)->DrainCompletions();
+  GuardCallback("the handoff's completions",
+                [handle] { static_cast<Handoff*>(handle->data)->DrainCompletions(); });
 }
 
 void Handoff::DrainCompletions() {
@@ -56,8 +59,11 @@ void Handoff::DrainCompletions() {
     std::lock_guard lock(mu_);
     batch.swap(completions_);
   }
+  // Each completion is guarded on its own: one that throws (against the
+  // contract above) must not drop the ones queued behind it, whose clients
+  // wait for their replies.
   for (Closure& c : batch)
-    c();
+    GuardCallback("a completion from the worker", [&c] { c(); });
 }
 
 void Handoff::Close() {

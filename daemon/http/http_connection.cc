@@ -8,6 +8,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "daemon/loop/uv_guard.h"
+
 namespace medq::daemon::http {
 namespace {
 
@@ -142,30 +144,34 @@ void HttpConnection::StartReading() {
   uv_timer_start(&idle_timer_, &HttpConnection::OnIdle, limits_.idle_timeout_ms, 0);
 }
 
+// The libuv callbacks below run their bodies in GuardCallback
+// (loop/uv_guard.h); OnAlloc and the write completion only assign and delete.
 void HttpConnection::OnAlloc(uv_handle_t* handle, size_t, uv_buf_t* buf) {
   auto* self = static_cast<HttpConnection*>(handle->data);
   *buf = uv_buf_init(self->read_buffer_, sizeof(self->read_buffer_));
 }
 
 void HttpConnection::OnRead(uv_stream_t* stream, ssize_t nread, const uv_buf_t* buf) {
-  auto* self = static_cast<HttpConnection*>(stream->data);
-  if (nread == 0 || self->closing_) return;
-  if (nread < 0) {
-    // End of input or a read error. While a request is answered the client
-    // has gone (HTTP clients do not half-close): its job is cancelled.
-    if (self->answering_) {
-      spdlog::info("http connection {}: client went away during its request", self->id_);
+  GuardCallback("an HTTP read", [&] {
+    auto* self = static_cast<HttpConnection*>(stream->data);
+    if (nread == 0 || self->closing_) return;
+    if (nread < 0) {
+      // End of input or a read error. While a request is answered the client
+      // has gone (HTTP clients do not half-close): its job is cancelled.
+      if (self->answering_) {
+        spdlog::info("http connection {}: client went away during its request", self->id_);
+      }
+      self->Close();
+      return;
     }
-    self->Close();
-    return;
-  }
-  self->input_.append(buf->base, static_cast<size_t>(nread));
-  // Pipelined bytes beyond one whole request wait unread in the kernel.
-  if (self->answering_ &&
-      self->input_.size() > self->limits_.max_header_bytes + self->limits_.max_body_bytes) {
-    uv_read_stop(stream);
-  }
-  self->Parse();
+    self->input_.append(buf->base, static_cast<size_t>(nread));
+    // Pipelined bytes beyond one whole request wait unread in the kernel.
+    if (self->answering_ &&
+        self->input_.size() > self->limits_.max_header_bytes + self->limits_.max_body_bytes) {
+      uv_read_stop(stream);
+    }
+    self->Parse();
+  });
 }
 
 void HttpConnection::Parse() {
@@ -219,13 +225,15 @@ void HttpConnection::EndResponse(bool keep_alive) {
 }
 
 void HttpConnection::OnIdle(uv_timer_t* timer) {
-  auto* self = static_cast<HttpConnection*>(timer->data);
-  if (self->answering_) return;
-  spdlog::info("http connection {}: closed after {} ms {}", self->id_,
-               self->limits_.idle_timeout_ms,
-               self->input_.empty() && self->header_bytes_ == 0 ? "without a request"
-                                                                : "without completing a request");
-  self->Close();
+  GuardCallback("an HTTP connection's idle timer", [&] {
+    auto* self = static_cast<HttpConnection*>(timer->data);
+    if (self->answering_) return;
+    spdlog::info("http connection {}: closed after {} ms {}", self->id_,
+                 self->limits_.idle_timeout_ms,
+                 self->input_.empty() && self->header_bytes_ == 0 ? "without a request"
+                                                                  : "without completing a request");
+    self->Close();
+  });
 }
 
 void HttpConnection::Reject(int status, std::string_view message, std::string_view code) {
@@ -269,7 +277,7 @@ void HttpConnection::CloseAfterWrites() {
   int rc = uv_shutdown(req, stream(), [](uv_shutdown_t* r, int) {
     auto* self = static_cast<HttpConnection*>(r->data);
     delete r;
-    self->Close();
+    GuardCallback("an HTTP connection's shutdown", [self] { self->Close(); });
   });
   if (rc != 0) {
     delete req;
@@ -292,7 +300,9 @@ void HttpConnection::OnHandleClosed(uv_handle_t* handle) {
   auto* self = static_cast<HttpConnection*>(handle->data);
   if (--self->open_handles_ > 0) return;
   auto keep = std::move(self->self_while_closing_);
-  if (self->callbacks_.on_closed) self->callbacks_.on_closed(*self);
+  if (self->callbacks_.on_closed) {
+    GuardCallback("an HTTP connection's close", [self] { self->callbacks_.on_closed(*self); });
+  }
 }
 
 int HttpConnection::OnMessageBegin(http_parser* p) {

@@ -4,6 +4,7 @@
 #include <systemd/sd-daemon.h>
 
 #include "daemon/http/routes.h"
+#include "daemon/loop/uv_guard.h"
 
 namespace medq::daemon::http {
 namespace {
@@ -98,12 +99,14 @@ void HttpServer::CloseConnections(bool now) {
 }
 
 void HttpServer::OnConnection(uv_stream_t* listener, int status) {
-  auto* self = static_cast<HttpServer*>(listener->data);
-  if (status < 0) {
-    spdlog::warn("http accept failed: {}", uv_strerror(status));
-    return;
-  }
-  self->Accept();
+  GuardCallback("an HTTP accept", [&] {
+    auto* self = static_cast<HttpServer*>(listener->data);
+    if (status < 0) {
+      spdlog::warn("http accept failed: {}", uv_strerror(status));
+      return;
+    }
+    self->Accept();
+  });
 }
 
 void HttpServer::Accept() {

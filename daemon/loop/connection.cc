@@ -5,6 +5,7 @@
 #include <spdlog/spdlog.h>
 
 #include "common/protocol.h"
+#include "daemon/loop/uv_guard.h"
 
 namespace medq::daemon {
 namespace {
@@ -52,26 +53,31 @@ void Connection::OnAlloc(uv_handle_t* handle, size_t, uv_buf_t* buf) {
   *buf = uv_buf_init(self->read_buffer_, sizeof(self->read_buffer_));
 }
 
+// Every callback below runs its body in GuardCallback (loop/uv_guard.h);
+// OnAlloc and the write completion only assign and delete.
 void Connection::OnRead(uv_stream_t* stream, ssize_t nread, const uv_buf_t* buf) {
-  auto* self = static_cast<Connection*>(stream->data);
-  if (nread == 0 || self->closing_) return;
+  GuardCallback("a socket read", [&] { static_cast<Connection*>(stream->data)->Read(nread, buf); });
+}
+
+void Connection::Read(ssize_t nread, const uv_buf_t* buf) {
+  if (nread == 0 || closing_) return;
   if (nread == UV_EOF) {
-    self->OnEndOfInput();
+    OnEndOfInput();
     return;
   }
   if (nread < 0) {  // a read error: the client is gone
-    self->Close();
+    Close();
     return;
   }
   // The idle timer runs from the first byte of a line: a line in progress
   // keeps its deadline however its bytes trickle in.
-  const bool line_in_progress = self->lines_.HasPartialLine();
-  if (!self->lines_.Append(std::string_view(buf->base, static_cast<size_t>(nread)))) {
-    self->callbacks_.on_too_large(*self);
+  const bool line_in_progress = lines_.HasPartialLine();
+  if (!lines_.Append(std::string_view(buf->base, static_cast<size_t>(nread)))) {
+    callbacks_.on_too_large(*this);
     return;
   }
-  const bool completed_lines = self->DeliverLines();
-  if (!self->closing_ && (!line_in_progress || completed_lines)) self->ArmIdleTimer();
+  const bool completed_lines = DeliverLines();
+  if (!closing_ && (!line_in_progress || completed_lines)) ArmIdleTimer();
 }
 
 bool Connection::DeliverLines() {
@@ -119,24 +125,27 @@ bool Connection::PeerHungUp() const {
 }
 
 void Connection::OnIdle(uv_timer_t* timer) {
-  auto* self = static_cast<Connection*>(timer->data);
-  if (self->input_ended_) {
-    if (self->PeerHungUp()) {
-      spdlog::info("connection {}: client hung up with {} request(s) in flight", self->id_,
-                   self->in_flight_);
-      self->Close();
+  GuardCallback("a connection's idle timer",
+                [timer] { static_cast<Connection*>(timer->data)->IdleTimerFired(); });
+}
+
+void Connection::IdleTimerFired() {
+  if (input_ended_) {
+    if (PeerHungUp()) {
+      spdlog::info("connection {}: client hung up with {} request(s) in flight", id_, in_flight_);
+      Close();
     } else {
-      uv_timer_start(&self->idle_timer_, &Connection::OnIdle, kHangupCheckMs, 0);
+      uv_timer_start(&idle_timer_, &Connection::OnIdle, kHangupCheckMs, 0);
     }
     return;
   }
-  if (self->in_flight_ > 0 && !self->lines_.HasPartialLine()) {
-    self->ArmIdleTimer();
+  if (in_flight_ > 0 && !lines_.HasPartialLine()) {
+    ArmIdleTimer();
     return;
   }
-  spdlog::info("connection {}: closed after {} ms {}", self->id_, self->limits_.idle_timeout_ms,
-               self->lines_.HasPartialLine() ? "without completing a line" : "without input");
-  self->Close();
+  spdlog::info("connection {}: closed after {} ms {}", id_, limits_.idle_timeout_ms,
+               lines_.HasPartialLine() ? "without completing a line" : "without input");
+  Close();
 }
 
 void Connection::SendEvent(const nlohmann::json& id, std::string_view event,
@@ -181,7 +190,7 @@ void Connection::CloseAfterWrites() {
   int rc = uv_shutdown(req, reinterpret_cast<uv_stream_t*>(&pipe_), [](uv_shutdown_t* r, int) {
     auto* self = static_cast<Connection*>(r->data);
     delete r;
-    self->Close();
+    GuardCallback("a connection's shutdown", [self] { self->Close(); });
   });
   if (rc != 0) {
     delete req;
@@ -203,7 +212,7 @@ void Connection::OnHandleClosed(uv_handle_t* handle) {
   auto* self = static_cast<Connection*>(handle->data);
   if (--self->open_handles_ > 0) return;
   std::shared_ptr<Connection> keep = std::move(self->self_while_closing_);
-  self->callbacks_.on_closed(*self);
+  GuardCallback("a connection's close", [self] { self->callbacks_.on_closed(*self); });
 }
 
 }  // namespace medq::daemon

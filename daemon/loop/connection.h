@@ -83,6 +83,9 @@ class Connection : public ReplyChannel, public std::enable_shared_from_this<Conn
   static void OnRead(uv_stream_t* stream, ssize_t nread, const uv_buf_t* buf);
   static void OnIdle(uv_timer_t* timer);
   static void OnHandleClosed(uv_handle_t* handle);
+  // The bodies of OnRead and OnIdle.
+  void Read(ssize_t nread, const uv_buf_t* buf);
+  void IdleTimerFired();
   void ArmIdleTimer();
   void OnEndOfInput();
   // Hands every complete line to on_line; true when there was at least one.

@@ -2,9 +2,9 @@
 
 #include <pthread.h>
 
-#include <exception>
-
 #include <spdlog/spdlog.h>
+
+#include "daemon/loop/uv_guard.h"
 
 namespace medq::daemon::internal {
 
@@ -16,20 +16,12 @@ void QueueFsWork(uv_loop_t* loop, std::unique_ptr<FsWork> job) {
       [](uv_work_t* req) {
         // libuv's threads have no name of their own; this one says what it does.
         pthread_setname_np(pthread_self(), "medq-fs");
-        try {
-          static_cast<FsWork*>(req->data)->work();
-        } catch (const std::exception& e) {
-          spdlog::error("filesystem work failed: {}", e.what());
-        }
+        GuardCallback("filesystem work", [req] { static_cast<FsWork*>(req->data)->work(); });
       },
       [](uv_work_t* req, int status) {
         std::unique_ptr<FsWork> done(static_cast<FsWork*>(req->data));
         if (status != 0) return;  // cancelled: the loop is closing
-        try {
-          done->after();
-        } catch (const std::exception& e) {
-          spdlog::error("filesystem work's completion failed: {}", e.what());
-        }
+        GuardCallback("filesystem work's completion", [&done] { done->after(); });
       });
   if (rc != 0) {
     spdlog::error("cannot queue filesystem work: {}", uv_strerror(rc));
