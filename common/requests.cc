@@ -221,8 +221,10 @@ Result<InjectFaultRequest> ParseInjectFaultRequest(const Params& p) {
   if (Status st = RejectUnknownFields(p, {"at"}); !st.ok()) return st.error();
   InjectFaultRequest r;
   if (Status st = ReadString(p, "at", r.at); !st.ok()) return st.error();
-  if (r.at != "load" && r.at != "merge" && r.at != "decode") {
-    return Invalid("params.at must be \"load\", \"merge\" or \"decode\"");
+  if (r.at != "load" && r.at != "merge" && r.at != "decode" && r.at != "completion" &&
+      r.at != "store-write") {
+    return Invalid(
+        "params.at must be \"load\", \"merge\", \"decode\", \"completion\" or \"store-write\"");
   }
   return r;
 }

@@ -87,7 +87,7 @@ struct CancelRequest {
 Result<CancelRequest> ParseCancelRequest(const Params& params);
 
 struct InjectFaultRequest {
-  std::string at;  // "load", "merge" or "decode"
+  std::string at;  // "load", "merge", "decode", "completion" or "store-write"
 };
 Result<InjectFaultRequest> ParseInjectFaultRequest(const Params& params);
 

@@ -87,6 +87,7 @@ void CleanupMemory(DaemonState& state, const Request& req, Responder reply) {
         return info;
       },
       [&state, shared_reply](Result<CleanupInfo> result) {
+        state.faults.ThrowIfCompletionArmed("cleanup-memory");
         if (!result.ok()) return shared_reply->Fail(result.error());
         spdlog::info("cleanup-memory: RSS {} -> {} bytes", result->before.rss_bytes,
                      result->after.rss_bytes);
@@ -97,7 +98,8 @@ void CleanupMemory(DaemonState& state, const Request& req, Responder reply) {
 }
 
 // Testing only (medqd --test-fault-injection): the next model load, merge or decode
-// step fails as a CUDA out-of-memory would.
+// step fails as a CUDA out-of-memory would, or the next completion of a
+// cleanup-memory or model-class task throws on the loop thread.
 void InjectFault(DaemonState& state, const Request& req, Responder reply) {
   if (!state.config.test_fault_injection) {
     return reply.Fail(Error(ErrorCode::kPermissionDenied,
@@ -106,6 +108,11 @@ void InjectFault(DaemonState& state, const Request& req, Responder reply) {
   auto request = ParseInjectFaultRequest(req.params);
   if (!request.ok()) return reply.Fail(request.error());
   const std::string& at = request->at;
+  if (at == "completion") {
+    state.faults.ArmCompletionThrow();
+    spdlog::warn("fault injection: the next task completion on the loop thread will throw");
+    return reply.Result({{"armed", at}});
+  }
   engine::ArmFault(at == "load"    ? engine::Fault::kLoadOom
                    : at == "merge" ? engine::Fault::kMergeOom
                                    : engine::Fault::kDecodeOom);
@@ -147,7 +154,8 @@ constexpr OpSpec kOps[] = {
     {"detokenize", &DetokenizeOp, "Text of token ids", true},
     {"apply-template", &ApplyTemplateOp, "Render a conversation with the chat template", true},
     {"metrics", &MetricsOp, "Prometheus text exposition of counters and histograms", false},
-    {"inject-fault", &InjectFault, "Testing only: fail the next load, merge or decode step (OOM)",
+    {"inject-fault", &InjectFault,
+     "Testing only: fail the next load, merge or decode step (OOM), or throw in a completion",
      false},
 };
 

@@ -27,13 +27,15 @@ void SubmitModelTask(DaemonState& s, const char* op, Priority priority, Responde
   spec.cls = JobClass::kModel;
   spec.op = op;
   spec.priority = priority;
-  auto job = s.scheduler.Submit<R>(std::move(spec), std::move(work), [shared_reply](Result<R> r) {
-    if (r.ok()) {
-      shared_reply->Result(json(*r));
-    } else {
-      shared_reply->Fail(r.error());
-    }
-  });
+  auto job =
+      s.scheduler.Submit<R>(std::move(spec), std::move(work), [&s, op, shared_reply](Result<R> r) {
+        s.faults.ThrowIfCompletionArmed(op);
+        if (r.ok()) {
+          shared_reply->Result(json(*r));
+        } else {
+          shared_reply->Fail(r.error());
+        }
+      });
   if (!job.ok()) shared_reply->Fail(job.error());
 }
 

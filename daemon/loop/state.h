@@ -9,6 +9,7 @@
 
 #include "common/messages.h"
 #include "daemon/config.h"
+#include "daemon/loop/loop_faults.h"
 #include "daemon/loop/metrics.h"
 #include "daemon/loop/scheduler.h"
 #include "daemon/model_resolver.h"
@@ -33,6 +34,7 @@ struct DaemonState {
   EffectiveLimits limits;
   std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
   Metrics metrics;
+  LoopFaults faults;  // armed only with --test-fault-injection (inject-fault)
   int connections = 0;                  // on the socket
   int http_connections = 0;             // on the HTTP endpoint (daemon/http/)
   int consecutive_internal_errors = 0;  // generations failing with INTERNAL in a row

@@ -183,4 +183,39 @@ TEST_CASE("hundreds of concurrent clients are all served", "[e2e]") {
   RequireHealthy(d.socket());
 }
 
+TEST_CASE("a completion that throws is answered INTERNAL and the daemon goes on", "[e2e]") {
+  DaemonProcess d({"--test-fault-injection"});
+  RawClient c(d.socket());
+  // cleanup-memory's completion, then a model-class op's (tokenize on the
+  // built-in demo model): each throws once, on the loop thread.
+  const std::string ops[] = {R"("op":"cleanup-memory")",
+                             R"("op":"tokenize","params":{"text":"Hello there"})"};
+  int id = 0;
+  for (const std::string& op : ops) {
+    CAPTURE(op);
+    json armed = c.Roundtrip(R"({"v":1,"id":)" + std::to_string(++id) +
+                             R"(,"op":"inject-fault","params":{"at":"completion"}})"
+                             "\n");
+    REQUIRE(armed["event"] == "result");
+    CHECK(armed["result"]["armed"] == "completion");
+    const int failing = ++id;
+    json failed = c.Roundtrip(R"({"v":1,"id":)" + std::to_string(failing) + "," + op + "}\n");
+    CHECK(failed["id"] == failing);
+    CHECK(failed["event"] == "error");
+    CHECK(failed["code"] == "INTERNAL");
+    // Exactly one final reply: the next line answers the next request.
+    json health = c.Roundtrip(R"({"v":1,"id":)" + std::to_string(++id) +
+                              R"(,"op":"health"})"
+                              "\n");
+    CHECK(health["id"] == id);
+    CHECK(health["event"] == "result");
+    // The fault was one-shot: the same op succeeds now.
+    json again = c.Roundtrip(R"({"v":1,"id":)" + std::to_string(++id) + "," + op + "}\n");
+    CHECK(again["id"] == id);
+    CHECK(again["event"] == "result");
+  }
+  CHECK_THAT(d.Log(), Catch::Contains("injected fault: the completion of tokenize threw"));
+  RequireHealthy(d.socket());
+}
+
 }  // namespace medq::test
