@@ -8,6 +8,7 @@
 #include <optional>
 #include <sstream>
 #include <string>
+#include <utility>
 
 #include <nlohmann/json.hpp>
 
@@ -15,11 +16,14 @@
 
 namespace medq::engine {
 
-// Reads keys of `j`; `source` names the file in messages. Both are borrowed
-// and must outlive the reader.
+// Reads keys of `j`, which is borrowed and must outlive the reader; `source`
+// (copied: a reader of a nested object names it in a temporary) names the
+// file in messages.
 class ConfigReader {
  public:
-  ConfigReader(const nlohmann::json& j, const std::string& source) : j_(j), source_(source) {}
+  ConfigReader(const nlohmann::json& j, std::string source) : j_(j), source_(std::move(source)) {}
+
+  const std::string& source() const { return source_; }
 
   Error Fail(const std::string& key, const std::string& what) const {
     return Error(ErrorCode::kInvalidRequest,
@@ -72,7 +76,7 @@ class ConfigReader {
     return s.str();
   }
   const nlohmann::json& j_;
-  const std::string& source_;
+  std::string source_;
 };
 
 }  // namespace medq::engine

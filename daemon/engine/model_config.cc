@@ -57,7 +57,7 @@ Result<RopeScaling> ParseRopeScaling(const json& config, const ConfigReader& r) 
   } else if (it->contains("type") && (*it)["type"].is_string()) {
     type = (*it)["type"].get<std::string>();
   }
-  const ConfigReader sub(*it, "rope_scaling");
+  const ConfigReader sub(*it, r.source() + ": rope_scaling");
   if (type == "default") return rs;
   if (type == "linear") {
     rs.type = RopeScalingType::kLinear;

@@ -93,6 +93,17 @@ TEST_CASE("missing or absurd config values are refused naming the key",
     j["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", 4}};
     CHECK_THAT(ParseError(j), Catch::Contains("yarn"));
   }
+  SECTION("bad values inside rope_scaling name the file and the key") {
+    // Found by tests/fuzz/model_config_fuzz: these messages were built from a
+    // destroyed string.
+    j["rope_scaling"] = {{"type", "linear"}, {"factor", 0}};
+    CHECK_THAT(ParseError(j), Catch::Contains("rope_scaling: 'factor'"));
+    j["rope_scaling"] = {{"rope_type", "llama3"}, {"factor", 8}, {"low_freq_factor", -1}};
+    CHECK_THAT(ParseError(j), Catch::Contains("rope_scaling: 'low_freq_factor'"));
+    j["rope_scaling"] = {
+        {"rope_type", "llama3"}, {"factor", 8}, {"original_max_position_embeddings", "long"}};
+    CHECK_THAT(ParseError(j), Catch::Contains("rope_scaling: 'original_max_position_embeddings'"));
+  }
   SECTION("unknown architecture lists the supported ones") {
     j["architectures"] = {"GPT2LMHeadModel"};
     const std::string e = ParseError(j);
