@@ -69,8 +69,17 @@ medq::Result<ChatTemplate> ChatTemplate::FromTokenizerConfig(
   } else if (it->is_array()) {
     bool found = false;
     for (const auto& entry : *it) {
-      if (entry.is_object() && entry.value("name", "") == template_name &&
-          entry.contains("template") && entry["template"].is_string()) {
+      // An entry is picked by its name, a string (missing: ""); an entry
+      // whose name is of another type names nothing. (nlohmann's
+      // value("name", "") would throw on it.)
+      if (!entry.is_object()) continue;
+      const auto name = entry.find("name");
+      if (name != entry.end() && !name->is_string()) continue;
+      const std::string_view entry_name =
+          name == entry.end() ? std::string_view()
+                              : std::string_view(name->get_ref<const std::string&>());
+      if (entry_name == template_name && entry.contains("template") &&
+          entry["template"].is_string()) {
         source = entry["template"].get<std::string>();
         found = true;
         break;

@@ -125,6 +125,19 @@ TEST_CASE("FromTokenizerConfig: string and named templates", "[template][api]") 
     REQUIRE_FALSE(missing.ok());
     CHECK(missing.error().message.find("'rag'") != std::string::npos);
   }
+  SECTION("a named template whose name is not a string names nothing") {
+    // Such a name (null included) threw out of FromTokenizerConfig; seen
+    // while writing tests/fuzz/tokenizer_config_fuzz.
+    TempConfig cfg(R"({"chat_template": [{"name": 1, "template": "ONE"},
+        {"name": ["default"], "template": "LIST"}, {"name": "default", "template": "DEFAULT"}]})");
+    auto t = ChatTemplate::FromTokenizerConfig(cfg.path());
+    REQUIRE(t.ok());
+    CHECK(RenderOrError(*t, {}) == "DEFAULT");
+    TempConfig only(R"({"chat_template": [{"name": null, "template": "NULL"}]})");
+    auto none = ChatTemplate::FromTokenizerConfig(only.path());
+    REQUIRE_FALSE(none.ok());
+    CHECK(none.error().code == medq::ErrorCode::kInvalidRequest);
+  }
   SECTION("a template with a syntax error names the file and position") {
     TempConfig cfg(R"({"chat_template": "ok\n{% if %}"})");
     auto t = ChatTemplate::FromTokenizerConfig(cfg.path());
