@@ -15,6 +15,13 @@ bool IsValidId(const Params& id) {
   return id.is_string() || id.is_number_integer();
 }
 
+// reply[key] when it is a string, else "" (json::value would throw on another
+// type, and the reply comes from outside).
+std::string StringField(const json& reply, const char* key) {
+  const auto it = reply.find(key);
+  return it != reply.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+
 }  // namespace
 
 Result<Request> ParseRequest(std::string_view line, json* id_out) {
@@ -117,8 +124,8 @@ std::string EncodeError(const json& id, const Error& error) {
 }
 
 Error DecodeError(const json& reply) {
-  const std::string code_name = reply.value("code", "");
-  std::string message = reply.value("message", "");
+  const std::string code_name = StringField(reply, "code");
+  std::string message = StringField(reply, "message");
   std::optional<double> retry;
   if (auto it = reply.find("retry_after_s"); it != reply.end() && it->is_number()) {
     retry = it->get<double>();

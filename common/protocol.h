@@ -62,7 +62,8 @@ std::string EncodeEvent(const nlohmann::json& id, std::string_view event, nlohma
 std::string EncodeError(const nlohmann::json& id, const Error& error);
 
 // Parses an `error` event back into an Error (for clients). A code outside
-// the closed set becomes INTERNAL with the unknown code named in the message.
+// the closed set becomes INTERNAL with the unknown code named in the message;
+// a code or message that is missing or not a string reads as "". Never throws.
 Error DecodeError(const nlohmann::json& reply);
 
 // For op parsers: INVALID_REQUEST naming the first key of `params` that is

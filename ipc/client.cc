@@ -21,6 +21,13 @@ Error Unreachable(const std::string& path, int err) {
                                          "or point --socket / MEDQ_SOCKET at its socket.");
 }
 
+// The reply's event name; "" when missing or not a string (json::value would
+// throw on another type, and the reply comes from outside).
+std::string EventOf(const json& reply) {
+  const auto it = reply.find("event");
+  return it != reply.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+
 }  // namespace
 
 Client::Client(int fd, std::string path) : fd_(fd), path_(std::move(path)) {}
@@ -147,12 +154,12 @@ Result<json> Client::Call(std::string_view op, const Params& params,
 }
 
 std::optional<Error> ErrorOf(const json& reply) {
-  if (reply.value("event", "") != "error") return std::nullopt;
+  if (EventOf(reply) != "error") return std::nullopt;
   return DecodeError(reply);
 }
 
 bool IsFinalEvent(const json& reply) {
-  const std::string event = reply.value("event", "");
+  const std::string event = EventOf(reply);
   return event == "result" || event == "done" || event == "error";
 }
 

@@ -129,6 +129,15 @@ TEST_CASE("an unknown error code from a newer daemon becomes INTERNAL", "[protoc
   CHECK_THAT(e.message, Catch::Contains("BRAND_NEW"));
 }
 
+TEST_CASE("an error reply with fields of the wrong type decodes, never throws", "[protocol]") {
+  // json::value threw on a code or message that is not a string.
+  Error e = DecodeError(json{{"event", "error"}, {"code", 1}, {"message", {"a", "b"}}});
+  CHECK(e.code == ErrorCode::kInternal);
+  Error m = DecodeError(json{{"event", "error"}, {"code", "QUEUE_FULL"}, {"message", nullptr}});
+  CHECK(m.code == ErrorCode::kQueueFull);
+  CHECK(m.message.empty());
+}
+
 TEST_CASE("unknown params are rejected by name", "[protocol]") {
   CHECK(RejectUnknownFields(json{{"a", 1}}, {"a", "b"}).ok());
   Status s = RejectUnknownFields(json{{"a", 1}, {"typo", 2}}, {"a"});
