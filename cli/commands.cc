@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "cli/embed.h"
+#include "cli/jobs.h"
 #include "cli/format.h"
 #include "cli/generate.h"
 #include "common/messages.h"
@@ -214,6 +215,10 @@ constexpr CommandSpec kCommands[] = {
     {"generate", "Generate text from a prompt, streaming it as it comes", &SetUpGenerate},
     {"embed", "Embed texts with an embedding model; print the vectors", &SetUpEmbed},
     {"cancel", "Cancel a waiting or running job", &SetUpCancel},
+    {"submit", "Queue a generation as a job; print its id and return at once", &SetUpSubmit},
+    {"status", "Show a submitted job's state", &SetUpStatus},
+    {"result", "Print a job's result (--wait: when it finishes)", &SetUpResult},
+    {"forget", "Delete a job and its result now", &SetUpForget},
     {"models", "List available and loaded models", &SetUpModels},
     {"load", "Load a model now", &SetUpLoad},
     {"unload", "Unload a loaded model", &SetUpUnload},

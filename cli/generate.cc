@@ -195,16 +195,33 @@ int Run(const GlobalOptions& g, GenerateFlags& f) {
   }
 }
 
-}  // namespace
+// Queues the generation as a job and prints its id (docs/protocol.md,
+// submit): the client does not wait; `medq result JOB` fetches the text.
+int RunSubmit(const GlobalOptions& g, GenerateFlags& f) {
+  if (f.chat && f.raw) {
+    std::cerr << "medq: --chat and --raw exclude each other\n";
+    return kExitUsage;
+  }
+  GenerateParams& p = f.params;
+  if (!p.prompt_ids) {
+    auto prompt = ReadPrompt(f);
+    if (!prompt.ok()) return ReportError(prompt.error());
+    p.prompt = std::move(*prompt);
+  }
+  p.mode = f.chat ? PromptMode::kChat : f.raw ? PromptMode::kRaw : PromptMode::kAuto;
+  if (f.queue_timeout_s > 0) p.queue_timeout_s = f.queue_timeout_s;
+  return RunOneShot(g, "submit", {{"op", "generate"}, {"params", ToJson(p)}},
+                    [](const json& r) { return r.value("job", "") + "\n"; });
+}
 
-Action SetUpGenerate(CLI::App& sub, const GlobalOptions& g) {
-  auto f = std::make_shared<GenerateFlags>();
-  GenerateParams& p = f->params;
-  sub.add_option("prompt", f->prompt, "The prompt; - reads it from stdin");
-  sub.add_option("--file", f->file, "Read the prompt from a file");
-  sub.add_flag("--chat", f->chat,
+// The flags generate and submit share; `prompt_ids` is read after parsing.
+void AddGenerateFlags(CLI::App& sub, GenerateFlags& f, std::vector<int32_t>& prompt_ids) {
+  GenerateParams& p = f.params;
+  sub.add_option("prompt", f.prompt, "The prompt; - reads it from stdin");
+  sub.add_option("--file", f.file, "Read the prompt from a file");
+  sub.add_flag("--chat", f.chat,
                "Render the prompt with the model's chat template (default when it has one)");
-  sub.add_flag("--raw", f->raw, "Send the prompt as is, without the chat template");
+  sub.add_flag("--raw", f.raw, "Send the prompt as is, without the chat template");
   sub.add_option("--system", p.system, "System message for --chat");
   sub.add_option("--model", p.model, "Model name (in the daemon's models directory) or path");
   sub.add_option("--adapter", p.adapter, "PEFT LoRA adapter name or path");
@@ -225,20 +242,37 @@ Action SetUpGenerate(CLI::App& sub, const GlobalOptions& g) {
   sub.add_option("--stop", p.stop, "Stop when this text appears (repeatable)");
   sub.add_option("--priority", p.priority, "Queue priority: high, normal or low")
       ->check(CLI::IsMember({"high", "normal", "low"}));
-  sub.add_option("--timeout", f->queue_timeout_s,
+  sub.add_option("--timeout", f.queue_timeout_s,
                  "Longest wait in the queue, in seconds (at most the daemon's queue_timeout_s)")
       ->check(CLI::PositiveNumber);
+  sub.add_option("--prompt-ids", prompt_ids, "Send these token ids as the prompt")->delimiter(',');
+}
+
+}  // namespace
+
+Action SetUpGenerate(CLI::App& sub, const GlobalOptions& g) {
+  auto f = std::make_shared<GenerateFlags>();
+  auto prompt_ids = std::make_shared<std::vector<int32_t>>();
+  AddGenerateFlags(sub, *f, *prompt_ids);
   sub.add_flag("--json", f->json,
                "Print one JSON object at the end: text, finish reason, token counts, timings");
   sub.add_flag("--no-stream", f->no_stream, "Print the text at the end instead of as it comes");
   sub.add_flag("--ids", f->ids, "Print the generated token ids instead of text");
   sub.add_flag("-v,--verbose", f->verbose,
                "Finish with a line on stderr: token counts, time to first token, tokens/s");
-  auto prompt_ids = std::make_shared<std::vector<int32_t>>();
-  sub.add_option("--prompt-ids", *prompt_ids, "Send these token ids as the prompt")->delimiter(',');
   return [&g, f, prompt_ids] {
     if (!prompt_ids->empty()) f->params.prompt_ids = *prompt_ids;
     return Run(g, *f);
+  };
+}
+
+Action SetUpSubmit(CLI::App& sub, const GlobalOptions& g) {
+  auto f = std::make_shared<GenerateFlags>();
+  auto prompt_ids = std::make_shared<std::vector<int32_t>>();
+  AddGenerateFlags(sub, *f, *prompt_ids);
+  return [&g, f, prompt_ids] {
+    if (!prompt_ids->empty()) f->params.prompt_ids = *prompt_ids;
+    return RunSubmit(g, *f);
   };
 }
 

@@ -6,5 +6,7 @@
 namespace medq::cli {
 
 Action SetUpGenerate(CLI::App& sub, const GlobalOptions& global);
+// `medq submit`: the same flags; queues the generation and prints its job id.
+Action SetUpSubmit(CLI::App& sub, const GlobalOptions& global);
 
 }  // namespace medq::cli

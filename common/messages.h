@@ -76,6 +76,20 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(LoadedModelInfo, name, architect
                                                 parameter_bytes, fell_back_to_cpu, has_tokenizer,
                                                 has_chat_template, idle_s, kind, dims, ready)
 
+// The durable job store (daemon/store/) as health shows it: its size and
+// row counts, never its contents.
+struct StoreInfo {
+  bool enabled = false;
+  std::string path;   // the database file
+  int64_t bytes = 0;  // on disk, with its write-ahead log
+  int64_t queued = 0;  // accepted, not finished: they run again after a restart
+  int64_t done = 0;
+  int64_t failed = 0;
+  int64_t cancelled = 0;
+};
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(StoreInfo, enabled, path, bytes, queued, done,
+                                                failed, cancelled)
+
 struct HealthInfo {
   std::string status;  // "ok", "starting", "draining" or "degraded"
   bool ready = false;  // true when the daemon can serve work now
@@ -90,10 +104,11 @@ struct HealthInfo {
   std::vector<LoadedModelInfo> loaded_models;
   std::vector<std::string> warnings;  // e.g. a device fallback; empty when all is well
   EffectiveLimits limits;
+  StoreInfo store;
 };
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(HealthInfo, status, ready, version, uptime_s, pid,
                                                 cuda_available, memory, active_jobs, queue_length,
-                                                connections, loaded_models, warnings, limits)
+                                                connections, loaded_models, warnings, limits, store)
 
 // One job as `queue` lists it. Never carries prompt or generated text.
 struct JobInfo {

@@ -70,6 +70,21 @@ std::string DefaultModelsDir() {
   return std::string(home != nullptr ? home : "") + "/.local/share/medq/models";
 }
 
+// The job store: the service's StateDirectory, else $XDG_STATE_HOME/medq
+// when set, else /var/lib/medq for root, else ~/.local/state/medq.
+std::string DefaultStateDir() {
+  if (const char* state = std::getenv("STATE_DIRECTORY"); state != nullptr && *state) {
+    std::string dir = state;
+    return dir.substr(0, dir.find(':'));
+  }
+  if (const char* xdg = std::getenv("XDG_STATE_HOME"); xdg != nullptr && *xdg) {
+    return std::string(xdg) + "/medq";
+  }
+  if (getuid() == 0) return "/var/lib/medq";
+  const char* home = std::getenv("HOME");
+  return std::string(home != nullptr ? home : "") + "/.local/state/medq";
+}
+
 bool DefaultAllowModelPaths() {
   const char* state = std::getenv("STATE_DIRECTORY");
   return getuid() != 0 && (state == nullptr || *state == '\0');
@@ -137,6 +152,12 @@ void AddConfigKeys(CLI::App& app, Config& c) {
          "estimated KV cache and activations; a generation that does not fit gets "
          "INSUFFICIENT_MEMORY. 0: only the GPU's free memory limits")
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 30));
+  AddKey(app, "state_dir", c.state_dir,
+         "Where the job store (jobs.db) keeps accepted jobs and their results, so that they "
+         "survive a crash; \"none\" keeps no store");
+  AddKey(app, "result_ttl_s", c.result_ttl_s,
+         "How long a finished job's result is kept for `medq result`")
+      ->check(CLI::Range(1.0, 1e8));
   AddKey(app, "embed_model", c.embed_model,
          "The embedding model used when an embed request names none (name or path)");
   AddKey(app, "embed_max_batch", c.embed_max_batch,
@@ -171,6 +192,7 @@ ConfigOutcome LoadConfig(int argc, const char* const* argv) {
   Config c;
   c.socket = ipc::DefaultDaemonSocketPath();
   c.models_dir = DefaultModelsDir();
+  c.state_dir = DefaultStateDir();
   c.allow_model_paths = DefaultAllowModelPaths();
   bool print_config = false;
 
@@ -281,6 +303,8 @@ std::string FormatConfig(const Config& c) {
   out << "keep_alive_s = " << c.keep_alive_s << "\n";
   out << "cleanup = \"" << c.cleanup << "\"\n";
   out << "max_gpu_memory_mb = " << c.max_gpu_memory_mb << "\n";
+  out << "state_dir = \"" << c.state_dir << "\"\n";
+  out << "result_ttl_s = " << c.result_ttl_s << "\n";
   out << "embed_model = \"" << c.embed_model << "\"\n";
   out << "embed_max_batch = " << c.embed_max_batch << "\n";
   out << "embed_batch_timeout_ms = " << c.embed_batch_timeout_ms << "\n";

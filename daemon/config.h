@@ -41,6 +41,11 @@ struct Config {
   std::string cleanup = "after-each";  // after-each, idle or never
   int64_t max_gpu_memory_mb = 0;       // a generation's GPU budget; 0: the device's free memory
 
+  // Durable jobs (daemon/store/): accepted jobs and results in
+  // <state_dir>/jobs.db; "none" keeps no store.
+  std::string state_dir;
+  double result_ttl_s = 3600;  // a finished job's result is kept this long
+
   // Embeddings.
   std::string embed_model;          // used when an embed request names none
   int embed_max_batch = 32;         // texts per forward pass

@@ -9,9 +9,11 @@
 //     uv_async_send(); the loop runs every queued completion in one callback
 //     (libuv coalesces sends, so the callback always drains the whole queue).
 // Closures must not throw. Whatever a closure captures is handed over: the
-// sending thread must not touch it afterwards. Only two objects use this
-// class: the loop's Scheduler (daemon/loop/scheduler.h), which builds every
-// task and completion from typed work, and the Worker, which runs them.
+// sending thread must not touch it afterwards. Two pairs use this class,
+// each its own instance: the loop's Scheduler (daemon/loop/scheduler.h),
+// which builds every task and completion from typed work, and the Worker,
+// which runs them; and the loop's DurableJobs with the store thread
+// (daemon/store/store_thread.h), where "worker" reads "store thread".
 #pragma once
 
 #include <chrono>

@@ -86,6 +86,8 @@ class HttpExchange : public ReplyChannel, public std::enable_shared_from_this<Ht
   void EndRequest() override {}
   bool closing() const override;
   void AddCloseHook(std::function<void()> hook) override;
+  // Every HTTP client with a valid key is one owner of jobs.
+  std::string owner() const override { return "http"; }
 
  private:
   std::string Head(int status, std::string_view content_type,

@@ -71,6 +71,9 @@ class Connection : public ReplyChannel, public std::enable_shared_from_this<Conn
     close_hooks_.push_back(std::move(hook));
   }
   uint64_t id() const { return id_; }
+  // Set once the peer's credentials are known (Server::Accept).
+  void set_owner(std::string owner) { owner_ = std::move(owner); }
+  std::string owner() const override { return owner_; }
 
   // Requests whose final reply has not been sent yet; the idle timeout never
   // closes a connection that waits for one (unless it stalls mid-line).
@@ -79,6 +82,7 @@ class Connection : public ReplyChannel, public std::enable_shared_from_this<Conn
   int in_flight() const { return in_flight_; }
 
  private:
+  std::string owner_;  // "uid:N"
   static void OnAlloc(uv_handle_t* handle, size_t suggested, uv_buf_t* buf);
   static void OnRead(uv_stream_t* stream, ssize_t nread, const uv_buf_t* buf);
   static void OnIdle(uv_timer_t* timer);

@@ -25,15 +25,20 @@ std::optional<Priority> PriorityFromName(std::string_view name) {
   return std::nullopt;
 }
 
-Result<std::string> JobQueue::Submit(std::string op, Options options, StartFn start, DropFn drop) {
+Status JobQueue::CheckRoom() {
   const bool can_start_now = waiting_.empty() && running() < concurrency_;
-  if (!can_start_now && waiting() >= max_queue_) {
-    ++totals_.rejected;
-    const double retry = std::max(1.0, std::ceil(EstimatedWaitS(waiting_.size() + 1)));
-    return Error(ErrorCode::kQueueFull,
-                 "Queue full (" + std::to_string(waiting()) + "/" + std::to_string(max_queue_) +
-                     "). Try again later.",
-                 retry);
+  if (can_start_now || waiting() < max_queue_) return Status::Ok();
+  ++totals_.rejected;
+  const double retry = std::max(1.0, std::ceil(EstimatedWaitS(waiting_.size() + 1)));
+  return Error(ErrorCode::kQueueFull,
+               "Queue full (" + std::to_string(waiting()) + "/" + std::to_string(max_queue_) +
+                   "). Try again later.",
+               retry);
+}
+
+Result<std::string> JobQueue::Submit(std::string op, Options options, StartFn start, DropFn drop) {
+  if (!options.past_limit) {
+    if (Status room = CheckRoom(); !room.ok()) return room.error();
   }
   Job job{options.id.empty() ? "j" + std::to_string(next_id_++) : std::move(options.id),
           std::move(op),

@@ -57,15 +57,22 @@ class JobQueue {
     // The job's id, unique across the daemon's queues; empty: "j" and a
     // number of this queue's own.
     std::string id;
+    // Queued even when max_queue jobs wait: a job accepted before a restart
+    // (daemon/loop/durable_jobs.h), which must not be refused now.
+    bool past_limit = false;
   };
 
   // Queues a job, or starts it at once when a slot is free and nobody waits.
   // Returns the new job's id, or QUEUE_FULL.
   Result<std::string> Submit(std::string op, Options options, StartFn start, DropFn drop);
   Result<std::string> Submit(std::string op, Priority priority, StartFn start, DropFn drop) {
-    return Submit(std::move(op), Options{priority, std::nullopt, nullptr, {}}, std::move(start),
-                  std::move(drop));
+    return Submit(std::move(op), Options{priority, std::nullopt, nullptr, {}, false},
+                  std::move(start), std::move(drop));
   }
+
+  // QUEUE_FULL (with its retry hint) when a job submitted now would be
+  // refused, Ok otherwise.
+  Status CheckRoom();
 
   // Drops waiting jobs whose deadline has passed (QUEUE_TIMEOUT) and applies
   // aging. Call periodically.

@@ -44,6 +44,7 @@ HealthInfo DescribeHealth(const DaemonState& s) {
              : h.warnings.empty() ? "ok"
                                   : "degraded";
   h.limits = s.limits;
+  h.store = s.jobs.Info();
   return h;
 }
 
@@ -108,6 +109,11 @@ void InjectFault(DaemonState& state, const Request& req, Responder reply) {
   auto request = ParseInjectFaultRequest(req.params);
   if (!request.ok()) return reply.Fail(request.error());
   const std::string& at = request->at;
+  if (at == "store-write") {
+    state.jobs.ArmKillInWrite();
+    spdlog::warn("fault injection: the job store's next write kills the daemon before it commits");
+    return reply.Result({{"armed", at}});
+  }
   if (at == "completion") {
     state.faults.ArmCompletionThrow();
     spdlog::warn("fault injection: the next task completion on the loop thread will throw");
@@ -147,6 +153,10 @@ constexpr OpSpec kOps[] = {
     {"generate", &GenerateOp, "Generate text from a prompt, streaming tokens", true},
     {"embed", &EmbedOp, "Embed texts with an embedding model, batched with other clients'", true},
     {"cancel", &CancelOp, "Cancel a waiting or running job", false},
+    {"submit", &SubmitOp, "Queue a generate or embed job and return its id at once", true},
+    {"status", &StatusOp, "A recorded job's state", false},
+    {"result", &ResultOp, "A recorded job's result, at once or when it finishes", false},
+    {"forget", &ForgetOp, "Delete a recorded job and its result (cancelling it if it runs)", false},
     {"models", &ModelsOp, "Available and loaded models", false},
     {"load", &LoadOp, "Load a model (and adapter) now", true},
     {"unload", &UnloadOp, "Unload a loaded model", true},

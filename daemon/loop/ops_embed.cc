@@ -21,11 +21,13 @@ struct EmbedSession {
   Responder reply;
   Clock::time_point submitted = Clock::now();
   Clock::time_point started;
+  std::string job;  // its id in the job store; empty without one
 };
 
 void OnEmbedDone(DaemonState& s, EmbedSession& session, Result<EmbedResult> result) {
   if (!result.ok()) {
     const Error& error = result.error();
+    s.jobs.Finish(session.job, error, s.draining);
     if (error.code == ErrorCode::kGpuOom) s.metrics.CountGpuOom();
     // Never the texts: they are patient data.
     spdlog::info("embed: {} ({})", ErrorCodeName(error.code), error.message);
@@ -37,28 +39,44 @@ void OnEmbedDone(DaemonState& s, EmbedSession& session, Result<EmbedResult> resu
   const double total_s = out.timings.total_ms / 1000;
   s.metrics.ObserveQueueWait(out.timings.queued_ms / 1000);
   s.metrics.ObserveEmbedRequest(total_s, static_cast<int64_t>(out.embeddings.size()));
-  session.reply.Result(json(out));
+  json reply = out;
+  s.jobs.Finish(session.job, reply, s.draining);
+  session.reply.Result(reply);
 }
 
+// Loop thread: the model is resolved and the job recorded (`job`, or empty
+// without a job store); it joins the embed queue.
 void SubmitEmbed(DaemonState& s, std::shared_ptr<EmbedSpec> spec,
-                 std::shared_ptr<EmbedSession> session) {
+                 std::shared_ptr<EmbedSession> session, const std::string& job,
+                 const JobIntake& intake) {
   JobSpec job_spec = QueuedJobSpec(s, JobClass::kEmbed, "embed", spec->request.priority,
                                    spec->request.queue_timeout_s);
+  ForReplay(intake, job_spec);
+  job_spec.id = job;
+  session->job = job;
   EmbedCallbacks callbacks;
   callbacks.started = [session](const std::string&) { session->started = Clock::now(); };
   callbacks.done = [&s, session](Result<EmbedResult> result) {
     OnEmbedDone(s, *session, std::move(result));
   };
-  auto job = s.scheduler.SubmitEmbed(std::move(job_spec), spec, std::move(callbacks));
-  if (!job.ok()) return session->reply.Fail(job.error());
-  // A client that goes away cancels its request, waiting or in the batcher.
-  session->reply.OnClientGone([&s, id = *job] { s.scheduler.Cancel(id); });
+  auto queued = s.scheduler.SubmitEmbed(std::move(job_spec), spec, std::move(callbacks));
+  if (!queued.ok()) {
+    s.jobs.Finish(job, queued.error(), s.draining);
+    return session->reply.Fail(queued.error());
+  }
+  WhenQueued(s, intake, *queued, session->reply);
 }
 
 }  // namespace
 
 void EmbedOp(DaemonState& s, const Request& req, Responder reply) {
-  auto request = ParseEmbedRequest(req.params);
+  JobIntake intake;
+  intake.owner = reply.owner();
+  StartEmbedJob(s, req.params, std::move(reply), std::move(intake));
+}
+
+void StartEmbedJob(DaemonState& s, const Params& params, Responder reply, JobIntake intake) {
+  auto request = ParseEmbedRequest(params);
   if (!request.ok()) return reply.Fail(request.error());
   const auto max_inputs = static_cast<size_t>(s.config.embed_max_inputs);
   if (request->input.size() > max_inputs) {
@@ -76,15 +94,22 @@ void EmbedOp(DaemonState& s, const Request& req, Responder reply) {
   auto spec = std::make_shared<EmbedSpec>();
   spec->request = std::move(*request);
   auto session = std::make_shared<EmbedSession>(std::move(reply));
-  ResolveModel(s, name, "", [&s, spec, session](Result<ResolvedModel> found) {
-    if (!found.ok()) return session->reply.Fail(found.error());
-    if (Status st = RequireKind(found->name, found->kind, ModelKind::kEmbedding); !st.ok()) {
-      return session->reply.Fail(st.error());
-    }
-    spec->model_name = found->name;
-    spec->model_dir = found->dir;
-    SubmitEmbed(s, spec, session);
-  });
+  ResolveModel(
+      s, name, "",
+      [&s, spec, session, params, intake = std::move(intake)](Result<ResolvedModel> found) {
+        if (!found.ok()) return session->reply.Fail(found.error());
+        if (Status st = RequireKind(found->name, found->kind, ModelKind::kEmbedding); !st.ok()) {
+          return session->reply.Fail(st.error());
+        }
+        spec->model_name = found->name;
+        spec->model_dir = found->dir;
+        const Priority priority = *PriorityFromName(spec->request.priority);
+        s.jobs.Admit(store::JobOp::kEmbed, JobClass::kEmbed, priority, params, intake,
+                     [&s, spec, session, intake](Result<std::string> job) {
+                       if (!job.ok()) return session->reply.Fail(job.error());
+                       SubmitEmbed(s, spec, session, *job, intake);
+                     });
+      });
 }
 
 }  // namespace medq::daemon

@@ -26,12 +26,15 @@ struct Session {
   Clock::time_point submitted = Clock::now();
   Clock::time_point started;
   bool first_token_seen = false;
+  bool quiet = false;  // detached (submit, replay): no events, only the result is recorded
+  std::string job;     // its id in the job store; empty without one
 };
 
 void OnDone(DaemonState& s, const std::string& model_name, Session& session,
             Result<GenerateDone> result) {
   if (!result.ok()) {
     const Error& error = result.error();
+    s.jobs.Finish(session.job, error, s.draining);
     spdlog::info("generate {}: {} ({})", model_name, ErrorCodeName(error.code), error.message);
     if (error.code == ErrorCode::kGpuOom) s.metrics.CountGpuOom();
     // A device that keeps failing is reported, not hidden: health turns
@@ -54,16 +57,24 @@ void OnDone(DaemonState& s, const std::string& model_name, Session& session,
   done.timings.total_ms = MsSince(session.submitted);
   s.metrics.ObserveQueueWait(done.timings.queued_ms / 1000);
   s.metrics.ObserveGeneration(done.timings.total_ms / 1000, done.usage.completion_tokens);
+  s.jobs.Finish(session.job, json(done), s.draining);
   session.reply.Done(json(done));
 }
 
-// Loop thread: the generation's model is resolved; it joins the generate queue.
+// Loop thread: the generation's model is resolved and the job recorded (its
+// id is `job`, or empty without a job store); it joins the generate queue.
 void SubmitGenerate(DaemonState& s, std::shared_ptr<GenerateSpec> spec,
-                    std::shared_ptr<Session> session) {
+                    std::shared_ptr<Session> session, const std::string& job,
+                    const JobIntake& intake) {
   JobSpec job_spec = QueuedJobSpec(s, JobClass::kGenerate, "generate", spec->params.priority,
                                    spec->params.queue_timeout_s);
+  ForReplay(intake, job_spec);
+  job_spec.id = job;
+  session->job = job;
+  session->quiet = intake.detached;
   job_spec.on_position = [session](const std::string& job_id, int position, int waiting,
                                    double wait_s) {
+    if (session->quiet) return;
     session->reply.Event("queued", {{"job", job_id},
                                     {"position", position},
                                     {"queue_length", waiting},
@@ -72,15 +83,17 @@ void SubmitGenerate(DaemonState& s, std::shared_ptr<GenerateSpec> spec,
   GenerationCallbacks callbacks;
   callbacks.started = [session, spec](const std::string& job_id) {
     session->started = Clock::now();
-    session->reply.Event("started", {{"job", job_id}});
+    if (!session->quiet) session->reply.Event("started", {{"job", job_id}});
     spdlog::info("job {}: generating with {} (max_tokens {})", job_id, spec->model_name,
                  spec->params.max_tokens ? std::to_string(*spec->params.max_tokens) : "default");
   };
-  callbacks.token = [&s, session](std::string text, std::vector<int32_t> ids) {
+  callbacks.token = [&s, session, job](std::string text, std::vector<int32_t> ids) {
+    s.jobs.Text(job, text);
     if (!session->first_token_seen) {
       session->first_token_seen = true;
       s.metrics.ObserveFirstToken(MsSince(session->submitted) / 1000);
     }
+    if (session->quiet) return;
     json fields = {{"text", std::move(text)}};
     if (!ids.empty()) fields["ids"] = std::move(ids);
     session->reply.Event("token", std::move(fields));
@@ -89,39 +102,53 @@ void SubmitGenerate(DaemonState& s, std::shared_ptr<GenerateSpec> spec,
     OnDone(s, name, *session, std::move(done));
   };
   // Patient data: only with log_prompts (main warns at start that it is on).
-  auto job = s.scheduler.SubmitGeneration(std::move(job_spec), spec, s.config.log_prompts,
-                                          std::move(callbacks));
-  if (!job.ok()) return session->reply.Fail(job.error());
-  // A client that goes away cancels its job, waiting or running.
-  session->reply.OnClientGone([&s, id = *job] { s.scheduler.Cancel(id); });
+  auto queued = s.scheduler.SubmitGeneration(std::move(job_spec), spec, s.config.log_prompts,
+                                             std::move(callbacks));
+  if (!queued.ok()) {
+    s.jobs.Finish(job, queued.error(), s.draining);
+    return session->reply.Fail(queued.error());
+  }
+  WhenQueued(s, intake, *queued, session->reply);
 }
 
 }  // namespace
 
-void GenerateOp(DaemonState& s, const Request& req, Responder reply) {
-  auto params = ParseGenerateParams(req.params);
-  if (!params.ok()) return reply.Fail(params.error());
+void StartGenerateJob(DaemonState& s, const Params& params, Responder reply, JobIntake intake) {
+  auto parsed = ParseGenerateParams(params);
+  if (!parsed.ok()) return reply.Fail(parsed.error());
   auto spec = std::make_shared<GenerateSpec>();
-  spec->params = std::move(*params);
+  spec->params = std::move(*parsed);
   auto session = std::make_shared<Session>(std::move(reply));
-  ResolveModel(s, spec->params.model, spec->params.adapter,
-               [&s, spec, session](Result<ResolvedModel> found) {
-                 if (!found.ok()) return session->reply.Fail(found.error());
-                 if (Status st = RequireKind(found->name, found->kind, ModelKind::kGeneration);
-                     !st.ok()) {
-                   return session->reply.Fail(st.error());
-                 }
-                 spec->model_name = found->name;
-                 spec->model_dir = found->dir;
-                 spec->adapter_dir = found->adapter_dir;
-                 SubmitGenerate(s, spec, session);
-               });
+  ResolveModel(
+      s, spec->params.model, spec->params.adapter,
+      [&s, spec, session, params, intake = std::move(intake)](Result<ResolvedModel> found) {
+        if (!found.ok()) return session->reply.Fail(found.error());
+        if (Status st = RequireKind(found->name, found->kind, ModelKind::kGeneration); !st.ok()) {
+          return session->reply.Fail(st.error());
+        }
+        spec->model_name = found->name;
+        spec->model_dir = found->dir;
+        spec->adapter_dir = found->adapter_dir;
+        const Priority priority = *PriorityFromName(spec->params.priority);
+        s.jobs.Admit(store::JobOp::kGenerate, JobClass::kGenerate, priority, params, intake,
+                     [&s, spec, session, intake](Result<std::string> job) {
+                       if (!job.ok()) return session->reply.Fail(job.error());
+                       SubmitGenerate(s, spec, session, *job, intake);
+                     });
+      });
+}
+
+void GenerateOp(DaemonState& s, const Request& req, Responder reply) {
+  JobIntake intake;
+  intake.owner = reply.owner();
+  StartGenerateJob(s, req.params, std::move(reply), std::move(intake));
 }
 
 void CancelOp(DaemonState& s, const Request& req, Responder reply) {
   auto request = ParseCancelRequest(req.params);
   if (!request.ok()) return reply.Fail(request.error());
   const std::string& job = request->job;
+  s.jobs.CancelRequested(job);
   switch (s.scheduler.Cancel(job)) {
     case Scheduler::Cancelled::kRemoved:
       return reply.Result({{"job", job}, {"state", "cancelled"}});

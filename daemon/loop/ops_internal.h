@@ -6,6 +6,7 @@
 #include <optional>
 #include <string>
 
+#include "daemon/loop/durable_jobs.h"
 #include "daemon/loop/ops.h"
 #include "daemon/worker/model_store.h"
 
@@ -13,6 +14,9 @@ namespace medq::daemon {
 
 // ops_generate.cc
 void GenerateOp(DaemonState& state, const Request& request, Responder reply);
+// A generation from its params, whichever way it came (generate, submit, a
+// restart's replay: `intake` says); its replies go to `reply`.
+void StartGenerateJob(DaemonState& state, const Params& params, Responder reply, JobIntake intake);
 void CancelOp(DaemonState& state, const Request& request, Responder reply);
 
 // ops.cc
@@ -24,6 +28,21 @@ JobSpec QueuedJobSpec(const DaemonState& state, JobClass cls, std::string op,
 
 // ops_embed.cc
 void EmbedOp(DaemonState& state, const Request& request, Responder reply);
+void StartEmbedJob(DaemonState& state, const Params& params, Responder reply, JobIntake intake);
+
+// ops_jobs.cc
+void SubmitOp(DaemonState& state, const Request& request, Responder reply);
+void StatusOp(DaemonState& state, const Request& request, Responder reply);
+void ResultOp(DaemonState& state, const Request& request, Responder reply);
+void ForgetOp(DaemonState& state, const Request& request, Responder reply);
+// A replayed job waits without a deadline, past max_queue.
+void ForReplay(const JobIntake& intake, JobSpec& spec);
+// The job is queued: a streaming client that goes away cancels it, and the
+// intake hears of it (submit answers, a replay goes on to the next job).
+void WhenQueued(DaemonState& state, const JobIntake& intake, const std::string& job,
+                Responder& reply);
+// Queues the jobs the store found unfinished at start, in order; then `done`.
+void ReplayJobs(DaemonState& state, std::function<void()> done);
 
 // ops_models.cc
 struct ResolvedModel {

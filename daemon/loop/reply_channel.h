@@ -10,6 +10,7 @@
 #pragma once
 
 #include <functional>
+#include <string>
 #include <string_view>
 
 #include <nlohmann/json.hpp>
@@ -31,6 +32,9 @@ class ReplyChannel {
   virtual void EndRequest() = 0;
   virtual bool closing() const = 0;
   virtual void AddCloseHook(std::function<void()> hook) = 0;
+  // Who is asking, for the jobs they may read back (durable_jobs.h): "uid:N"
+  // on the socket, "http" on the HTTP endpoint.
+  virtual std::string owner() const = 0;
 };
 
 }  // namespace medq::daemon

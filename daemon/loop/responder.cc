@@ -64,6 +64,11 @@ void Responder::Finish(std::string_view outcome) {
   if (auto c = connection_.lock()) c->EndRequest();
 }
 
+std::string Responder::owner() const {
+  auto c = connection_.lock();
+  return c != nullptr ? c->owner() : std::string();
+}
+
 bool Responder::client_gone() const {
   auto c = connection_.lock();
   return c == nullptr || c->closing();

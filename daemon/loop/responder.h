@@ -45,6 +45,8 @@ class Responder {
   // True when the client disconnected; work for it may stop.
   bool client_gone() const;
   const std::string& op() const { return op_; }
+  // The client's ReplyChannel::owner(); "" when it has gone.
+  std::string owner() const;
 
  private:
   void Finish(std::string_view outcome);

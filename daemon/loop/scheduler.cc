@@ -34,7 +34,7 @@ void Scheduler::Guarded(const char* what, const std::function<void()>& fn) {
 
 JobQueue::Options Scheduler::QueueOptions(JobSpec& spec) {
   return JobQueue::Options{spec.priority, spec.deadline, std::move(spec.on_position),
-                           "j" + std::to_string(next_id_++)};
+                           spec.id.empty() ? TakeId() : std::move(spec.id), spec.past_limit};
 }
 
 Result<std::string> Scheduler::SubmitErased(JobSpec spec, ErasedWork work,

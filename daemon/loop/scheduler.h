@@ -26,6 +26,7 @@
 // ever held by a job that has ended.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <functional>
@@ -58,6 +59,10 @@ struct JobSpec {
   Priority priority = Priority::kNormal;
   std::optional<JobQueue::Clock::time_point> deadline;  // QUEUE_TIMEOUT after it
   JobQueue::PositionFn on_position;                     // may be empty
+  // Set for a recorded job (daemon/loop/durable_jobs.h): its id, from
+  // TakeId(); empty: the scheduler numbers it.
+  std::string id;
+  bool past_limit = false;  // see JobQueue::Options
 };
 
 struct SchedulerOptions {
@@ -133,6 +138,14 @@ class Scheduler {
   void DropAllWaiting(const Error& why);
   // Deadlines and aging; call periodically.
   void Tick();
+
+  // A job id for a job submitted later with JobSpec::id. Ids are "j" and a
+  // number, unique across the classes, and never reused once recorded:
+  // set_next_id() starts them past the job store's.
+  std::string TakeId() { return "j" + std::to_string(next_id_++); }
+  void set_next_id(uint64_t next) { next_id_ = std::max(next_id_, next); }
+  // QUEUE_FULL when a job of `cls` submitted now would be refused.
+  Status CheckRoom(JobClass cls) { return QueueOf(cls).CheckRoom(); }
 
   int running() const;
   int waiting() const;

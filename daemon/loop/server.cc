@@ -68,7 +68,8 @@ Server::Server(Config config, std::vector<std::string> args)
                  SchedulerOptions{config_.max_queue > 0 ? config_.max_queue : 5,
                                   config_.max_concurrent, config_.aging_s,
                                   config_.cleanup == "after-each", config_.embed_max_concurrent}),
-      state_(config_, &loop_, scheduler_),
+      jobs_(scheduler_, config_.result_ttl_s),
+      state_(config_, &loop_, scheduler_, jobs_),
       peers_(config_.socket_group) {
   scheduler_.set_on_report([this](const WorkerReport& report) { CountReport(report); });
   state_.limits.max_queue = scheduler_.max_queue();
@@ -103,6 +104,37 @@ Server::~Server() {
   }
 }
 
+// Before the socket is served: a store another daemon holds, or one that
+// cannot be created, stops the start (exit 69); a damaged or newer one is
+// moved aside with a warning (job_store.h).
+bool Server::OpenJobStore() {
+  if (config_.state_dir == "none") {
+    spdlog::warn(
+        "state_dir is \"none\": accepted jobs are not recorded and do not survive a "
+        "restart");
+    return true;
+  }
+  store::OpenReport report;
+  auto store = store::JobStore::Open(config_.state_dir, &report);
+  if (!store.ok()) {
+    spdlog::critical("{}", store.error().message);
+    return false;
+  }
+  if (!report.moved_aside.empty()) {
+    spdlog::error("job store: {} was moved aside because {}; starting with an empty store",
+                  report.moved_aside.string(), report.why);
+    state_.warnings.push_back("job store was moved aside (" + report.why +
+                              "): its jobs are not run again; see the log");
+  }
+  if (Status st = jobs_.Attach(&loop_, std::move(*store)); !st.ok()) {
+    spdlog::critical("cannot read the job store: {}", st.error().message);
+    return false;
+  }
+  spdlog::info("job store: {} ({} accepted job(s) to run again)", jobs_.Info().path,
+               jobs_.Info().queued);
+  return true;
+}
+
 int Server::Run() {
   const SystemdSockets systemd = SystemdListenFds();
   if (std::optional<int> fd = systemd.socket) {
@@ -116,6 +148,10 @@ int Server::Run() {
       return 69;
     }
     socket_ = *sock;
+  }
+  if (!OpenJobStore()) {
+    CloseEverything();
+    return 69;
   }
   uv_pipe_init(&loop_, &listener_, 0);
   listener_.data = this;
@@ -186,6 +222,13 @@ int Server::Run() {
 }
 
 void Server::MarkReady() {
+  if (state_.draining) return;
+  // The jobs a crash or restart left unfinished are queued first, in their
+  // order, before any new client's.
+  ReplayJobs(state_, [this] { FinishReady(); });
+}
+
+void Server::FinishReady() {
   if (state_.draining) return;
   state_.ready = true;
   const std::string status = "ready: " + std::to_string(scheduler_.view().memory.devices.size()) +
@@ -260,6 +303,7 @@ void Server::CountReport(const WorkerReport& report) {
 // `idle` cleanup policy.
 void Server::Tick() {
   scheduler_.Tick();
+  jobs_.Tick();
   const auto now = std::chrono::steady_clock::now();
   if (scheduler_.running() > 0 || scheduler_.waiting() > 0) {
     last_busy_ = now;
@@ -347,6 +391,7 @@ void Server::Accept() {
     return;
   }
   spdlog::debug("connection {} from uid {} pid {}", id, peer->uid, peer->pid);
+  conn->set_owner("uid:" + std::to_string(peer->uid));
   conn->StartReading();
 }
 
@@ -470,6 +515,7 @@ void Server::CloseEverything() {
   stopped_ = true;
   worker_.StopAndJoin();  // lets a running task end; its completion is delivered below
   handoff_.Close();
+  jobs_.Stop();  // the results those completions recorded reach the disk
   for (auto& [id, conn] : std::map(connections_))
     conn->CloseAfterWrites();
   if (http_ != nullptr) {

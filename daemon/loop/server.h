@@ -52,6 +52,9 @@ class Server {
   void Tick();
   void Preload();
   void MarkReady();
+  void FinishReady();
+  // Opens the job store (state_dir); false when the daemon cannot start.
+  bool OpenJobStore();
   void CountReport(const WorkerReport& report);
 
   Config config_;
@@ -60,6 +63,7 @@ class Server {
   Handoff handoff_;
   Worker worker_;
   Scheduler scheduler_;
+  DurableJobs jobs_;
   DaemonState state_;
   PeerPolicy peers_;
   ListeningSocket socket_;

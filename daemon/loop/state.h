@@ -9,6 +9,7 @@
 
 #include "common/messages.h"
 #include "daemon/config.h"
+#include "daemon/loop/durable_jobs.h"
 #include "daemon/loop/loop_faults.h"
 #include "daemon/loop/metrics.h"
 #include "daemon/loop/scheduler.h"
@@ -17,10 +18,11 @@
 namespace medq::daemon {
 
 struct DaemonState {
-  DaemonState(const Config& c, uv_loop_t* l, Scheduler& s)
+  DaemonState(const Config& c, uv_loop_t* l, Scheduler& s, DurableJobs& j)
       : config(c),
         loop(l),
         scheduler(s),
+        jobs(j),
         resolver(c.models_dir, c.allow_model_paths, BuiltinModelsDir()) {}
 
   const Config& config;
@@ -28,13 +30,16 @@ struct DaemonState {
   // Admits, runs and cancels all work; its view() is the worker's last report
   // (memory, loaded models).
   Scheduler& scheduler;
+  // The durable job store's loop side: generate and embed jobs recorded,
+  // their results, submit/status/result/forget.
+  DurableJobs& jobs;
   // Filesystem reads only; used from libuv's threadpool (loop/fs_work.h).
   const ModelResolver resolver;
 
   EffectiveLimits limits;
   std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
   Metrics metrics;
-  LoopFaults faults;  // armed only with --test-fault-injection (inject-fault)
+  LoopFaults faults;                    // armed only with --test-fault-injection (inject-fault)
   int connections = 0;                  // on the socket
   int http_connections = 0;             // on the HTTP endpoint (daemon/http/)
   int consecutive_internal_errors = 0;  // generations failing with INTERNAL in a row

@@ -1,0 +1,299 @@
+#include "daemon/loop/durable_jobs.h"
+
+#include <chrono>
+
+#include <spdlog/spdlog.h>
+
+namespace medq::daemon {
+namespace {
+
+using nlohmann::json;
+using store::JobState;
+
+double WallNow() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+constexpr double kSweepEveryS = 60;
+
+json ErrorJson(const Error& e) {
+  json j = {{"code", ErrorCodeName(e.code)}, {"message", e.message}};
+  if (e.retry_after_s) j["retry_after_s"] = *e.retry_after_s;
+  return j;
+}
+
+Error UnknownJob(const std::string& job) {
+  return Error(ErrorCode::kInvalidRequest,
+               "no job \"" + job + "\": it was never accepted, was forgotten, or its result " +
+                   "expired (result_ttl_s)");
+}
+
+Error NoStore() {
+  return Error(ErrorCode::kNotReady,
+               "this daemon keeps no job store (state_dir is \"none\"): jobs are not recorded");
+}
+
+}  // namespace
+
+DurableJobs::DurableJobs(Scheduler& scheduler, double result_ttl_s)
+    : scheduler_(scheduler), result_ttl_s_(result_ttl_s) {}
+
+DurableJobs::~DurableJobs() {
+  Stop();
+}
+
+Status DurableJobs::Attach(uv_loop_t* loop, std::unique_ptr<store::JobStore> store) {
+  auto max_id = store->MaxId();
+  if (!max_id.ok()) return max_id.error();
+  auto unfinished = store->Unfinished();
+  if (!unfinished.ok()) return unfinished.error();
+  scheduler_.set_next_id(*max_id + 1);
+  unfinished_ = std::move(*unfinished);
+  info_.enabled = true;
+  info_.path = store->path().string();
+  Refresh(store->Stats());
+  thread_ = std::make_unique<store::StoreThread>(loop, std::move(store));
+  return Status::Ok();
+}
+
+void DurableJobs::Stop() {
+  if (thread_ != nullptr) thread_->Stop();
+}
+
+void DurableJobs::Refresh(const store::StoreStats& stats) {
+  info_.bytes = stats.bytes;
+  info_.queued = stats.queued;
+  info_.done = stats.done;
+  info_.failed = stats.failed;
+  info_.cancelled = stats.cancelled;
+}
+
+StoreInfo DurableJobs::Info() const {
+  return info_;
+}
+
+Result<uint64_t> DurableJobs::IdOf(const std::string& job) {
+  auto id = store::ParseJobId(job);
+  if (!id) return UnknownJob(job);
+  return *id;
+}
+
+// The daemon's own user (and root, for an operator) may read every job; a
+// client only its own.
+bool DurableJobs::MayRead(const std::string& owner, const std::string& who) {
+  return owner == who || who == "uid:0" || who == "uid:" + std::to_string(getuid());
+}
+
+void DurableJobs::Admit(store::JobOp op, JobClass cls, Priority priority, const Params& params,
+                        const JobIntake& intake, std::function<void(Result<std::string>)> next) {
+  if (!enabled()) return next(std::string());
+  if (intake.replay_id) return next(store::FormatJobId(*intake.replay_id));  // BeginReplay
+  if (Status room = scheduler_.CheckRoom(cls); !room.ok()) return next(room.error());
+  const std::string job = scheduler_.TakeId();
+  store::NewJob row;
+  row.id = *store::ParseJobId(job);
+  row.op = op;
+  row.priority = static_cast<int>(priority);
+  row.params = params.dump();
+  row.owner = intake.owner;
+  row.created_at = WallNow();
+  thread_->Run<store::StoreStats>(
+      [row = std::move(row)](store::JobStore& db) -> Result<store::StoreStats> {
+        if (Status st = db.Insert(row); !st.ok()) return st.error();
+        return db.Stats();
+      },
+      [this, job, owner = intake.owner, next = std::move(next)](Result<store::StoreStats> stats) {
+        if (!stats.ok()) {
+          spdlog::error("job {} not accepted: {}", job, stats.error().message);
+          return next(stats.error());
+        }
+        Refresh(*stats);
+        live_[job].owner = owner;
+        next(job);
+      });
+}
+
+void DurableJobs::BeginReplay(const std::string& job, const std::string& owner,
+                              std::shared_ptr<ReplyChannel> channel) {
+  Live& live = live_[job];
+  live.owner = owner;
+  live.replay_channel = std::move(channel);
+}
+
+void DurableJobs::CancelRequested(const std::string& job) {
+  if (auto it = live_.find(job); it != live_.end()) it->second.cancel_requested = true;
+}
+
+void DurableJobs::Text(const std::string& job, std::string_view text) {
+  if (auto it = live_.find(job); it != live_.end()) it->second.text.append(text);
+}
+
+void DurableJobs::Finish(const std::string& job, Result<json> outcome, bool draining) {
+  auto it = live_.find(job);
+  if (it == live_.end() || it->second.finishing) return;
+  Live& live = it->second;
+  JobState state = JobState::kDone;
+  json reply = {{"job", job}};
+  if (!outcome.ok()) {
+    const Error& error = outcome.error();
+    const bool shutdown =
+        draining && !live.cancel_requested &&
+        (error.code == ErrorCode::kNotReady || error.code == ErrorCode::kCancelled);
+    if (shutdown) {
+      // Stays queued in the store: it runs again after the restart.
+      AnswerWaiters(live, {{"job", job}, {"state", "queued"}});
+      live_.erase(it);
+      return;
+    }
+    state = error.code == ErrorCode::kCancelled ? JobState::kCancelled : JobState::kFailed;
+    reply["state"] = store::JobStateName(state);
+    reply["error"] = ErrorJson(error);
+  } else {
+    reply["state"] = "done";
+    json result = std::move(*outcome);
+    if (result.contains("finish_reason")) result["text"] = std::move(live.text);  // a generation
+    reply["result"] = std::move(result);
+  }
+  live.finishing = true;
+  live.result = reply;
+  const double at = WallNow();
+  thread_->Run<store::StoreStats>(
+      [id = *store::ParseJobId(job), state, text = reply.dump(),
+       at](store::JobStore& db) -> Result<store::StoreStats> {
+        auto written = db.Finish(id, state, text, at);
+        if (!written.ok()) return written.error();
+        return db.Stats();
+      },
+      [this, job](Result<store::StoreStats> stats) {
+        if (!stats.ok()) {
+          spdlog::error("job {}: its result could not be recorded: {}", job, stats.error().message);
+        } else {
+          Refresh(*stats);
+        }
+        auto done = live_.find(job);
+        if (done == live_.end()) return;
+        AnswerWaiters(done->second, *done->second.result);
+        live_.erase(done);
+      });
+}
+
+void DurableJobs::AnswerWaiters(Live& live, const json& reply) {
+  for (auto& waiter : live.waiters)
+    waiter->Result(reply);
+  live.waiters.clear();
+}
+
+void DurableJobs::StatusOf(const std::string& job, const std::string& owner, Responder reply) {
+  if (!enabled()) return reply.Fail(NoStore());
+  auto id = IdOf(job);
+  if (!id.ok()) return reply.Fail(id.error());
+  auto shared = std::make_shared<Responder>(std::move(reply));
+  thread_->Run<std::optional<store::StoredJob>>(
+      [id = *id](store::JobStore& db) { return db.Get(id); },
+      [this, job, owner, shared](Result<std::optional<store::StoredJob>> row) {
+        if (!row.ok()) return shared->Fail(row.error());
+        if (!*row || !MayRead((*row)->owner, owner)) return shared->Fail(UnknownJob(job));
+        const store::StoredJob& stored = **row;
+        json status = {{"job", job},
+                       {"op", store::JobOpName(stored.op)},
+                       {"priority", PriorityName(static_cast<Priority>(stored.priority))},
+                       {"state", store::JobStateName(stored.state)},
+                       {"created_at", stored.created_at}};
+        if (stored.finished_at) status["finished_at"] = *stored.finished_at;
+        if (stored.state == JobState::kQueued) {
+          const QueueInfo queue = scheduler_.Describe();
+          for (const JobInfo& j : queue.running) {
+            if (j.job == job) status["state"] = "running";
+          }
+          for (const JobInfo& j : queue.waiting) {
+            if (j.job == job) status["position"] = j.position;
+          }
+        }
+        shared->Result(status);
+      });
+}
+
+void DurableJobs::ResultOf(const std::string& job, const std::string& owner, bool wait,
+                           Responder reply) {
+  if (!enabled()) return reply.Fail(NoStore());
+  auto id = IdOf(job);
+  if (!id.ok()) return reply.Fail(id.error());
+  auto shared = std::make_shared<Responder>(std::move(reply));
+  thread_->Run<std::optional<store::StoredJob>>(
+      [id = *id](store::JobStore& db) { return db.Get(id); },
+      [this, job, owner, wait, shared](Result<std::optional<store::StoredJob>> row) {
+        if (!row.ok()) return shared->Fail(row.error());
+        if (!*row || !MayRead((*row)->owner, owner)) return shared->Fail(UnknownJob(job));
+        if (store::IsFinished((*row)->state)) return shared->Result((*row)->result);
+        // Unfinished: it runs (or waits) in this process; a finish written
+        // meanwhile has answered nobody yet, since live_ holds it until then.
+        auto live = live_.find(job);
+        if (live == live_.end()) {
+          // Recorded but not yet running again (a restart's replay).
+          return shared->Result({{"job", job}, {"state", "queued"}});
+        }
+        if (live->second.result) return shared->Result(*live->second.result);
+        if (!wait) return shared->Result({{"job", job}, {"state", "queued"}});
+        live->second.waiters.push_back(shared);
+      });
+}
+
+void DurableJobs::Forget(const std::string& job, const std::string& owner, Responder reply) {
+  if (!enabled()) return reply.Fail(NoStore());
+  auto id = IdOf(job);
+  if (!id.ok()) return reply.Fail(id.error());
+  auto shared = std::make_shared<Responder>(std::move(reply));
+  thread_->Run<std::optional<store::StoredJob>>(
+      [id = *id](store::JobStore& db) { return db.Get(id); },
+      [this, job, id = *id, owner, shared](Result<std::optional<store::StoredJob>> row) {
+        if (!row.ok()) return shared->Fail(row.error());
+        if (!*row || !MayRead((*row)->owner, owner)) return shared->Fail(UnknownJob(job));
+        if (auto live = live_.find(job); live != live_.end()) {
+          live->second.cancel_requested = true;
+          scheduler_.Cancel(job);
+        }
+        thread_->Run<store::StoreStats>(
+            [id](store::JobStore& db) -> Result<store::StoreStats> {
+              auto gone = db.Forget(id);
+              if (!gone.ok()) return gone.error();
+              return db.Stats();
+            },
+            [this, job, shared](Result<store::StoreStats> stats) {
+              if (!stats.ok()) return shared->Fail(stats.error());
+              Refresh(*stats);
+              shared->Result({{"job", job}, {"forgotten", true}});
+            });
+      });
+}
+
+void DurableJobs::Tick() {
+  if (!enabled()) return;
+  const auto now = std::chrono::steady_clock::now();
+  if (now - last_sweep_ < std::chrono::duration<double>(std::min(kSweepEveryS, result_ttl_s_))) {
+    return;
+  }
+  last_sweep_ = now;
+  thread_->Run<store::StoreStats>(
+      [before = WallNow() - result_ttl_s_](store::JobStore& db) -> Result<store::StoreStats> {
+        auto deleted = db.DeleteFinishedBefore(before);
+        if (!deleted.ok()) return deleted.error();
+        if (*deleted > 0) spdlog::info("job store: {} expired result(s) deleted", *deleted);
+        return db.Stats();
+      },
+      [this](Result<store::StoreStats> stats) {
+        if (!stats.ok()) return spdlog::error("job store: {}", stats.error().message);
+        Refresh(*stats);
+      });
+}
+
+void DurableJobs::ArmKillInWrite() {
+  if (!enabled()) return;
+  thread_->Run<bool>(
+      [](store::JobStore& db) -> Result<bool> {
+        db.ArmKillInWrite();
+        return true;
+      },
+      [](Result<bool>) {});
+}
+
+}  // namespace medq::daemon
