@@ -513,7 +513,8 @@ TEST_CASE("http: systemd's socket named http turns the endpoint on", "[e2e][http
     setenv("LISTEN_FDNAMES", "medqd.socket:http", 1);
     setenv("LISTEN_PID", std::to_string(getpid()).c_str(), 1);
     execl(MedqdPath().c_str(), "medqd", "--config", "/dev/null", "--socket",
-          (dir.path() / "unused.sock").c_str(), static_cast<char*>(nullptr));
+          (dir.path() / "unused.sock").c_str(), "--state-dir", (dir.path() / "state").c_str(),
+          static_cast<char*>(nullptr));
     _exit(127);
   }
   close(unix_fd);

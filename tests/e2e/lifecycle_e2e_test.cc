@@ -79,8 +79,9 @@ TEST_CASE("a stale socket left by a crash is replaced", "[e2e]") {
   // Start on that exact path: DaemonProcess uses its own dir, so run by hand.
   pid_t pid = fork();
   if (pid == 0) {
+    const std::string state = (dir.path() / "state").string();
     execl(MedqdPath().c_str(), "medqd", "--socket", path.c_str(), "--config", "/dev/null",
-          "--log-level", "warn", static_cast<char*>(nullptr));
+          "--state-dir", state.c_str(), "--log-level", "warn", static_cast<char*>(nullptr));
     _exit(127);
   }
   bool served = false;

@@ -94,7 +94,8 @@ TEST_CASE("medqd serves the socket systemd passes and notifies readiness", "[e2e
     setenv("WATCHDOG_PID", std::to_string(getpid()).c_str(), 1);
     // --socket names a path nobody binds: the passed socket must be used.
     execl(MedqdPath().c_str(), "medqd", "--config", "/dev/null", "--socket",
-          (dir.path() / "unused.sock").c_str(), static_cast<char*>(nullptr));
+          (dir.path() / "unused.sock").c_str(), "--state-dir", (dir.path() / "state").c_str(),
+          static_cast<char*>(nullptr));
     _exit(127);
   }
   close(listen_fd);

@@ -90,6 +90,7 @@ def start_daemon(medqd, models, model, tmp, name, *extra):
     os.makedirs(d)
     port = free_port()
     proc = subprocess.Popen([medqd, "--config", "/dev/null", "--socket", os.path.join(d, "s.sock"),
+                             "--state-dir", os.path.join(d, "state"),
                              "--models-dir", models, "--model", model, "--threads", "1", "--http-listen", f"127.0.0.1:{port}", *extra],
                             stderr=open(os.path.join(d, "medqd.log"), "w"))
     return proc, port, os.path.join(d, "s.sock")

@@ -321,7 +321,8 @@ def run_daemon(root, tmp):
     env = pkgtest.clean_env()
     log_path = os.path.join(tmp, "medqd.log")
     with open(log_path, "w", encoding="utf-8") as log:
-        daemon = subprocess.Popen([medqd, "--config", conf, "--socket", sock], env=env,
+        daemon = subprocess.Popen([medqd, "--config", conf, "--socket", sock, "--state-dir",
+                                   os.path.join(tmp, "state")], env=env,
                                   stdout=log, stderr=subprocess.STDOUT)
     try:
         start = time.monotonic()

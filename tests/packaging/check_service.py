@@ -83,6 +83,14 @@ def main():
             for item in shlex.split(assignment):
                 key, _, value = item.partition("=")
                 env[key] = expand(value, specifiers)
+        if "StateDirectory" in service:
+            # As systemd would: the job store (and models) live there.
+            state_dir = os.path.join(tmp, "state", service["StateDirectory"][-1])
+            os.makedirs(state_dir, int(service.get("StateDirectoryMode", ["0755"])[-1], 8))
+            env["STATE_DIRECTORY"] = state_dir
+        else:
+            # A user daemon's default is under $HOME; keep it in the sandbox.
+            env["XDG_STATE_HOME"] = os.path.join(tmp, "xdg-state")
         runtime_dir = os.path.join(runtime_root, service["RuntimeDirectory"][-1])
         os.makedirs(runtime_dir, int(service.get("RuntimeDirectoryMode", ["0755"])[-1], 8))
         env["RUNTIME_DIRECTORY"] = runtime_dir

@@ -1,5 +1,7 @@
 #include "tests/support/daemon_process.h"
 
+#include <algorithm>
+
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -63,6 +65,10 @@ DaemonProcess::DaemonProcess(std::vector<std::string> extra_args, std::chrono::m
   }
   if (socket_ == (dir_.path() / "medq.sock").string()) {
     argv.insert(argv.end(), {"--socket", socket_});
+  }
+  // Each daemon its own job store (one store serves one daemon at a time).
+  if (std::find(extra_args.begin(), extra_args.end(), "--state-dir") == extra_args.end()) {
+    argv.insert(argv.end(), {"--state-dir", (dir_.path() / "state").string()});
   }
   argv.insert(argv.end(), extra_args.begin(), extra_args.end());
   std::ofstream(dir_.path() / "none.conf").flush();  // empty: keep /etc/medq out of tests
