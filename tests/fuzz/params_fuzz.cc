@@ -6,6 +6,7 @@
 #include <string>
 
 #include "common/generate_params.h"
+#include "common/job_requests.h"
 #include "common/protocol.h"
 #include "common/requests.h"
 #include "tests/fuzz/fuzz_input.h"
@@ -47,5 +48,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   (void)medq::ParseCancelRequest(p);
   (void)medq::ParseInjectFaultRequest(p);
+  // submit's inner params go to their op's parser, as the daemon does.
+  if (auto r = medq::ParseSubmitRequest(p); r.ok()) {
+    (void)medq::ParseGenerateParams(r->params);
+    (void)medq::ParseEmbedRequest(r->params);
+  }
+  (void)medq::ParseJobRequest(p);
+  (void)medq::ParseResultRequest(p);
   return 0;
 }
