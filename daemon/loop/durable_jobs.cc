@@ -124,6 +124,38 @@ void DurableJobs::CancelRequested(const std::string& job) {
   if (auto it = live_.find(job); it != live_.end()) it->second.cancel_requested = true;
 }
 
+bool DurableJobs::IsLive(const std::string& job) const {
+  auto it = live_.find(job);
+  return it != live_.end() && !it->second.finishing;
+}
+
+void DurableJobs::Cancel(const std::string& job, std::function<void(medq::Status)> done) {
+  auto it = live_.find(job);
+  if (it == live_.end() || it->second.finishing) return done(medq::Status::Ok());
+  Live& live = it->second;
+  live.cancel_requested = true;
+  live.finishing = true;  // what the job itself reports from now on is not its result
+  live.result = json{{"job", job},
+                     {"state", "cancelled"},
+                     {"error", ErrorJson(Error(ErrorCode::kCancelled, "cancelled by a client"))}};
+  const double at = WallNow();
+  thread_->Run<store::StoreStats>(
+      [id = *store::ParseJobId(job), text = live.result->dump(),
+       at](store::JobStore& db) -> Result<store::StoreStats> {
+        auto written = db.Finish(id, JobState::kCancelled, text, at);
+        if (!written.ok()) return written.error();
+        return db.Stats();
+      },
+      [this, job, done = std::move(done)](Result<store::StoreStats> stats) {
+        if (stats.ok()) Refresh(*stats);
+        if (auto found = live_.find(job); found != live_.end()) {
+          AnswerWaiters(found->second, *found->second.result);
+          live_.erase(found);
+        }
+        done(stats.ok() ? medq::Status::Ok() : medq::Status(stats.error()));
+      });
+}
+
 void DurableJobs::Text(const std::string& job, std::string_view text) {
   if (auto it = live_.find(job); it != live_.end()) it->second.text.append(text);
 }
@@ -232,8 +264,12 @@ void DurableJobs::ResultOf(const std::string& job, const std::string& owner, boo
           // Recorded but not yet running again (a restart's replay).
           return shared->Result({{"job", job}, {"state", "queued"}});
         }
-        if (live->second.result) return shared->Result(*live->second.result);
-        if (!wait) return shared->Result({{"job", job}, {"state", "queued"}});
+        // Not finished until its result is on disk: a result handed out
+        // before that could be followed by another one after a crash.
+        if (!wait) {
+          return shared->Result(
+              {{"job", job}, {"state", scheduler_.IsRunning(job) ? "running" : "queued"}});
+        }
         live->second.waiters.push_back(shared);
       });
 }

@@ -75,8 +75,15 @@ class DurableJobs {
   // records what its op answers before it is queued) lives as long as it.
   void BeginReplay(const std::string& job, const std::string& owner,
                    std::shared_ptr<ReplyChannel> channel);
-  // The job's client went away or asked to cancel it (not the drain).
+  // The job's client went away (not in the drain): if it ends cancelled,
+  // that is its result.
   void CancelRequested(const std::string& job);
+  // True when `job` is a recorded job that has not finished in this process.
+  bool IsLive(const std::string& job) const;
+  // The cancel op on a recorded job: its cancellation is written as its
+  // result first (so that it stays cancelled across a crash), then `done`
+  // runs (the caller stops the job and answers).
+  void Cancel(const std::string& job, std::function<void(Status)> done);
   void Text(const std::string& job, std::string_view text);
   // The job's final reply: the done fields or result, or its error.
   void Finish(const std::string& job, Result<nlohmann::json> outcome, bool draining);

@@ -147,19 +147,30 @@ void GenerateOp(DaemonState& s, const Request& req, Responder reply) {
 void CancelOp(DaemonState& s, const Request& req, Responder reply) {
   auto request = ParseCancelRequest(req.params);
   if (!request.ok()) return reply.Fail(request.error());
-  const std::string& job = request->job;
-  s.jobs.CancelRequested(job);
-  switch (s.scheduler.Cancel(job)) {
-    case Scheduler::Cancelled::kRemoved:
-      return reply.Result({{"job", job}, {"state", "cancelled"}});
-    case Scheduler::Cancelled::kStopping:
-      return reply.Result({{"job", job}, {"state", "cancelling"}});
-    case Scheduler::Cancelled::kUnknown:
-      break;
-  }
-  reply.Fail(
-      Error(ErrorCode::kInvalidRequest,
-            "no waiting or running generation or embed request \"" + job + "\"; see `medq queue`"));
+  const std::string job = request->job;
+  // `recorded`: the job's cancellation is its recorded result, even when it
+  // ended meanwhile.
+  auto stop = [&s, job](Responder& r, bool recorded) {
+    switch (s.scheduler.Cancel(job)) {
+      case Scheduler::Cancelled::kRemoved:
+        return r.Result({{"job", job}, {"state", "cancelled"}});
+      case Scheduler::Cancelled::kStopping:
+        return r.Result({{"job", job}, {"state", "cancelling"}});
+      case Scheduler::Cancelled::kUnknown:
+        if (recorded) return r.Result({{"job", job}, {"state", "cancelled"}});
+        break;
+    }
+    r.Fail(Error(
+        ErrorCode::kInvalidRequest,
+        "no waiting or running generation or embed request \"" + job + "\"; see `medq queue`"));
+  };
+  if (!s.jobs.IsLive(job)) return stop(reply, false);
+  // A recorded job: its cancellation is on disk before it stops.
+  auto shared = std::make_shared<Responder>(std::move(reply));
+  s.jobs.Cancel(job, [shared, stop](Status recorded) {
+    if (!recorded.ok()) return shared->Fail(recorded.error());
+    stop(*shared, true);
+  });
 }
 
 }  // namespace medq::daemon

@@ -148,6 +148,8 @@ class Scheduler {
   Status CheckRoom(JobClass cls) { return QueueOf(cls).CheckRoom(); }
 
   int running() const;
+  // True while `job` runs (in any class), not while it waits.
+  bool IsRunning(const std::string& job) const { return running_.count(job) > 0; }
   int waiting() const;
   int waiting(JobClass cls) const { return queues_[static_cast<int>(cls)].waiting(); }
   // Texts in the worker's embedding batcher (any thread may ask the worker).
