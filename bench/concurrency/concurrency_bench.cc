@@ -136,9 +136,13 @@ std::vector<double> PollLatency(const std::string& socket, const std::atomic<boo
 
 pid_t StartDaemon(const Options& o, const fs::path& models, const std::string& socket) {
   const int max_clients = *std::max_element(o.clients.begin(), o.clients.end());
+  // A job store of its own, beside its socket (the default one may be in use).
+  const std::string state = (fs::path(socket).parent_path() / "state").string();
   std::vector<std::string> args = {o.medqd,
                                    "--socket",
                                    socket,
+                                   "--state-dir",
+                                   state,
                                    "--config",
                                    "/dev/null",
                                    "--log-level",

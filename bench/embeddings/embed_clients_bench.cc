@@ -71,9 +71,13 @@ double Percentile(std::vector<double> v, double p) {
 
 pid_t StartDaemon(const Options& o, const fs::path& models, const std::string& model_name,
                   const std::string& socket, int max_batch) {
+  // A job store of its own, beside its socket (the default one may be in use).
+  const std::string state = (fs::path(socket).parent_path() / "state").string();
   std::vector<std::string> args = {o.medqd,
                                    "--socket",
                                    socket,
+                                   "--state-dir",
+                                   state,
                                    "--config",
                                    "/dev/null",
                                    "--log-level",

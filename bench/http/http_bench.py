@@ -84,7 +84,7 @@ def main():
     sock = os.path.join(tmp, "medq.sock")
     port = free_port()
     daemon = subprocess.Popen([args.medqd, "--config", "/dev/null", "--socket", sock,
-                               "--models-dir", tmp, "--http-listen", f"127.0.0.1:{port}",
+                               "--state-dir", os.path.join(tmp, "state"), "--models-dir", tmp, "--http-listen", f"127.0.0.1:{port}",
                                "--max-concurrent", "2"],
                               stderr=open(os.path.join(tmp, "medqd.log"), "w"))
     try:

@@ -138,8 +138,9 @@ int main(int argc, char** argv) {
     char tmpl[] = "/tmp/medq-bench.XXXXXX";
     dir = mkdtemp(tmpl);
     socket = dir + "/medq.sock";
-    daemon =
-        Spawn({medqd, "--socket", socket, "--config", "/dev/null", "--log-level", "warn"}, false);
+    daemon = Spawn({medqd, "--socket", socket, "--state-dir", dir + "/state", "--config",
+                    "/dev/null", "--log-level", "warn"},
+                   false);
     for (int i = 0; i < 500; ++i) {
       if (auto c = medq::ipc::Client::Connect(socket); c.ok() && c->Call("health").ok()) break;
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
