@@ -5,6 +5,7 @@
 // linger, and results that expire.
 #include <signal.h>
 #include <sqlite3.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 
 #include <catch2/catch.hpp>
@@ -20,6 +21,7 @@
 #include "tests/e2e/generate_client.h"
 #include "tests/support/daemon_process.h"
 #include "tests/support/model_repo.h"
+#include "tests/support/skip.h"
 
 namespace medq::test {
 namespace {
@@ -336,6 +338,50 @@ TEST_CASE("durable: results expire after result_ttl_s", "[e2e]") {
   }
   CHECK(reply["event"] == "error");
   CHECK(reply["code"] == "INVALID_REQUEST");
+}
+
+// A small filesystem of its own for the store, unmounted on destruction.
+class TinyFilesystem {
+ public:
+  explicit TinyFilesystem(const fs::path& at)
+      : at_(at), ok_(mount("tmpfs", at.c_str(), "tmpfs", 0, "size=256k,mode=0700") == 0) {}
+  ~TinyFilesystem() {
+    if (ok_) umount2(at_.c_str(), MNT_DETACH);
+  }
+  bool ok() const { return ok_; }
+
+ private:
+  fs::path at_;
+  bool ok_;
+};
+
+TEST_CASE("durable: a full disk refuses new jobs; the running one finishes", "[e2e]") {
+  ModelRepo repo;
+  TempDir state;
+  TinyFilesystem tiny(state.path());
+  if (!tiny.ok()) MEDQ_SKIP("cannot mount a small tmpfs here (needs CAP_SYS_ADMIN)");
+  DaemonProcess d(Args(repo, state.path(), {"--max-queue", "1000"}));
+  RawClient running(d.socket());
+  json blocker = Blocker();
+  blocker["max_tokens"] = 200;
+  SendGenerate(running, "b", blocker);
+  AwaitQueue(d.socket(), 1, 0);
+  // Jobs with 40 KB prompts fill the 256 KB store until it refuses one.
+  json refused;
+  for (int i = 0; i < 40 && refused.is_null(); ++i) {
+    json params = Greedy(std::string(40000, 'a' + i % 26), 1);
+    const json reply = Call(d.socket(), "submit", {{"op", "generate"}, {"params", params}});
+    if (reply["event"] == "error") refused = reply;
+  }
+  INFO(refused.dump());
+  REQUIRE(!refused.is_null());
+  CHECK(refused["code"] == "NOT_READY");
+  CHECK_THAT(refused["message"].get<std::string>(), Catch::Contains("disk is full"));
+  CHECK(refused.contains("retry_after_s"));
+  // The running generation still ends with its reply, and the daemon serves.
+  const Run run = Collect(running, "b", 120s);
+  CHECK(run.final()["event"] == "done");
+  CHECK(Call(d.socket(), "health", json::object())["event"] == "result");
 }
 
 TEST_CASE("durable: without a store, submit and the job ops say so", "[e2e]") {
