@@ -143,6 +143,9 @@ TEST_CASE("the memory of a large tokenize is given back after the job", "[e2e]")
 #if defined(__SANITIZE_ADDRESS__)
   // ASan's allocator keeps freed memory in quarantine: RSS says nothing here.
   MEDQ_SKIP("RSS is not a measure of freed memory under AddressSanitizer");
+#elif defined(__SANITIZE_THREAD__)
+  // So does TSan's allocator, which gives freed memory back to the system lazily.
+  MEDQ_SKIP("RSS is not a measure of freed memory under ThreadSanitizer");
 #endif
   ModelRepo repo;
   DaemonProcess d(Args(repo));
