@@ -114,7 +114,15 @@ void Connection::OnEndOfInput() {
 
 void Connection::EndRequest() {
   --in_flight_;
-  if (input_ended_ && in_flight_ == 0) CloseAfterWrites();
+  if (in_flight_ > 0 || closing_) return;
+  if (input_ended_) {
+    CloseAfterWrites();
+  } else if (!lines_.HasPartialLine()) {
+    // The silence is counted from the last reply, not from the request line:
+    // a request that took longer than the timeout must not leave its client
+    // a deadline that has already passed.
+    ArmIdleTimer();
+  }
 }
 
 bool Connection::PeerHungUp() const {
@@ -139,7 +147,11 @@ void Connection::IdleTimerFired() {
     }
     return;
   }
-  if (in_flight_ > 0 && !lines_.HasPartialLine()) {
+  // A request in flight, or replies the client has not read yet (they wait
+  // in the write queue): the client is not idle, and closing would drop them.
+  const bool replies_owed =
+      in_flight_ > 0 || uv_stream_get_write_queue_size(reinterpret_cast<uv_stream_t*>(&pipe_)) > 0;
+  if (replies_owed && !lines_.HasPartialLine()) {
     ArmIdleTimer();
     return;
   }

@@ -107,6 +107,33 @@ TEST_CASE("a client that stalls in the middle of a line is timed out", "[e2e]") 
   RequireHealthy(d.socket());
 }
 
+TEST_CASE("replies a slow reader has not read yet outlast the idle timeout", "[e2e]") {
+  DaemonProcess d({"--idle-timeout-s", "1"});
+  RawClient c(d.socket());
+  // Three generations of token events, more than the socket buffer holds:
+  // the rest wait in the daemon's write queue while the client sleeps past
+  // the idle timeout, counted from its last line.
+  for (int id = 1; id <= 3; ++id) {
+    REQUIRE(c.Send(R"({"v":1,"id":)" + std::to_string(id) +
+                   R"(,"op":"generate","params":{"prompt":"Hello","max_tokens":200,)"
+                   R"("return_ids":true,"stop":[]}})"
+                   "\n"));
+  }
+  std::this_thread::sleep_for(2500ms);
+  int done = 0;
+  int tokens = 0;
+  while (done < 3) {
+    auto reply = c.Read(10s);
+    REQUIRE(reply.has_value());  // not closed with replies still owed
+    if ((*reply)["event"] == "token") ++tokens;
+    if ((*reply)["event"] == "done") ++done;
+    REQUIRE((*reply)["event"] != "error");
+  }
+  CHECK(tokens > 100);
+  // Once everything is read, silence closes it as before.
+  CHECK(c.WaitClosed(5s));
+}
+
 TEST_CASE("clients that connect and vanish leave the daemon serving", "[e2e]") {
   DaemonProcess d;
   for (int i = 0; i < 200; ++i) {
