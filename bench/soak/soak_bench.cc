@@ -1,5 +1,7 @@
-// soak_bench: many generations through a real medqd. Prints memory after
-// every request of a sequential run (it must stay flat), throughput and
+// soak_bench: many generations through a real medqd (cleanup = after-each).
+// Prints memory after the requests of a sequential run (it must stay flat:
+// the drift of RSS, and on CUDA of reserved memory, between request
+// --baseline-at and the last), throughput and
 // latency percentiles of sequential and concurrent runs, and the daemon's
 // overhead: time to first token through the socket minus the same request on
 // the engine alone, in this process. One JSON object on stdout.
@@ -81,9 +83,28 @@ Sample GenerateOnce(medq::ipc::Client& client, const json& params) {
   }
 }
 
-int64_t DaemonRss(medq::ipc::Client& client) {
+struct DaemonMemory {
+  int64_t rss = 0;
+  int64_t cuda_reserved = 0;  // summed over the devices; 0 without CUDA
+};
+
+DaemonMemory MemoryOf(medq::ipc::Client& client) {
+  DaemonMemory m;
   auto h = client.Call("health");
-  return h.ok() ? (*h)["result"]["memory"]["rss_bytes"].get<int64_t>() : 0;
+  if (!h.ok()) return m;
+  const json& memory = (*h)["result"]["memory"];
+  m.rss = memory["rss_bytes"].get<int64_t>();
+  for (const json& d : memory.value("devices", json::array()))
+    m.cuda_reserved += d.value("reserved_bytes", int64_t{0});
+  return m;
+}
+
+int64_t DaemonRss(medq::ipc::Client& client) {
+  return MemoryOf(client).rss;
+}
+
+double DriftPct(double from, double to) {
+  return from > 0 ? 100 * (to - from) / from : 0;
 }
 
 }  // namespace
@@ -93,13 +114,21 @@ int main(int argc, char** argv) {
   std::string model = std::string(MEDQ_SHARED_DIR_DEFAULT) + "/fixtures/models/tiny-llama";
   std::string medqd = MEDQ_BINARY_DIR "/daemon/medqd";
   int sequential = 200, concurrent_clients = 8, per_client = 25, max_tokens = 32;
+  int baseline_at = 1000;
   app.add_option("--model", model, "Model directory")->capture_default_str();
   app.add_option("--medqd", medqd, "medqd binary")->capture_default_str();
-  app.add_option("--sequential", sequential, "Sequential requests")->capture_default_str();
+  app.add_option("--sequential", sequential, "Sequential requests")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   app.add_option("--clients", concurrent_clients, "Concurrent clients")->capture_default_str();
   app.add_option("--per-client", per_client, "Requests per concurrent client")
       ->capture_default_str();
   app.add_option("--max-tokens", max_tokens, "New tokens per request")->capture_default_str();
+  app.add_option("--baseline-at", baseline_at,
+                 "The sequential request whose memory the drift is measured from (capped at "
+                 "--sequential)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   CLI11_PARSE(app, argc, argv);
 
   model = fs::absolute(model).lexically_normal().string();
@@ -155,6 +184,8 @@ int main(int argc, char** argv) {
                                    "warn",
                                    "--max-queue",
                                    "64",
+                                   "--cleanup",
+                                   "after-each",
                                    "--models-dir",
                                    fs::path(model).parent_path().string(),
                                    "--model",
@@ -177,16 +208,21 @@ int main(int argc, char** argv) {
     return 1;
   }
 
-  // Sequential: memory after every request.
-  std::vector<double> ttft, total, rss_mb;
+  // Sequential: memory after every request (the daemon trims after each);
+  // at most ~200 of them are printed.
+  std::vector<double> ttft, total, rss_mb, reserved_mb;
   int64_t tokens = 0;
+  baseline_at = std::min(baseline_at, sequential);
+  const int print_every = std::max(1, sequential / 200);
   const auto t_seq = Clock::now();
   for (int i = 0; i < sequential; ++i) {
     Sample s = GenerateOnce(*client, params);
     ttft.push_back(s.ttft_ms);
     total.push_back(s.total_ms);
     tokens += s.tokens;
-    rss_mb.push_back(static_cast<double>(DaemonRss(*client)) / (1 << 20));
+    const DaemonMemory m = MemoryOf(*client);
+    rss_mb.push_back(static_cast<double>(m.rss) / (1 << 20));
+    reserved_mb.push_back(static_cast<double>(m.cuda_reserved) / (1 << 20));
   }
   const double seq_s = std::chrono::duration<double>(Clock::now() - t_seq).count();
 
@@ -218,6 +254,11 @@ int main(int argc, char** argv) {
   fs::remove_all(dir);
 
   const double rss_first = rss_mb.front(), rss_last = rss_mb.back();
+  const double rss_base = rss_mb[baseline_at - 1];
+  const double reserved_base = reserved_mb[baseline_at - 1], reserved_last = reserved_mb.back();
+  json rss_each = json::array();
+  for (size_t i = 0; i < rss_mb.size(); i += print_every)
+    rss_each.push_back(rss_mb[i]);
   json out = {
       {"benchmark", "soak"},
       {"model", model},
@@ -228,16 +269,24 @@ int main(int argc, char** argv) {
         {"tokens_per_s", static_cast<double>(tokens) / seq_s},
         {"ttft_ms", Summary(ttft)},
         {"total_ms", Summary(total)},
+        {"cleanup", "after-each"},
         {"rss_mb_after_first", rss_first},
+        {"baseline_at", baseline_at},
+        {"rss_mb_at_baseline", rss_base},
         {"rss_mb_after_last", rss_last},
-        {"rss_growth_pct", 100 * (rss_last - rss_first) / rss_first},
+        {"rss_growth_pct", DriftPct(rss_first, rss_last)},
+        {"rss_drift_pct_from_baseline", DriftPct(rss_base, rss_last)},
+        {"cuda_reserved_mb_at_baseline", reserved_base},
+        {"cuda_reserved_mb_after_last", reserved_last},
+        {"cuda_reserved_drift_pct_from_baseline", DriftPct(reserved_base, reserved_last)},
         {"rss_mb_max", *std::max_element(rss_mb.begin(), rss_mb.end())},
-        {"rss_mb_each", rss_mb}}},
+        {"rss_mb_every", print_every},
+        {"rss_mb_each", rss_each}}},
       {"concurrent",
        {{"clients", concurrent_clients},
         {"requests", concurrent_clients * per_client},
-        {"requests_per_s", concurrent_clients * per_client / conc_s},
-        {"tokens_per_s", static_cast<double>(c_tokens) / conc_s},
+        {"requests_per_s", conc_s > 0 ? concurrent_clients * per_client / conc_s : 0},
+        {"tokens_per_s", conc_s > 0 ? static_cast<double>(c_tokens) / conc_s : 0},
         {"total_ms", Summary(c_total)},
         {"rss_mb_after", rss_after_concurrent}}},
       {"overhead",
