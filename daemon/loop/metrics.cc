@@ -143,6 +143,17 @@ std::string Metrics::Render(const Gauges& g) const {
   out += "medq_embed_queue_size{stage=\"texts\"} " + std::to_string(g.embed_pending_texts) + "\n";
   Header(out, "medq_embed_batches_in_flight", "gauge", "Embedding forward passes running.");
   Sample(out, "medq_embed_batches_in_flight", g.embed_in_flight);
+  if (g.store.enabled) {
+    Header(out, "medq_store_bytes", "gauge", "Size of the job store on disk, with its log.");
+    Sample(out, "medq_store_bytes", static_cast<double>(g.store.bytes));
+    Header(out, "medq_store_jobs", "gauge", "Jobs in the job store, by state.");
+    for (const auto& [state, n] : {std::pair{"queued", g.store.queued},
+                                   {"done", g.store.done},
+                                   {"failed", g.store.failed},
+                                   {"cancelled", g.store.cancelled}}) {
+      out += std::string("medq_store_jobs{state=\"") + state + "\"} " + std::to_string(n) + "\n";
+    }
+  }
   Header(out, "medq_queue_length", "gauge", "Jobs waiting.");
   Sample(out, "medq_queue_length", g.queue_length);
   Header(out, "medq_running_jobs", "gauge", "Jobs running.");

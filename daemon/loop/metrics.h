@@ -10,6 +10,8 @@
 #include <utility>
 #include <vector>
 
+#include "common/messages.h"
+
 namespace medq::daemon {
 
 class Histogram {
@@ -58,6 +60,7 @@ class Metrics {
     int embed_waiting = 0;        // embed requests waiting for a slot in the batcher
     int embed_pending_texts = 0;  // texts in the batcher waiting for a batch
     int embed_in_flight = 0;      // embedding batches running
+    StoreInfo store;              // the durable job store's size and rows
   };
   std::string Render(const Gauges& gauges) const;
 

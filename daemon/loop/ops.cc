@@ -138,6 +138,7 @@ void MetricsOp(DaemonState& s, const Request& req, Responder reply) {
   g.embed_waiting = s.scheduler.waiting(JobClass::kEmbed);
   g.embed_pending_texts = s.scheduler.pending_embed_texts();
   g.embed_in_flight = s.scheduler.embed_batches_in_flight();
+  g.store = s.jobs.Info();
   for (const DeviceMemoryInfo& d : s.scheduler.view().memory.devices) {
     g.device_bytes.push_back({d.index, {d.allocated_bytes, d.reserved_bytes}});
   }

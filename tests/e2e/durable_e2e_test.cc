@@ -107,6 +107,9 @@ TEST_CASE("durable: submit returns at once; result gives what generate streams",
   CHECK(health["result"]["store"]["enabled"] == true);
   CHECK(health["result"]["store"]["done"].get<int>() >= 2);  // submit and the generate
   CHECK(health["result"].dump().find("Hello") == std::string::npos);
+  const std::string metrics = Call(d.socket(), "metrics", json::object())["result"]["text"];
+  CHECK_THAT(metrics, Catch::Contains("medq_store_jobs{state=\"done\"}"));
+  CHECK_THAT(metrics, Catch::Contains("medq_store_bytes"));
 
   CHECK(RunMedq(d.socket(), {"forget", job}).status == 0);
   const ProcessResult gone = RunMedq(d.socket(), {"status", job});
