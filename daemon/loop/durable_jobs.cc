@@ -94,7 +94,7 @@ void DurableJobs::Admit(store::JobOp op, JobClass cls, Priority priority, const 
   row.id = *store::ParseJobId(job);
   row.op = op;
   row.priority = static_cast<int>(priority);
-  row.params = params.dump();
+  row.params = params.dump(-1, ' ', false, Params::error_handler_t::replace);
   row.owner = intake.owner;
   row.created_at = WallNow();
   thread_->Run<store::StoreStats>(
@@ -140,7 +140,8 @@ void DurableJobs::Cancel(const std::string& job, std::function<void(medq::Status
                      {"error", ErrorJson(Error(ErrorCode::kCancelled, "cancelled by a client"))}};
   const double at = WallNow();
   thread_->Run<store::StoreStats>(
-      [id = *store::ParseJobId(job), text = live.result->dump(),
+      [id = *store::ParseJobId(job),
+       text = live.result->dump(-1, ' ', false, json::error_handler_t::replace),
        at](store::JobStore& db) -> Result<store::StoreStats> {
         auto written = db.Finish(id, JobState::kCancelled, text, at);
         if (!written.ok()) return written.error();
@@ -190,7 +191,8 @@ void DurableJobs::Finish(const std::string& job, Result<json> outcome, bool drai
   live.result = reply;
   const double at = WallNow();
   thread_->Run<store::StoreStats>(
-      [id = *store::ParseJobId(job), state, text = reply.dump(),
+      [id = *store::ParseJobId(job), state,
+       text = reply.dump(-1, ' ', false, json::error_handler_t::replace),
        at](store::JobStore& db) -> Result<store::StoreStats> {
         auto written = db.Finish(id, state, text, at);
         if (!written.ok()) return written.error();

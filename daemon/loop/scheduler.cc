@@ -29,6 +29,8 @@ void Scheduler::Guarded(const char* what, const std::function<void()>& fn) {
   } catch (const std::exception& e) {
     // The completion's Responder, dropped unanswered, replies INTERNAL.
     spdlog::error("{} failed with an unexpected exception: {}", what, e.what());
+  } catch (...) {
+    spdlog::error("{} failed with an exception not derived from std::exception", what);
   }
 }
 

@@ -10,6 +10,7 @@
 #include "daemon/loop/ops.h"
 #include "daemon/loop/ops_internal.h"
 #include "daemon/loop/systemd.h"
+#include "daemon/loop/uv_guard.h"
 #include "daemon/worker/memory.h"
 
 namespace medq::daemon {
@@ -198,20 +199,31 @@ int Server::Run() {
                             }
                           });
   uv_timer_start(
-      &memory_timer_, [](uv_timer_t* t) { static_cast<Server*>(t->data)->RefreshMemory(); },
+      &memory_timer_,
+      [](uv_timer_t* t) {
+        GuardCallback("the memory timer", [t] { static_cast<Server*>(t->data)->RefreshMemory(); });
+      },
       kMemoryRefreshMs, kMemoryRefreshMs);
 
   uv_timer_init(&loop_, &tick_timer_);
   tick_timer_.data = this;
   uv_timer_start(
-      &tick_timer_, [](uv_timer_t* t) { static_cast<Server*>(t->data)->Tick(); }, kTickMs, kTickMs);
+      &tick_timer_,
+      [](uv_timer_t* t) {
+        GuardCallback("the tick timer", [t] { static_cast<Server*>(t->data)->Tick(); });
+      },
+      kTickMs, kTickMs);
   uv_timer_init(&loop_, &watchdog_timer_);
   watchdog_timer_.data = this;
   if (auto interval = WatchdogPingInterval()) {
     watchdog_interval_ = *interval;
     uv_timer_start(
-        &watchdog_timer_, [](uv_timer_t* t) { static_cast<Server*>(t->data)->PingWatchdog(); }, 0,
-        static_cast<uint64_t>(interval->count()));
+        &watchdog_timer_,
+        [](uv_timer_t* t) {
+          GuardCallback("the watchdog timer",
+                        [t] { static_cast<Server*>(t->data)->PingWatchdog(); });
+        },
+        0, static_cast<uint64_t>(interval->count()));
   }
 
   spdlog::info("medqd listening on {}{} (pid {})", config_.socket,
@@ -343,7 +355,7 @@ void Server::OnConnection(uv_stream_t* listener, int status) {
     spdlog::warn("accept failed: {}", uv_strerror(status));
     return;
   }
-  self->Accept();
+  GuardCallback("accepting a connection", [self] { self->Accept(); });
 }
 
 void Server::Accept() {
@@ -435,12 +447,14 @@ void Server::OnTooLarge(Connection& conn) {
 
 void Server::OnSignal(uv_signal_t* handle, int signum) {
   auto* self = static_cast<Server*>(handle->data);
-  if (signum == SIGHUP) {
-    self->Reload();
-  } else {
-    spdlog::info("received {}; draining", signum == SIGTERM ? "SIGTERM" : "SIGINT");
-    self->BeginDrain();
-  }
+  GuardCallback("a signal", [self, signum] {
+    if (signum == SIGHUP) {
+      self->Reload();
+    } else {
+      spdlog::info("received {}; draining", signum == SIGTERM ? "SIGTERM" : "SIGINT");
+      self->BeginDrain();
+    }
+  });
 }
 
 void Server::Reload() {
@@ -488,8 +502,11 @@ void Server::BeginDrain() {
   drain_deadline_ = std::chrono::steady_clock::now() +
                     std::chrono::milliseconds(static_cast<int64_t>(config_.drain_timeout_s * 1000));
   uv_timer_start(
-      &drain_timer_, [](uv_timer_t* t) { static_cast<Server*>(t->data)->FinishIfDrained(); }, 0,
-      kDrainPollMs);
+      &drain_timer_,
+      [](uv_timer_t* t) {
+        GuardCallback("the drain timer", [t] { static_cast<Server*>(t->data)->FinishIfDrained(); });
+      },
+      0, kDrainPollMs);
 }
 
 void Server::FinishIfDrained() {
@@ -528,10 +545,12 @@ void Server::CloseEverything() {
     uv_timer_start(
         &force_close_timer_,
         [](uv_timer_t* t) {
-          auto* self = static_cast<Server*>(t->data);
-          for (auto& [id, conn] : std::map(self->connections_))
-            conn->Close();
-          if (self->http_ != nullptr) self->http_->CloseConnections(/*now=*/true);
+          GuardCallback("the force-close timer", [t] {
+            auto* self = static_cast<Server*>(t->data);
+            for (auto& [id, conn] : std::map(self->connections_))
+              conn->Close();
+            if (self->http_ != nullptr) self->http_->CloseConnections(/*now=*/true);
+          });
           uv_close(reinterpret_cast<uv_handle_t*>(t), nullptr);
         },
         kForceCloseMs, 0);
