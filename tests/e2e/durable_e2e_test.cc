@@ -80,7 +80,7 @@ std::vector<std::string> Args(const ModelRepo& repo, const fs::path& state,
   return DaemonArgs(repo, std::move(extra));
 }
 
-TEST_CASE("durable: submit returns at once; result gives what generate streams", "[e2e]") {
+TEST_CASE("durable: submit returns at once, and result gives what generate streams", "[e2e]") {
   ModelRepo repo;
   TempDir state;
   DaemonProcess d(Args(repo, state.path()));
@@ -219,7 +219,7 @@ TEST_CASE("durable: finished results and cancellations survive a restart", "[e2e
   CHECK(health["result"]["store"]["queued"] == 0);  // nothing ran again
 }
 
-TEST_CASE("durable: SIGTERM leaves waiting jobs queued; they run after the restart", "[e2e]") {
+TEST_CASE("durable: SIGTERM leaves waiting jobs queued to run after the restart", "[e2e]") {
   ModelRepo repo;
   TempDir state;
   std::string waiting;
@@ -358,7 +358,7 @@ class TinyFilesystem {
   bool ok_;
 };
 
-TEST_CASE("durable: a full disk refuses new jobs; the running one finishes", "[e2e]") {
+TEST_CASE("durable: a full disk refuses new jobs while the running one finishes", "[e2e]") {
   ModelRepo repo;
   TempDir state;
   TinyFilesystem tiny(state.path());
