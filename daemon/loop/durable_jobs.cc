@@ -135,9 +135,10 @@ void DurableJobs::Cancel(const std::string& job, std::function<void(medq::Status
   Live& live = it->second;
   live.cancel_requested = true;
   live.finishing = true;  // what the job itself reports from now on is not its result
-  live.result = json{{"job", job},
-                     {"state", "cancelled"},
-                     {"error", ErrorJson(Error(ErrorCode::kCancelled, "cancelled by a client"))}};
+  live.result = std::make_shared<const json>(
+      json{{"job", job},
+           {"state", "cancelled"},
+           {"error", ErrorJson(Error(ErrorCode::kCancelled, "cancelled by a client"))}});
   const double at = WallNow();
   thread_->Run<store::StoreStats>(
       [id = *store::ParseJobId(job),
@@ -188,12 +189,15 @@ void DurableJobs::Finish(const std::string& job, Result<json> outcome, bool drai
     reply["result"] = std::move(result);
   }
   live.finishing = true;
-  live.result = reply;
+  live.result = std::make_shared<const json>(std::move(reply));
   const double at = WallNow();
+  // Serialized on the store thread: an embed result can be tens of MB, too
+  // much to dump on the loop. The reply is immutable from here on; both
+  // threads only read it.
   thread_->Run<store::StoreStats>(
-      [id = *store::ParseJobId(job), state,
-       text = reply.dump(-1, ' ', false, json::error_handler_t::replace),
+      [id = *store::ParseJobId(job), state, result = live.result,
        at](store::JobStore& db) -> Result<store::StoreStats> {
+        const std::string text = result->dump(-1, ' ', false, json::error_handler_t::replace);
         auto written = db.Finish(id, state, text, at);
         if (!written.ok()) return written.error();
         return db.Stats();

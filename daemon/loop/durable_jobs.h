@@ -109,8 +109,9 @@ class DurableJobs {
     std::string owner;
     std::string text;  // generated so far
     bool cancel_requested = false;
-    bool finishing = false;                           // its result is being written
-    std::optional<nlohmann::json> result;             // set while finishing
+    bool finishing = false;  // its result is being written
+    // Set while finishing; shared, read-only, with the store thread's write.
+    std::shared_ptr<const nlohmann::json> result;
     std::vector<std::shared_ptr<Responder>> waiters;  // result --wait
     std::shared_ptr<ReplyChannel> replay_channel;     // a replayed job's
   };
