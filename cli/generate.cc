@@ -7,6 +7,7 @@
 #include <cmath>
 #include <fstream>
 #include <iostream>
+#include <optional>
 #include <sstream>
 
 #include "common/generate_params.h"
@@ -79,12 +80,14 @@ class StatusLine {
   bool shown_ = false;
 };
 
-int Run(const GlobalOptions& g, GenerateFlags& f) {
+// Fills the params from the flags that generate and submit share: the
+// prompt (argument, stdin or --file), the mode, the queue timeout. Returns
+// an exit status on a usage error, nullopt when the params are ready.
+std::optional<int> PrepareParams(GenerateFlags& f) {
   if (f.chat && f.raw) {
     std::cerr << "medq: --chat and --raw exclude each other\n";
     return kExitUsage;
   }
-  f.json = f.json || g.json;
   GenerateParams& p = f.params;
   if (!p.prompt_ids) {
     auto prompt = ReadPrompt(f);
@@ -93,6 +96,13 @@ int Run(const GlobalOptions& g, GenerateFlags& f) {
   }
   p.mode = f.chat ? PromptMode::kChat : f.raw ? PromptMode::kRaw : PromptMode::kAuto;
   if (f.queue_timeout_s > 0) p.queue_timeout_s = f.queue_timeout_s;
+  return std::nullopt;
+}
+
+int Run(const GlobalOptions& g, GenerateFlags& f) {
+  if (auto status = PrepareParams(f)) return *status;
+  f.json = f.json || g.json;
+  GenerateParams& p = f.params;
   p.return_ids = f.ids || f.json;
 
   auto client = ConnectToDaemon(g);
@@ -198,19 +208,8 @@ int Run(const GlobalOptions& g, GenerateFlags& f) {
 // Queues the generation as a job and prints its id (docs/protocol.md,
 // submit): the client does not wait; `medq result JOB` fetches the text.
 int RunSubmit(const GlobalOptions& g, GenerateFlags& f) {
-  if (f.chat && f.raw) {
-    std::cerr << "medq: --chat and --raw exclude each other\n";
-    return kExitUsage;
-  }
-  GenerateParams& p = f.params;
-  if (!p.prompt_ids) {
-    auto prompt = ReadPrompt(f);
-    if (!prompt.ok()) return ReportError(prompt.error());
-    p.prompt = std::move(*prompt);
-  }
-  p.mode = f.chat ? PromptMode::kChat : f.raw ? PromptMode::kRaw : PromptMode::kAuto;
-  if (f.queue_timeout_s > 0) p.queue_timeout_s = f.queue_timeout_s;
-  return RunOneShot(g, "submit", {{"op", "generate"}, {"params", ToJson(p)}},
+  if (auto status = PrepareParams(f)) return *status;
+  return RunOneShot(g, "submit", {{"op", "generate"}, {"params", ToJson(f.params)}},
                     [](const json& r) { return r.value("job", "") + "\n"; });
 }
 

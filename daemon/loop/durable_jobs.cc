@@ -221,91 +221,88 @@ void DurableJobs::AnswerWaiters(Live& live, const json& reply) {
   live.waiters.clear();
 }
 
-void DurableJobs::StatusOf(const std::string& job, const std::string& owner, Responder reply) {
+void DurableJobs::ReadOwned(
+    const std::string& job, const std::string& owner, Responder reply,
+    std::function<void(std::shared_ptr<Responder>, const store::StoredJob&)> next) {
   if (!enabled()) return reply.Fail(NoStore());
   auto id = IdOf(job);
   if (!id.ok()) return reply.Fail(id.error());
   auto shared = std::make_shared<Responder>(std::move(reply));
   thread_->Run<std::optional<store::StoredJob>>(
       [id = *id](store::JobStore& db) { return db.Get(id); },
-      [this, job, owner, shared](Result<std::optional<store::StoredJob>> row) {
+      [job, owner, shared, next = std::move(next)](Result<std::optional<store::StoredJob>> row) {
         if (!row.ok()) return shared->Fail(row.error());
+        // Someone else's job does not exist for this client.
         if (!*row || !MayRead((*row)->owner, owner)) return shared->Fail(UnknownJob(job));
-        const store::StoredJob& stored = **row;
-        json status = {{"job", job},
-                       {"op", store::JobOpName(stored.op)},
-                       {"priority", PriorityName(static_cast<Priority>(stored.priority))},
-                       {"state", store::JobStateName(stored.state)},
-                       {"created_at", stored.created_at}};
-        if (stored.finished_at) status["finished_at"] = *stored.finished_at;
-        if (stored.state == JobState::kQueued) {
-          const QueueInfo queue = scheduler_.Describe();
-          for (const JobInfo& j : queue.running) {
-            if (j.job == job) status["state"] = "running";
-          }
-          for (const JobInfo& j : queue.waiting) {
-            if (j.job == job) status["position"] = j.position;
-          }
-        }
-        shared->Result(status);
+        next(shared, **row);
       });
+}
+
+void DurableJobs::StatusOf(const std::string& job, const std::string& owner, Responder reply) {
+  ReadOwned(job, owner, std::move(reply),
+            [this, job](std::shared_ptr<Responder> r, const store::StoredJob& stored) {
+              json status = {{"job", job},
+                             {"op", store::JobOpName(stored.op)},
+                             {"priority", PriorityName(static_cast<Priority>(stored.priority))},
+                             {"state", store::JobStateName(stored.state)},
+                             {"created_at", stored.created_at}};
+              if (stored.finished_at) status["finished_at"] = *stored.finished_at;
+              if (stored.state == JobState::kQueued) {
+                const QueueInfo queue = scheduler_.Describe();
+                for (const JobInfo& j : queue.running) {
+                  if (j.job == job) status["state"] = "running";
+                }
+                for (const JobInfo& j : queue.waiting) {
+                  if (j.job == job) status["position"] = j.position;
+                }
+              }
+              r->Result(status);
+            });
 }
 
 void DurableJobs::ResultOf(const std::string& job, const std::string& owner, bool wait,
                            Responder reply) {
-  if (!enabled()) return reply.Fail(NoStore());
-  auto id = IdOf(job);
-  if (!id.ok()) return reply.Fail(id.error());
-  auto shared = std::make_shared<Responder>(std::move(reply));
-  thread_->Run<std::optional<store::StoredJob>>(
-      [id = *id](store::JobStore& db) { return db.Get(id); },
-      [this, job, owner, wait, shared](Result<std::optional<store::StoredJob>> row) {
-        if (!row.ok()) return shared->Fail(row.error());
-        if (!*row || !MayRead((*row)->owner, owner)) return shared->Fail(UnknownJob(job));
-        if (store::IsFinished((*row)->state)) return shared->Result((*row)->result);
-        // Unfinished: it runs (or waits) in this process; a finish written
-        // meanwhile has answered nobody yet, since live_ holds it until then.
-        auto live = live_.find(job);
-        if (live == live_.end()) {
-          // Recorded but not yet running again (a restart's replay).
-          return shared->Result({{"job", job}, {"state", "queued"}});
-        }
-        // Not finished until its result is on disk: a result handed out
-        // before that could be followed by another one after a crash.
-        if (!wait) {
-          return shared->Result(
-              {{"job", job}, {"state", scheduler_.IsRunning(job) ? "running" : "queued"}});
-        }
-        live->second.waiters.push_back(shared);
-      });
+  ReadOwned(job, owner, std::move(reply),
+            [this, job, wait](std::shared_ptr<Responder> r, const store::StoredJob& stored) {
+              if (store::IsFinished(stored.state)) return r->Result(stored.result);
+              // Unfinished: it runs (or waits) in this process; a finish
+              // written meanwhile has answered nobody yet, since live_ holds
+              // it until then.
+              auto live = live_.find(job);
+              if (live == live_.end()) {
+                // Recorded but not yet running again (a restart's replay).
+                return r->Result({{"job", job}, {"state", "queued"}});
+              }
+              // Not finished until its result is on disk: a result handed
+              // out before that could be followed by another after a crash.
+              if (!wait) {
+                return r->Result(
+                    {{"job", job}, {"state", scheduler_.IsRunning(job) ? "running" : "queued"}});
+              }
+              live->second.waiters.push_back(std::move(r));
+            });
 }
 
 void DurableJobs::Forget(const std::string& job, const std::string& owner, Responder reply) {
-  if (!enabled()) return reply.Fail(NoStore());
-  auto id = IdOf(job);
-  if (!id.ok()) return reply.Fail(id.error());
-  auto shared = std::make_shared<Responder>(std::move(reply));
-  thread_->Run<std::optional<store::StoredJob>>(
-      [id = *id](store::JobStore& db) { return db.Get(id); },
-      [this, job, id = *id, owner, shared](Result<std::optional<store::StoredJob>> row) {
-        if (!row.ok()) return shared->Fail(row.error());
-        if (!*row || !MayRead((*row)->owner, owner)) return shared->Fail(UnknownJob(job));
-        if (auto live = live_.find(job); live != live_.end()) {
-          live->second.cancel_requested = true;
-          scheduler_.Cancel(job);
-        }
-        thread_->Run<store::StoreStats>(
-            [id](store::JobStore& db) -> Result<store::StoreStats> {
-              auto gone = db.Forget(id);
-              if (!gone.ok()) return gone.error();
-              return db.Stats();
-            },
-            [this, job, shared](Result<store::StoreStats> stats) {
-              if (!stats.ok()) return shared->Fail(stats.error());
-              Refresh(*stats);
-              shared->Result({{"job", job}, {"forgotten", true}});
+  ReadOwned(job, owner, std::move(reply),
+            [this, job](std::shared_ptr<Responder> shared, const store::StoredJob& stored) {
+              const uint64_t id = stored.id;
+              if (auto live = live_.find(job); live != live_.end()) {
+                live->second.cancel_requested = true;
+                scheduler_.Cancel(job);
+              }
+              thread_->Run<store::StoreStats>(
+                  [id](store::JobStore& db) -> Result<store::StoreStats> {
+                    auto gone = db.Forget(id);
+                    if (!gone.ok()) return gone.error();
+                    return db.Stats();
+                  },
+                  [this, job, shared](Result<store::StoreStats> stats) {
+                    if (!stats.ok()) return shared->Fail(stats.error());
+                    Refresh(*stats);
+                    shared->Result({{"job", job}, {"forgotten", true}});
+                  });
             });
-      });
 }
 
 void DurableJobs::Tick() {

@@ -117,6 +117,11 @@ class DurableJobs {
   };
 
   void AnswerWaiters(Live& live, const nlohmann::json& reply);
+  // Reads `job` from the store and calls `next` with it when `owner` may
+  // read it; answers `reply` itself otherwise (no store, no such job, an
+  // error of the store).
+  void ReadOwned(const std::string& job, const std::string& owner, Responder reply,
+                 std::function<void(std::shared_ptr<Responder>, const store::StoredJob&)> next);
   void Refresh(const store::StoreStats& stats);
   // `job` as a store id; INVALID_REQUEST naming it otherwise.
   static Result<uint64_t> IdOf(const std::string& job);
