@@ -41,7 +41,8 @@ json Call(const std::string& socket, const std::string& op, const json& params,
 
 // A job's result, waiting for it.
 json AwaitResult(const std::string& socket, const std::string& job) {
-  json reply = Call(socket, "result", {{"job", job}, {"wait", true}}, 120s);
+  // Generous: under ThreadSanitizer a replayed blocker takes minutes.
+  json reply = Call(socket, "result", {{"job", job}, {"wait", true}}, 600s);
   REQUIRE(reply["event"] == "result");
   return reply["result"];
 }
