@@ -10,9 +10,9 @@
 #include <thread>
 
 #include "cli/embed.h"
-#include "cli/jobs.h"
 #include "cli/format.h"
 #include "cli/generate.h"
+#include "cli/jobs.h"
 #include "common/messages.h"
 #include "common/requests.h"
 

@@ -80,8 +80,8 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(LoadedModelInfo, name, architect
 // row counts, never its contents.
 struct StoreInfo {
   bool enabled = false;
-  std::string path;   // the database file
-  int64_t bytes = 0;  // on disk, with its write-ahead log
+  std::string path;    // the database file
+  int64_t bytes = 0;   // on disk, with its write-ahead log
   int64_t queued = 0;  // accepted, not finished: they run again after a restart
   int64_t done = 0;
   int64_t failed = 0;
