@@ -158,10 +158,6 @@ void DurableJobs::Cancel(const std::string& job, std::function<void(medq::Status
       });
 }
 
-void DurableJobs::Text(const std::string& job, std::string_view text) {
-  if (auto it = live_.find(job); it != live_.end()) it->second.text.append(text);
-}
-
 void DurableJobs::Finish(const std::string& job, Result<json> outcome, bool draining) {
   auto it = live_.find(job);
   if (it == live_.end() || it->second.finishing) return;
@@ -184,9 +180,7 @@ void DurableJobs::Finish(const std::string& job, Result<json> outcome, bool drai
     reply["error"] = ErrorJson(error);
   } else {
     reply["state"] = "done";
-    json result = std::move(*outcome);
-    if (result.contains("finish_reason")) result["text"] = std::move(live.text);  // a generation
-    reply["result"] = std::move(result);
+    reply["result"] = std::move(*outcome);
   }
   live.finishing = true;
   live.result = std::make_shared<const json>(std::move(reply));

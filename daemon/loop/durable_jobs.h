@@ -8,7 +8,6 @@
 //            is reserved, its params are written and fsynced, and only then
 //            does it join the scheduler's queue and does its client hear its
 //            id. A crash before that point leaves no trace and no reply.
-//   Text     the generated text is gathered as it streams (loop memory only).
 //   Finish   the final reply is written as the job's result: done, failed or
 //            cancelled. A job that ends because the daemon is shutting down
 //            (NOT_READY or CANCELLED from the drain, not from a client) is
@@ -84,8 +83,8 @@ class DurableJobs {
   // result first (so that it stays cancelled across a crash), then `done`
   // runs (the caller stops the job and answers).
   void Cancel(const std::string& job, std::function<void(Status)> done);
-  void Text(const std::string& job, std::string_view text);
-  // The job's final reply: the done fields or result, or its error.
+  // The job's final reply: the done fields (with the whole text) or result,
+  // or its error. A no-op for a job that is not recorded (empty `job`).
   void Finish(const std::string& job, Result<nlohmann::json> outcome, bool draining);
 
   // The status, result and forget ops (docs/protocol.md).
@@ -107,7 +106,6 @@ class DurableJobs {
   // A recorded job that has not finished in this process.
   struct Live {
     std::string owner;
-    std::string text;  // generated so far
     bool cancel_requested = false;
     bool finishing = false;  // its result is being written
     // Set while finishing; shared, read-only, with the store thread's write.

@@ -40,7 +40,7 @@ void OnEmbedDone(DaemonState& s, EmbedSession& session, Result<EmbedResult> resu
   s.metrics.ObserveQueueWait(out.timings.queued_ms / 1000);
   s.metrics.ObserveEmbedRequest(total_s, static_cast<int64_t>(out.embeddings.size()));
   json reply = out;
-  s.jobs.Finish(session.job, reply, s.draining);
+  if (!session.job.empty()) s.jobs.Finish(session.job, reply, s.draining);  // a copy: recorded
   session.reply.Result(reply);
 }
 

@@ -28,6 +28,7 @@ struct Session {
   bool first_token_seen = false;
   bool quiet = false;  // detached (submit, replay): no events, only the result is recorded
   std::string job;     // its id in the job store; empty without one
+  std::string text;    // a recorded job's text so far, for its result
 };
 
 void OnDone(DaemonState& s, const std::string& model_name, Session& session,
@@ -57,8 +58,13 @@ void OnDone(DaemonState& s, const std::string& model_name, Session& session,
   done.timings.total_ms = MsSince(session.submitted);
   s.metrics.ObserveQueueWait(done.timings.queued_ms / 1000);
   s.metrics.ObserveGeneration(done.timings.total_ms / 1000, done.usage.completion_tokens);
-  s.jobs.Finish(session.job, json(done), s.draining);
-  session.reply.Done(json(done));
+  json fields = done;
+  if (!session.job.empty()) {
+    json recorded = fields;
+    recorded["text"] = std::move(session.text);
+    s.jobs.Finish(session.job, std::move(recorded), s.draining);
+  }
+  session.reply.Done(std::move(fields));
 }
 
 // Loop thread: the generation's model is resolved and the job recorded (its
@@ -87,8 +93,8 @@ void SubmitGenerate(DaemonState& s, std::shared_ptr<GenerateSpec> spec,
     spdlog::info("job {}: generating with {} (max_tokens {})", job_id, spec->model_name,
                  spec->params.max_tokens ? std::to_string(*spec->params.max_tokens) : "default");
   };
-  callbacks.token = [&s, session, job](std::string text, std::vector<int32_t> ids) {
-    s.jobs.Text(job, text);
+  callbacks.token = [&s, session](std::string text, std::vector<int32_t> ids) {
+    if (!session->job.empty()) session->text += text;
     if (!session->first_token_seen) {
       session->first_token_seen = true;
       s.metrics.ObserveFirstToken(MsSince(session->submitted) / 1000);
