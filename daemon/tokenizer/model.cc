@@ -7,6 +7,13 @@
 
 namespace medq::tokenizer {
 
+std::optional<int32_t> TokenIdOf(const nlohmann::json& v) {
+  if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() > INT32_MAX) {
+    return std::nullopt;
+  }
+  return static_cast<int32_t>(v.get<int64_t>());
+}
+
 Result<Vocab> ParseVocab(const nlohmann::json& j, const std::string& component) {
   if (!j.is_object()) {
     return Error(ErrorCode::kInvalidRequest, component + ": \"vocab\" must be an object");
@@ -14,11 +21,12 @@ Result<Vocab> ParseVocab(const nlohmann::json& j, const std::string& component) 
   Vocab vocab;
   vocab.Reserve(j.size());
   for (const auto& [token, id] : j.items()) {
-    if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() > INT32_MAX) {
+    const std::optional<int32_t> valid = TokenIdOf(id);
+    if (!valid) {
       return Error(ErrorCode::kInvalidRequest,
                    component + ": vocab entry \"" + token + "\" has no valid id");
     }
-    vocab.Insert(token, static_cast<int32_t>(id.get<int64_t>()));
+    vocab.Insert(token, *valid);
   }
   return vocab;
 }

@@ -51,6 +51,11 @@ struct ModelTables {
 // Failure: kInvalidRequest naming the unsupported type or the bad field.
 Result<std::unique_ptr<Model>> ParseModel(const nlohmann::json& j, ModelTables* tables = nullptr);
 
+// A token id: an integer in [0, INT32_MAX]; nullopt for anything else (a
+// float, a negative or larger number, a string), which nlohmann's get<int32_t>
+// would convert, or truncate, without a word.
+std::optional<int32_t> TokenIdOf(const nlohmann::json& v);
+
 // Reads a {"token": id, ...} vocabulary. Failure names the bad entry.
 Result<Vocab> ParseVocab(const nlohmann::json& j, const std::string& component);
 

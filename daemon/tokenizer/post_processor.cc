@@ -2,7 +2,10 @@
 
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
+
+#include "daemon/tokenizer/model.h"
 
 namespace medq::tokenizer {
 namespace {
@@ -161,7 +164,13 @@ Result<std::unique_ptr<PostProcessor>> ParsePostProcessor(const nlohmann::json& 
     std::map<std::string, std::vector<int32_t>> specials;
     if (j.contains("special_tokens")) {
       for (const auto& [name, st] : j["special_tokens"].items()) {
-        specials[name] = st.at("ids").get<std::vector<int32_t>>();
+        std::vector<int32_t>& ids = specials[name];
+        for (const auto& id : st.at("ids")) {
+          const std::optional<int32_t> valid = TokenIdOf(id);
+          if (!valid)
+            return Bad("TemplateProcessing: special token \"" + name + "\" has an invalid id");
+          ids.push_back(*valid);
+        }
       }
     }
     auto single = ParseTemplate(j.at("single"), specials);
@@ -173,14 +182,15 @@ Result<std::unique_ptr<PostProcessor>> ParsePostProcessor(const nlohmann::json& 
   }
   if (type == "BertProcessing" || type == "RobertaProcessing") {
     // "sep": ["[SEP]", 102], "cls": ["[CLS]", 101]
-    const int32_t sep = j.at("sep").at(1).get<int32_t>();
-    const int32_t cls = j.at("cls").at(1).get<int32_t>();
+    const std::optional<int32_t> sep = TokenIdOf(j.at("sep").at(1));
+    const std::optional<int32_t> cls = TokenIdOf(j.at("cls").at(1));
+    if (!sep || !cls) return Bad(type + ": \"sep\" and \"cls\" need valid ids");
     if (type == "BertProcessing") {
-      return std::unique_ptr<PostProcessor>(
-          new TemplateProcessor(Items({{cls}, {}, {sep}}), Items({{cls}, {}, {sep}, {}, {sep}})));
+      return std::unique_ptr<PostProcessor>(new TemplateProcessor(
+          Items({{*cls}, {}, {*sep}}), Items({{*cls}, {}, {*sep}, {}, {*sep}})));
     }
     return std::unique_ptr<PostProcessor>(new TemplateProcessor(
-        Items({{cls}, {}, {sep}}), Items({{cls}, {}, {sep}, {sep}, {}, {sep}})));
+        Items({{*cls}, {}, {*sep}}), Items({{*cls}, {}, {*sep}, {*sep}, {}, {*sep}})));
   }
   if (type == "Sequence") {
     std::vector<std::unique_ptr<PostProcessor>> items;

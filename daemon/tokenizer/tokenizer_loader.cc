@@ -89,14 +89,15 @@ class Tokenizer::Loader {
     if (!j["added_tokens"].is_array()) return Fail("\"added_tokens\" must be an array");
     for (const auto& a : j["added_tokens"]) {
       AddedToken tok;
-      tok.id = a.at("id").get<int32_t>();
       tok.content = a.at("content").get<std::string>();
+      const std::optional<int32_t> id = TokenIdOf(a.at("id"));
+      if (!id) return Fail("added token \"" + tok.content + "\" has no valid id");
+      tok.id = *id;
       tok.special = a.value("special", false);
       tok.normalized = a.value("normalized", !tok.special);
       tok.lstrip = a.value("lstrip", false);
       tok.rstrip = a.value("rstrip", false);
       tok.single_word = a.value("single_word", false);
-      if (tok.id < 0) return Fail("added token \"" + tok.content + "\" has a negative id");
       if (tok.content.empty()) return Fail("added token " + std::to_string(tok.id) + " is empty");
       const auto index = static_cast<int32_t>(t.added_.size());
       if (tok.normalized && t.normalizer_ != nullptr) {

@@ -81,6 +81,34 @@ TEST_CASE("malformed tokenizer.json is refused with a clear error", "[tokenizer]
   CHECK(LoadError(spec).find("normalizer") != std::string::npos);
 }
 
+TEST_CASE("token ids that are not integers in [0, 2^31) are refused, not converted",
+          "[tokenizer][bad]") {
+  // nlohmann converts 1.8e20 to an int with undefined behaviour, and
+  // 2^32 + 1 to 1 without a word; the fuzz target found the first.
+  for (const json& id :
+       {json(1.8e20), json(1.5), json(-1), json(int64_t{1} << 32), json(UINT64_MAX), json("1")}) {
+    CAPTURE(id.dump());
+    json spec = MinimalBpe();
+    spec["added_tokens"] = {{{"id", id}, {"content", "<s>"}}};
+    CHECK(LoadError(spec).find("<s>") != std::string::npos);
+    spec = MinimalBpe();
+    spec["post_processor"] = {
+        {"type", "BertProcessing"}, {"sep", {"[SEP]", id}}, {"cls", {"[CLS]", 0}}};
+    CHECK(LoadError(spec).find("post_processor") != std::string::npos);
+    spec = MinimalBpe();
+    spec["post_processor"] = {{"type", "TemplateProcessing"},
+                              {"single", {"$A", "[SEP]"}},
+                              {"pair", {"$A", "[SEP]", "$B"}},
+                              {"special_tokens", {{"[SEP]", {{"id", "[SEP]"}, {"ids", {id}}}}}}};
+    CHECK(LoadError(spec).find("[SEP]") != std::string::npos);
+  }
+  json spec = MinimalBpe();
+  spec["added_tokens"] = {{{"id", 1}, {"content", "<s>"}, {"special", true}}};
+  spec["post_processor"] = {
+      {"type", "BertProcessing"}, {"sep", {"[SEP]", 1}}, {"cls", {"[CLS]", 0}}};
+  CHECK(Tokenizer::FromJson(spec.dump(), {}, "test.json").ok());
+}
+
 TEST_CASE("unsupported components are named in the error", "[tokenizer][bad]") {
   json spec = MinimalBpe();
   spec["pre_tokenizer"] = {{"type", "Foo"}};
