@@ -260,18 +260,28 @@ ConfigOutcome LoadConfig(int argc, const char* const* argv) {
   return c;
 }
 
-Result<Config> ParseConfigText(std::string_view text) {
-  Config c;
-  CLI::App app{"medqd configuration file", "medqd"};
-  app.allow_config_extras(CLI::config_extras_mode::error);  // as LoadConfig's --config
-  AddConfigKeys(app, c);
+ConfigTextParser::ConfigTextParser()
+    : app_(std::make_unique<CLI::App>("medqd configuration file", "medqd")) {
+  app_->allow_config_extras(CLI::config_extras_mode::error);  // as LoadConfig's --config
+  AddConfigKeys(*app_, fields_);
+}
+
+ConfigTextParser::~ConfigTextParser() = default;
+
+Result<Config> ConfigTextParser::Parse(std::string_view text) {
+  fields_ = Config{};  // keys the text leaves out keep the defaults
+  app_->clear();       // and no result of the last text counts
   std::istringstream in{std::string(text)};
   try {
-    app.parse_from_stream(in);
+    app_->parse_from_stream(in);
   } catch (const CLI::ParseError& e) {
     return Error(ErrorCode::kInvalidRequest, e.what());
   }
-  return c;
+  return fields_;
+}
+
+Result<Config> ParseConfigText(std::string_view text) {
+  return ConfigTextParser().Parse(text);
 }
 
 std::string FormatConfig(const Config& c) {

@@ -3,12 +3,17 @@
 // --help, --print-config and the man page.
 #pragma once
 
+#include <memory>
 #include <string>
 #include <string_view>
 #include <variant>
 
 #include "common/result.h"
 #include "daemon/model_resolver.h"
+
+namespace CLI {
+class App;
+}
 
 namespace medq::daemon {
 
@@ -84,6 +89,24 @@ ConfigOutcome LoadConfig(int argc, const char* const* argv);
 // misspelt key, a value of the wrong type or out of range). Never throws. For
 // tests and the fuzz target; medqd reads its file through LoadConfig.
 Result<Config> ParseConfigText(std::string_view text);
+
+// ParseConfigText for many texts: the option table (CLI11's, which costs far
+// more to build than a short file costs to read) is built once, and cleared
+// before each text, which then reads as ParseConfigText reads it. For the fuzz
+// target, which feeds it millions of texts. One thread at a time.
+class ConfigTextParser {
+ public:
+  ConfigTextParser();
+  ~ConfigTextParser();
+  ConfigTextParser(const ConfigTextParser&) = delete;
+  ConfigTextParser& operator=(const ConfigTextParser&) = delete;
+
+  Result<Config> Parse(std::string_view text);
+
+ private:
+  Config fields_;  // the option table writes here; reset before each text
+  std::unique_ptr<CLI::App> app_;
+};
 
 // The effective configuration in the config-file format.
 std::string FormatConfig(const Config& config);

@@ -4,6 +4,8 @@
 
 #include <catch2/catch.hpp>
 #include <fstream>
+#include <string>
+#include <vector>
 
 #include "tests/support/daemon_process.h"
 
@@ -157,6 +159,37 @@ TEST_CASE("ParseConfigText refuses what LoadConfig refuses, as an error value", 
     CHECK(parsed.error().code == ErrorCode::kInvalidRequest);
     CHECK_FALSE(parsed.error().message.empty());
   }
+}
+
+TEST_CASE("A reused ConfigTextParser reads each text as a fresh one does", "[config]") {
+  ConfigTextParser parser;
+  const std::vector<std::string> texts = {
+      "max_connections = 11\nlog_level = \"debug\"\n",
+      "idle_timeout_s = 2.5\n",  // max_connections back to its default
+      "max_connections = 0\n",   // refused
+      "max_conections = 3\n",    // refused: a misspelt key
+      "http_listen = \"127.0.0.1:8090\"\nmax_connections = 12\n",
+      "",  // every default
+      "max_connections = 11\nmax_connections = 13\n",
+  };
+  for (int round = 0; round < 2; ++round) {
+    for (const std::string& text : texts) {
+      CAPTURE(round, text);
+      auto reused = parser.Parse(text);
+      auto fresh = ParseConfigText(text);
+      REQUIRE(reused.ok() == fresh.ok());
+      if (fresh.ok()) {
+        CHECK(FormatConfig(*reused) == FormatConfig(*fresh));
+      } else {
+        CHECK(reused.error().code == fresh.error().code);
+        CHECK(reused.error().message == fresh.error().message);
+      }
+    }
+  }
+  auto last = parser.Parse("idle_timeout_s = 2.5\n");
+  REQUIRE(last.ok());
+  CHECK(last->max_connections == Config{}.max_connections);
+  CHECK(last->idle_timeout_s == 2.5);
 }
 
 }  // namespace medq::daemon
