@@ -81,7 +81,7 @@ TEST_CASE("malformed tokenizer.json is refused with a clear error", "[tokenizer]
   CHECK(LoadError(spec).find("normalizer") != std::string::npos);
 }
 
-TEST_CASE("token ids that are not integers in [0, 2^31) are refused, not converted",
+TEST_CASE("token ids other than integers from 0 to 2^31 - 1 are refused and not converted",
           "[tokenizer][bad]") {
   // nlohmann converts 1.8e20 to an int with undefined behaviour, and
   // 2^32 + 1 to 1 without a word; the fuzz target found the first.
