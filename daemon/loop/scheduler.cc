@@ -51,7 +51,7 @@ Result<std::string> Scheduler::SubmitErased(JobSpec spec, ErasedWork work,
 
 void Scheduler::StartTask(const std::string& id, JobClass cls, ErasedWork work) {
   running_[id] = Running{cls, nullptr, nullptr, nullptr};
-  handoff_.PostToWorker([this, id, work = std::move(work)] {
+  handoff_.PostToWorker([this, id, work = std::move(work)]() mutable {
     Completion completion;
     WorkerReport report;
     try {
@@ -60,11 +60,19 @@ void Scheduler::StartTask(const std::string& id, JobClass cls, ErasedWork work) 
     } catch (const std::exception& e) {
       spdlog::error("job {}: {}", id, e.what());
     }
-    handoff_.PostToLoop([this, id, completion = std::move(completion), report = std::move(report)] {
+    // `work` and `completion` hold the job's done callback, and with it the
+    // client's Responder: both go back to the loop, to be released there.
+    // Released here, after the loop let go of its references, an unanswered
+    // Responder (a completion that threw) would write its INTERNAL reply from
+    // this thread, racing the loop on the connection.
+    handoff_.PostToLoop([this, id, completion = std::move(completion), report = std::move(report),
+                         work = std::move(work)]() mutable {
       Guarded("a job's completion", [&] {
         Apply(report);
         if (completion.deliver) completion.deliver();
       });
+      completion.deliver = nullptr;
+      work = nullptr;
       Finish(id, completion.ok ? JobQueue::Outcome::kCompleted : JobQueue::Outcome::kFailed);
       if (options_.trim_after_tasks) PostTrim();
     });

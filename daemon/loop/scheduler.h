@@ -234,7 +234,7 @@ Result<std::string> Scheduler::Submit(JobSpec spec, Work<R> work, Done<R> done) 
 
 template <typename R>
 void Scheduler::RunNow(Work<R> work, Done<R> done) {
-  handoff_.PostToWorker([this, work = std::move(work), done = std::move(done)] {
+  handoff_.PostToWorker([this, work = std::move(work), done = std::move(done)]() mutable {
     auto result = std::make_shared<Result<R>>(RunGuarded(work, worker_));
     auto report = std::make_shared<WorkerReport>();
     try {
@@ -242,7 +242,8 @@ void Scheduler::RunNow(Work<R> work, Done<R> done) {
     } catch (const std::exception& e) {
       spdlog::error("measuring memory failed: {}", e.what());
     }
-    handoff_.PostToLoop([this, done, result, report] {
+    // `done` goes back whole, to be released on the loop (see StartTask).
+    handoff_.PostToLoop([this, done = std::move(done), result, report] {
       Guarded("a maintenance completion", [&] {
         Apply(*report);
         done(std::move(*result));

@@ -227,6 +227,7 @@ TEST_CASE("a completion that throws is answered INTERNAL and the daemon goes on"
     CHECK(armed["result"]["armed"] == "completion");
     const int failing = ++id;
     json failed = c.Roundtrip(R"({"v":1,"id":)" + std::to_string(failing) + "," + op + "}\n");
+    INFO("the failing request's reply: " << failed.dump());
     CHECK(failed["id"] == failing);
     CHECK(failed["event"] == "error");
     CHECK(failed["code"] == "INTERNAL");
@@ -234,6 +235,7 @@ TEST_CASE("a completion that throws is answered INTERNAL and the daemon goes on"
     json health = c.Roundtrip(R"({"v":1,"id":)" + std::to_string(++id) +
                               R"(,"op":"health"})"
                               "\n");
+    INFO("the next reply: " << health.dump() << "\nlog:\n" << d.Log());
     CHECK(health["id"] == id);
     CHECK(health["event"] == "result");
     // The fault was one-shot: the same op succeeds now.
