@@ -9,7 +9,10 @@
 //     uv_async_send(); the loop runs every queued completion in one callback
 //     (libuv coalesces sends, so the callback always drains the whole queue).
 // Closures must not throw. Whatever a closure captures is handed over: the
-// sending thread must not touch it afterwards. Two pairs use this class,
+// sending thread must not touch it afterwards, and it is destroyed on the
+// thread that runs the closure. So what belongs to the loop (a Responder, a
+// callback holding one) must not end its life in a task: a task moves it into
+// its completion, which takes it back to the loop. Two pairs use this class,
 // each its own instance: the loop's Scheduler (daemon/loop/scheduler.h),
 // which builds every task and completion from typed work, and the Worker,
 // which runs them; and the loop's DurableJobs with the store thread
