@@ -542,8 +542,15 @@ TEST_CASE("a preload that fails leaves the daemon not ready, with the reason", "
   ModelRepo repo;
   DaemonProcess d(DaemonArgs(repo, {"--preload", "no-such-model"}), std::chrono::seconds(30),
                   /*wait_until_ready=*/false);
-  std::this_thread::sleep_for(300ms);
+  // The preload fails as soon as the name does not resolve; under
+  // ThreadSanitizer on a loaded machine that takes longer than a fixed pause.
   ProcessResult r = RunMedq(d.socket(), {"health"});
+  const auto deadline = std::chrono::steady_clock::now() + 30s;
+  while (r.out.find("preload failed") == std::string::npos &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(50ms);
+    r = RunMedq(d.socket(), {"health"});
+  }
   CHECK(r.status == 75);
   CHECK_THAT(r.out, Catch::Contains("preload failed") && Catch::Contains("no-such-model"));
 }
