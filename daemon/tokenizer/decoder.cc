@@ -1,8 +1,10 @@
 #include "daemon/tokenizer/decoder.h"
 
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "daemon/tokenizer/byte_level.h"
+#include "daemon/tokenizer/json_numbers.h"
 #include "daemon/tokenizer/pattern.h"
 #include "daemon/tokenizer/utf8.h"
 
@@ -253,9 +255,18 @@ Result<std::unique_ptr<Decoder>> ParseDecoder(const nlohmann::json& j,
   if (type == "ByteFallback") return std::unique_ptr<Decoder>(new ByteFallbackDecoder());
   if (type == "Fuse") return std::unique_ptr<Decoder>(new FuseDecoder());
   if (type == "Strip") {
-    return std::unique_ptr<Decoder>(new StripDecoder(j.at("content").get<std::string>(),
-                                                     j.value("start", static_cast<size_t>(0)),
-                                                     j.value("stop", static_cast<size_t>(0))));
+    // content is one character (a Rust char in tokenizers): an empty one
+    // would strip nothing `start` times over, up to 2^64 turns.
+    const std::string content = j.at("content").get<std::string>();
+    if (content.empty() || !IsValidUtf8(content) ||
+        Utf8SeqLen(static_cast<unsigned char>(content[0])) != content.size()) {
+      return Bad("Strip: \"content\" must be one character");
+    }
+    std::optional<size_t> start = size_t{0}, stop = size_t{0};
+    if (j.contains("start")) start = CountOf(j["start"]);
+    if (j.contains("stop")) stop = CountOf(j["stop"]);
+    if (!start || !stop) return Bad("Strip: \"start\" and \"stop\" must be non-negative integers");
+    return std::unique_ptr<Decoder>(new StripDecoder(content, *start, *stop));
   }
   if (type == "Replace") {
     auto p = ParsePattern(j.at("pattern"), "decoder Replace");

@@ -7,13 +7,6 @@
 
 namespace medq::tokenizer {
 
-std::optional<int32_t> TokenIdOf(const nlohmann::json& v) {
-  if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() > INT32_MAX) {
-    return std::nullopt;
-  }
-  return static_cast<int32_t>(v.get<int64_t>());
-}
-
 Result<Vocab> ParseVocab(const nlohmann::json& j, const std::string& component) {
   if (!j.is_object()) {
     return Error(ErrorCode::kInvalidRequest, component + ": \"vocab\" must be an object");
@@ -116,10 +109,15 @@ Result<std::unique_ptr<Model>> ParseWordPiece(const nlohmann::json& j, ModelTabl
                             : ParseVocab(j.at("vocab"), "model WordPiece");
   if (!vocab.ok()) return std::move(vocab).error();
   if (auto s = CheckIdRange(*vocab, "model WordPiece"); !s.ok()) return s.error();
+  std::optional<size_t> max_chars = size_t{100};
+  if (j.contains("max_input_chars_per_word")) max_chars = CountOf(j["max_input_chars_per_word"]);
+  if (!max_chars) {
+    return Error(ErrorCode::kInvalidRequest,
+                 "model WordPiece: \"max_input_chars_per_word\" must be a non-negative integer");
+  }
   auto model =
       WordPieceModel::Create(std::move(vocab).value(), j.value("unk_token", std::string("[UNK]")),
-                             j.value("continuing_subword_prefix", std::string("##")),
-                             j.value("max_input_chars_per_word", static_cast<size_t>(100)));
+                             j.value("continuing_subword_prefix", std::string("##")), *max_chars);
   if (!model.ok()) return std::move(model).error();
   return std::unique_ptr<Model>(std::move(model).value());
 }

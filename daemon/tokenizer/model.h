@@ -14,6 +14,7 @@
 
 #include "common/result.h"
 #include "daemon/tokenizer/flat_map.h"
+#include "daemon/tokenizer/json_numbers.h"
 
 namespace medq::tokenizer {
 
@@ -50,11 +51,6 @@ struct ModelTables {
 // vocab and merges from tables when it has them (they are moved out).
 // Failure: kInvalidRequest naming the unsupported type or the bad field.
 Result<std::unique_ptr<Model>> ParseModel(const nlohmann::json& j, ModelTables* tables = nullptr);
-
-// A token id: an integer in [0, INT32_MAX]; nullopt for anything else (a
-// float, a negative or larger number, a string), which nlohmann's get<int32_t>
-// would convert, or truncate, without a word.
-std::optional<int32_t> TokenIdOf(const nlohmann::json& v);
 
 // Reads a {"token": id, ...} vocabulary. Failure names the bad entry.
 Result<Vocab> ParseVocab(const nlohmann::json& j, const std::string& component);

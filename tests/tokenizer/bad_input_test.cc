@@ -109,6 +109,42 @@ TEST_CASE("token ids other than integers from 0 to 2^31 - 1 are refused and not 
   CHECK(Tokenizer::FromJson(spec.dump(), {}, "test.json").ok());
 }
 
+TEST_CASE("counts other than non-negative integers are refused and not converted",
+          "[tokenizer][bad]") {
+  // nlohmann converts 1e110 to a size_t with undefined behaviour, and -1 to
+  // 2^64 - 1; the fuzz target found the first in the Strip decoder.
+  const json word_piece = {{"model", {{"type", "WordPiece"}, {"vocab", {{"[UNK]", 0}, {"a", 1}}}}}};
+  for (const json& n : {json(1e110), json(1.5), json(-1), json("1"), json(nullptr)}) {
+    CAPTURE(n.dump());
+    for (const char* field : {"start", "stop"}) {
+      json spec = MinimalBpe();
+      spec["decoder"] = {{"type", "Strip"}, {"content", " "}, {"start", 0}, {"stop", 0}};
+      spec["decoder"][field] = n;
+      CHECK(LoadError(spec).find(std::string("decoder Strip: \"start\" and \"stop\"")) !=
+            std::string::npos);
+    }
+    json spec = word_piece;
+    spec["model"]["max_input_chars_per_word"] = n;
+    CHECK(LoadError(spec).find("max_input_chars_per_word") != std::string::npos);
+  }
+  // Strip's content is one character: an empty one would loop `start` times.
+  for (const char* content : {"", "ab"}) {
+    CAPTURE(content);
+    json spec = MinimalBpe();
+    spec["decoder"] = {{"type", "Strip"}, {"content", content}, {"start", UINT64_MAX}};
+    CHECK(LoadError(spec).find("must be one character") != std::string::npos);
+  }
+  json spec = MinimalBpe();
+  spec["decoder"] = {{"type", "Strip"}, {"content", "\xC3\xA9"}, {"start", UINT64_MAX}};
+  auto strip = Tokenizer::FromJson(spec.dump(), {}, "test.json");
+  REQUIRE(strip.ok());
+  const std::vector<int32_t> ids = {0, 1};
+  CHECK((*strip)->Decode(ids) == "ab");  // a 2^64 - 1 count ends with the text
+  spec = word_piece;
+  spec["model"]["max_input_chars_per_word"] = int64_t{1} << 40;
+  CHECK(Tokenizer::FromJson(spec.dump(), {}, "test.json").ok());
+}
+
 TEST_CASE("unsupported components are named in the error", "[tokenizer][bad]") {
   json spec = MinimalBpe();
   spec["pre_tokenizer"] = {{"type", "Foo"}};

@@ -1,0 +1,29 @@
+#include "daemon/tokenizer/json_numbers.h"
+
+#include <nlohmann/json.hpp>
+
+namespace medq::tokenizer {
+
+std::optional<int32_t> TokenIdOf(const nlohmann::json& v) {
+  if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() > INT32_MAX) {
+    return std::nullopt;
+  }
+  return static_cast<int32_t>(v.get<int64_t>());
+}
+
+std::optional<size_t> CountOf(const nlohmann::json& v) {
+  // A document's non-negative integers are number_unsigned (up to 2^64 - 1);
+  // one built in C++ from a signed type is number_integer.
+  uint64_t n = 0;
+  if (v.is_number_unsigned()) {
+    n = v.get<uint64_t>();
+  } else if (v.is_number_integer() && v.get<int64_t>() >= 0) {
+    n = static_cast<uint64_t>(v.get<int64_t>());
+  } else {
+    return std::nullopt;
+  }
+  static_assert(sizeof(size_t) == sizeof(uint64_t), "a usize is 64 bits here");
+  return static_cast<size_t>(n);
+}
+
+}  // namespace medq::tokenizer
