@@ -262,9 +262,8 @@ Result<std::unique_ptr<Decoder>> ParseDecoder(const nlohmann::json& j,
         Utf8SeqLen(static_cast<unsigned char>(content[0])) != content.size()) {
       return Bad("Strip: \"content\" must be one character");
     }
-    std::optional<size_t> start = size_t{0}, stop = size_t{0};
-    if (j.contains("start")) start = CountOf(j["start"]);
-    if (j.contains("stop")) stop = CountOf(j["stop"]);
+    const std::optional<size_t> start = CountOf(j, "start", 0);
+    const std::optional<size_t> stop = CountOf(j, "stop", 0);
     if (!start || !stop) return Bad("Strip: \"start\" and \"stop\" must be non-negative integers");
     return std::unique_ptr<Decoder>(new StripDecoder(content, *start, *stop));
   }

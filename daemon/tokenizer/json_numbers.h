@@ -21,4 +21,8 @@ std::optional<int32_t> TokenIdOf(const nlohmann::json& v);
 // A count (serde's usize): a non-negative integer; nullopt for anything else.
 std::optional<size_t> CountOf(const nlohmann::json& v);
 
+// The count at object[key], or fallback when the key is absent (a serde
+// default); nullopt when it is present but not a count.
+std::optional<size_t> CountOf(const nlohmann::json& object, const char* key, size_t fallback);
+
 }  // namespace medq::tokenizer

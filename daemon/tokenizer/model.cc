@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include "daemon/tokenizer/bpe_model.h"
+#include "daemon/tokenizer/json_numbers.h"
 #include "daemon/tokenizer/wordpiece_model.h"
 
 namespace medq::tokenizer {
@@ -109,8 +110,7 @@ Result<std::unique_ptr<Model>> ParseWordPiece(const nlohmann::json& j, ModelTabl
                             : ParseVocab(j.at("vocab"), "model WordPiece");
   if (!vocab.ok()) return std::move(vocab).error();
   if (auto s = CheckIdRange(*vocab, "model WordPiece"); !s.ok()) return s.error();
-  std::optional<size_t> max_chars = size_t{100};
-  if (j.contains("max_input_chars_per_word")) max_chars = CountOf(j["max_input_chars_per_word"]);
+  const std::optional<size_t> max_chars = CountOf(j, "max_input_chars_per_word", 100);
   if (!max_chars) {
     return Error(ErrorCode::kInvalidRequest,
                  "model WordPiece: \"max_input_chars_per_word\" must be a non-negative integer");

@@ -14,7 +14,6 @@
 
 #include "common/result.h"
 #include "daemon/tokenizer/flat_map.h"
-#include "daemon/tokenizer/json_numbers.h"
 
 namespace medq::tokenizer {
 

@@ -5,6 +5,7 @@
 #include <optional>
 #include <string>
 
+#include "daemon/tokenizer/json_numbers.h"
 #include "daemon/tokenizer/model.h"
 
 namespace medq::tokenizer {

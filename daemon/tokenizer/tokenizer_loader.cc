@@ -3,6 +3,7 @@
 
 #include "common/file_read.h"
 #include "daemon/tokenizer/decoder.h"
+#include "daemon/tokenizer/json_numbers.h"
 #include "daemon/tokenizer/model.h"
 #include "daemon/tokenizer/normalizer.h"
 #include "daemon/tokenizer/post_processor.h"
