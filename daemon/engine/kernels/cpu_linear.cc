@@ -121,8 +121,8 @@ void MatVecInto(const torch::Tensor& weight, const float* x, const float* bias, 
 
 void MatRowsInto(const torch::Tensor& weight, const float* x, int64_t m, const float* bias,
                  float* y) {
-  // One row: the matvec itself, whose single sequential pass over each weight
-  // row streams from memory faster than the tiles' per-accumulator passes.
+  // One row: the matvec itself. A tile computes each row exactly as the matvec
+  // does, so tiling a single row would gain nothing.
   if (m == 1) {
     MatVecInto(weight, x, bias, y);
     return;
