@@ -32,12 +32,13 @@ namespace medq::engine::kernels {
 namespace {
 
 // How far ahead of the weight being read a tile asks for the weights to come.
-// Every tile of a row, also those that find it in L1, prefetches the cache
-// line this far down the (contiguous) weight matrix, so that memory keeps
-// streaming the rows to come while the tiles compute; without it the
-// hardware prefetcher, which follows demand misses, idles while a row is
-// reused from L1. Measured on the Zen 4 VM, 2 threads, bf16: four x rows
-// 13-16 ms against 13-17 without, eight 27-31 ms against 34-39.
+// The tiles after a row's first find the row in L1, and the hardware
+// prefetcher, which follows demand misses, would idle while they compute; so
+// they prefetch the cache line this far down the (contiguous) weight matrix,
+// and memory keeps streaming the rows to come. Measured on the Zen 4 VM,
+// 2 threads, SmolLM-135M bf16, against no software prefetch: eight x rows
+// 27 to 31 ms against 34 to 39, four about the same; prefetching in the first
+// tile too made two f32 rows slower (MatRows).
 constexpr int64_t kPrefetchBytes = 4096;
 
 // A prefetch never faults, so the address may lie past the matrix; it is
