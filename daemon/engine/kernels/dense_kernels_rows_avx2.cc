@@ -77,7 +77,7 @@ struct Sums {
 
 // f32: dots[i] = Dot1(w, x row i) for the M x rows at x (row stride in).
 template <int M, bool kPrefetch>
-inline void RowF32(const float* w, int64_t in, const float* x, float* dots) {
+inline void Row(const float* w, int64_t in, const float* x, float* dots) {
   Sums<M> s;
   auto& [a, b, c, d] = s;
   int64_t k = 0;
@@ -109,7 +109,7 @@ inline void RowF32(const float* w, int64_t in, const float* x, float* dots) {
 
 // bf16 (x rows laid out by PrepareBf16X): dots[i] = SplitDotBf16(w, x row i).
 template <int M, bool kPrefetch>
-inline void RowBf16(const uint16_t* w, int64_t in, const float* x, float* dots) {
+inline void Row(const uint16_t* w, int64_t in, const float* x, float* dots) {
   const __m256i high = _mm256_set1_epi32(static_cast<int>(0xFFFF0000u));
   Sums<M> s;
   auto& [a, b, c, d] = s;
@@ -137,26 +137,22 @@ inline void RowBf16(const uint16_t* w, int64_t in, const float* x, float* dots) 
   s.Finish(w, in, x, k, dots);
 }
 
-// The row tiles of one weight type, for MatRows.
-struct F32Rows {
-  template <int M, bool kPrefetch>
-  static void Run(const float* w, int64_t in, const float* x, float* dots) {
-    RowF32<M, kPrefetch>(w, in, x, dots);
+// Tile<M> of x rows [i, i + M) against the weight row wr: the first tile of a
+// row streams it without software prefetch (the hardware prefetcher follows
+// it; prefetching there too measured slower at two x rows), the later ones,
+// which find it in L1, prefetch the rows to come.
+template <int M, typename T>
+inline void Tile(const T* wr, int64_t in, const float* x, int64_t i, float* dots) {
+  if (i == 0) {
+    Row<M, false>(wr, in, x, dots);
+  } else {
+    Row<M, true>(wr, in, x + i * in, dots);
   }
-};
-struct Bf16Rows {
-  template <int M, bool kPrefetch>
-  static void Run(const uint16_t* w, int64_t in, const float* x, float* dots) {
-    RowBf16<M, kPrefetch>(w, in, x, dots);
-  }
-};
+}
 
-// For each weight row in [row_begin, row_end): every x row, two at a time
-// (Run<2>), the last one of an odd m alone (Run<1>); y[i * out + r] with
-// bias. The first tile of a row streams it without software prefetch (the
-// hardware prefetcher follows it; prefetching there too measured slower at
-// two x rows), the later ones, which find it in L1, prefetch the rows to come.
-template <typename Rows, typename T>
+// For each weight row in [row_begin, row_end): every x row, two at a time,
+// the last one of an odd m alone; y[i * out + r] with bias.
+template <typename T>
 inline void MatRows(const T* w, int64_t in, int64_t out, const float* x, int64_t m,
                     const float* bias, float* y, int64_t row_begin, int64_t row_end) {
   const auto store = [&](int64_t i, int64_t r, float dot) {
@@ -167,20 +163,12 @@ inline void MatRows(const T* w, int64_t in, int64_t out, const float* x, int64_t
     float dots[2];
     int64_t i = 0;
     for (; i + 2 <= m; i += 2) {
-      if (i == 0) {
-        Rows::template Run<2, false>(wr, in, x, dots);
-      } else {
-        Rows::template Run<2, true>(wr, in, x + i * in, dots);
-      }
+      Tile<2>(wr, in, x, i, dots);
       store(i, r, dots[0]);
       store(i + 1, r, dots[1]);
     }
     if (i < m) {
-      if (i == 0) {
-        Rows::template Run<1, false>(wr, in, x, dots);
-      } else {
-        Rows::template Run<1, true>(wr, in, x + i * in, dots);
-      }
+      Tile<1>(wr, in, x, i, dots);
       store(i, r, dots[0]);
     }
   }
@@ -190,12 +178,12 @@ inline void MatRows(const T* w, int64_t in, int64_t out, const float* x, int64_t
 
 void MatRowsF32Avx2(const float* w, int64_t in, int64_t out, const float* x, int64_t m,
                     const float* bias, float* y, int64_t row_begin, int64_t row_end) {
-  MatRows<F32Rows>(w, in, out, x, m, bias, y, row_begin, row_end);
+  MatRows(w, in, out, x, m, bias, y, row_begin, row_end);
 }
 
 void MatRowsBf16Avx2(const uint16_t* w, int64_t in, int64_t out, const float* x, int64_t m,
                      const float* bias, float* y, int64_t row_begin, int64_t row_end) {
-  MatRows<Bf16Rows>(w, in, out, x, m, bias, y, row_begin, row_end);
+  MatRows(w, in, out, x, m, bias, y, row_begin, row_end);
 }
 
 }  // namespace medq::engine::kernels
