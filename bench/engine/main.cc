@@ -26,6 +26,7 @@
 #include "bench/engine/random_model.h"
 #include "daemon/engine/device_memory.h"
 #include "daemon/engine/engine.h"
+#include "daemon/engine/kernels/kernel_choice.h"
 
 namespace {
 
@@ -40,6 +41,7 @@ struct Options {
   int threads = 0;
   std::string keep;    // write the models here and leave them, for medq-run and perf
   bool batch = false;  // --batch: continuous-batching throughput instead (CPU)
+  bool avx512 = true;  // --no-avx512: the AVX2 kernel table where AVX-512VL would be chosen
   medq::bench::BatchBenchOptions batch_options;
 };
 
@@ -176,6 +178,7 @@ int Run(const Options& o) {
     const medq::bench::BatchBenchOptions& b = o.batch_options;
     const json doc = {{"benchmark", "engine_batch"},
                       {"threads", threads},
+                      {"kernels", medq::engine::ActiveKernelsName()},
                       {"prompt_tokens", b.prompt_tokens},
                       {"decode_steps", b.decode_steps},
                       {"repetitions", b.repetitions},
@@ -220,7 +223,10 @@ int main(int argc, char** argv) {
   app.add_option("--batch-repetitions", o.batch_options.repetitions,
                  "Repetitions per batch size for --batch")
       ->capture_default_str();
+  app.add_flag("!--no-avx512", o.avx512,
+               "Leave the AVX-512VL kernels out (the AVX2 table), to compare the two");
   CLI11_PARSE(app, argc, argv);
+  medq::engine::SetAvx512KernelsEnabled(o.avx512);
   o.batch_options.threads = o.threads;
   if (o.batch && app.count("--prompt-tokens") > 0) o.batch_options.prompt_tokens = o.prompt_tokens;
   return Run(o);

@@ -36,6 +36,7 @@ struct Options {
   std::string only;  // empty: every section
   bool sweep = true;
   bool scalar = true;
+  bool avx512 = true;  // false: the AVX2 table where AVX-512VL would be chosen
   std::vector<int64_t> prefill_rows = {4, 16, 32, 64, 256};
 };
 
@@ -250,6 +251,46 @@ json MatRowsSweep(const Options& o, const ModelShape& m, torch::ScalarType dtype
   return result;
 }
 
+// The matrows tiles' arithmetic alone: 8 weight rows (at most 28 KB, so they
+// stay in L1 and one thread runs them) against 2 and 4 x rows, looped; ns per
+// weight and x row, for each kernel table this CPU has (avx2_fma: tiles of
+// one weight row, avx512vl: of two; only the first with --no-avx512). Bound
+// by the tiles' loads and FMAs, not by memory: what decides how much more
+// than one row four rows cost.
+json MatRowsFromCache(const Options& o) {
+  constexpr int64_t kOut = 8;
+  json result = json::array();
+  std::string previous;
+  for (const bool use_avx512 : {false, true}) {
+    if (use_avx512 && !o.avx512) break;
+    engine::SetAvx512KernelsEnabled(use_avx512);
+    if (previous == engine::ActiveKernelsName()) break;  // no AVX-512VL here
+    previous = engine::ActiveKernelsName();
+    for (const torch::ScalarType dtype : {torch::kFloat, torch::kBFloat16}) {
+      for (const int64_t in : {576, 896}) {
+        const torch::Tensor w = torch::randn({kOut, in}).to(dtype);
+        const torch::Tensor x = torch::randn({4, in});
+        std::vector<float> y(static_cast<size_t>(4 * kOut));
+        for (const int64_t rows : {2, 4}) {
+          const std::vector<double> seconds = SecondsPerCall(o.timing, [&](int64_t) {
+            engine::kernels::MatRowsInto(w, x.data_ptr<float>(), rows, nullptr, y.data());
+          });
+          std::vector<double> ns;
+          for (double sec : seconds)
+            ns.push_back(sec * 1e9 / static_cast<double>(kOut * in * rows));
+          result.push_back({{"kernels", engine::ActiveKernelsName()},
+                            {"dtype", DtypeName(dtype)},
+                            {"in", in},
+                            {"rows", rows},
+                            {"ns_per_weight_and_row", Summary(ns)}});
+        }
+      }
+    }
+  }
+  engine::SetAvx512KernelsEnabled(o.avx512);
+  return result;
+}
+
 json Models(const Options& o, const std::map<std::pair<std::string, int64_t>, double>& seconds) {
   json models = json::array();
   for (const ModelShape& m : BenchModels()) {
@@ -341,6 +382,7 @@ int Run(const Options& o) {
       }
     }
     report["matrows_sweep"] = std::move(cases);
+    report["matrows_from_cache"] = MatRowsFromCache(o);
   }
   std::cout << report.dump(2) << std::endl;
   return 0;
@@ -365,7 +407,10 @@ int main(int argc, char** argv) {
   app.add_option("--prefill-rows", options.prefill_rows, "Rows of x in the prefill cases");
   app.add_flag("!--no-sweep", options.sweep, "Skip the whole-model sweeps (they allocate 3 GB)");
   app.add_flag("!--no-scalar", options.scalar, "Skip the scalar-kernel figures");
+  app.add_flag("!--no-avx512", options.avx512,
+               "Leave the AVX-512VL kernels out (the AVX2 table), to compare the two");
   CLI11_PARSE(app, argc, argv);
+  medq::engine::SetAvx512KernelsEnabled(options.avx512);
   if (threads > 0) {
     at::set_num_threads(threads);
     medq::engine::kernels::SetKernelThreads(threads);

@@ -124,8 +124,12 @@ void CheckManyRows(torch::ScalarType dtype, bool simd) {
 
 TEST_CASE("the SIMD kernels are chosen when the CPU supports them", "[linear]") {
   const std::string name = ActiveKernelsName();
-  REQUIRE((name == "avx2_fma" || name == "scalar"));
+  REQUIRE((name == "avx512vl" || name == "avx2_fma" || name == "scalar"));
   if (name == "scalar") WARN("this CPU lacks AVX2/FMA: the SIMD tests below run scalar code");
+  SetAvx512KernelsEnabled(false);
+  const std::string without_avx512 = ActiveKernelsName();
+  SetAvx512KernelsEnabled(true);
+  CHECK(without_avx512 == (name == "scalar" ? "scalar" : "avx2_fma"));
   SimdMode off(false);
   REQUIRE(std::string(ActiveKernelsName()) == "scalar");
 }

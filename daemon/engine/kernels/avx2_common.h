@@ -1,7 +1,8 @@
-// Helpers shared by the AVX2+FMA kernel files (dense_kernels_avx2.cc,
-// dense_kernels_rows_avx2.cc), the only includers: everything here needs
-// -mavx2 -mfma and has internal linkage (an anonymous namespace), so no copy
-// compiled with AVX2 can be picked by the linker for a file built without.
+// Helpers shared by the AVX2+FMA kernel files (dense_kernels_avx2.cc, and the
+// matrows files through dense_kernels_rows.h), the only includers:
+// everything here needs -mavx2 -mfma and has internal linkage (an anonymous
+// namespace), so no copy compiled with AVX2 can be picked by the linker for a
+// file built without.
 #pragma once
 
 #include <immintrin.h>
@@ -36,13 +37,16 @@ inline float HorizontalSum(__m256 v) {
   return _mm_cvtss_f32(s);
 }
 
-// sum + Σ w[j]·x[j] for j in [k, in), one term at a time: the scalar tail of
-// every one-row dot product here, written once so that each kernel rounds
-// (and contracts to FMA) its tail the same way.
+// sum + Σ w[j]·x[j] for j in [k, in), one fused multiply-add at a time: the
+// scalar tail of every one-row dot product here, written once so that each
+// kernel rounds its tail the same way. The FMA is spelled out: GCC contracts
+// `sum += w * x` to one by itself, but in a file built with AVX-512 too it
+// vectorized the products and added them in order, two roundings a term.
 template <typename T>
 inline float AddTail(float sum, const T* w, const float* x, int64_t k, int64_t in) {
-  for (; k < in; ++k)
-    sum += Scalar(w[k]) * x[k];
+  for (; k < in; ++k) {
+    sum = _mm_cvtss_f32(_mm_fmadd_ss(_mm_set_ss(Scalar(w[k])), _mm_set_ss(x[k]), _mm_set_ss(sum)));
+  }
   return sum;
 }
 

@@ -2,19 +2,29 @@
 
 #include <atomic>
 
-#include "daemon/engine/kernels/linear.h"
+#include "daemon/engine/kernels/kernel_choice.h"
 
 namespace medq::engine::kernels {
 namespace {
 
-// Read by ActiveKernels(), written by the test switch in linear.h.
+// Read by ActiveKernels(), written by the test switches in kernel_choice.h.
 std::atomic<bool> g_simd_enabled{true};
+std::atomic<bool> g_avx512_enabled{true};
 
 bool DetectAvx2Fma() {
 #if MEDQ_KERNELS_HAVE_AVX2
   // GCC and Clang check the OS's XSAVE support for the YMM state too.
   __builtin_cpu_init();
   return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+#else
+  return false;
+#endif
+}
+
+bool DetectAvx512Vl() {
+#if MEDQ_KERNELS_HAVE_AVX2
+  __builtin_cpu_init();
+  return DetectAvx2Fma() && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl");
 #else
   return false;
 #endif
@@ -27,10 +37,18 @@ bool CpuSupportsAvx2Fma() {
   return supported;
 }
 
+bool CpuSupportsAvx512Vl() {
+  static const bool supported = DetectAvx512Vl();
+  return supported;
+}
+
 const DenseKernels& ActiveKernels() {
 #if MEDQ_KERNELS_HAVE_AVX2
-  if (g_simd_enabled.load(std::memory_order_relaxed) && CpuSupportsAvx2Fma()) {
-    return Avx2FmaKernels();
+  if (g_simd_enabled.load(std::memory_order_relaxed)) {
+    if (g_avx512_enabled.load(std::memory_order_relaxed) && CpuSupportsAvx512Vl()) {
+      return Avx512VlKernels();
+    }
+    if (CpuSupportsAvx2Fma()) return Avx2FmaKernels();
   }
 #endif
   return ScalarKernels();
@@ -42,6 +60,10 @@ namespace medq::engine {
 
 void SetSimdKernelsEnabled(bool enabled) {
   kernels::g_simd_enabled.store(enabled, std::memory_order_relaxed);
+}
+
+void SetAvx512KernelsEnabled(bool enabled) {
+  kernels::g_avx512_enabled.store(enabled, std::memory_order_relaxed);
 }
 
 const char* ActiveKernelsName() {

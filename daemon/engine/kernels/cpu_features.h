@@ -9,9 +9,14 @@ namespace medq::engine::kernels {
 // first call; thread-safe.
 bool CpuSupportsAvx2Fma();
 
-// The kernel table Linear() uses now: AVX2+FMA when the CPU supports it and
-// SIMD has not been disabled with medq::engine::SetSimdKernelsEnabled(false)
-// (linear.h), else scalar. Thread-safe.
+// True when this CPU (and the OS) supports AVX2, FMA, AVX-512F and AVX-512VL.
+// Checked once, on the first call; thread-safe.
+bool CpuSupportsAvx512Vl();
+
+// The kernel table Linear() uses now: AVX-512VL when the CPU supports it, else
+// AVX2+FMA when it supports that, else scalar; the test switches in
+// kernel_choice.h (SetSimdKernelsEnabled, SetAvx512KernelsEnabled) take
+// tables out of the choice. Thread-safe.
 const DenseKernels& ActiveKernels();
 
 }  // namespace medq::engine::kernels

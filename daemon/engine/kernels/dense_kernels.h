@@ -70,12 +70,25 @@ const DenseKernels& ScalarKernels();
 // these kernels on another CPU is an illegal instruction.
 const DenseKernels& Avx2FmaKernels();
 
+// The AVX2+FMA table with the matrows entries of AVX-512VL, whose 32 vector
+// registers hold larger tiles (dense_kernels_rows.h); every other entry, and
+// every result, is the AVX2+FMA table's. Precondition: the CPU supports
+// AVX2, FMA, AVX-512F and AVX-512VL.
+const DenseKernels& Avx512VlKernels();
+
 // The AVX2+FMA table's matrows entries (dense_kernels_rows_avx2.cc, built
 // with -mavx2 -mfma); same precondition as Avx2FmaKernels().
 void MatRowsF32Avx2(const float* w, int64_t in, int64_t out, const float* x, int64_t m,
                     const float* bias, float* y, int64_t row_begin, int64_t row_end);
 void MatRowsBf16Avx2(const uint16_t* w, int64_t in, int64_t out, const float* x, int64_t m,
                      const float* bias, float* y, int64_t row_begin, int64_t row_end);
+
+// The AVX-512VL table's matrows entries (dense_kernels_rows_avx512.cc, built
+// with -mavx512f -mavx512vl too); same precondition as Avx512VlKernels().
+void MatRowsF32Avx512(const float* w, int64_t in, int64_t out, const float* x, int64_t m,
+                      const float* bias, float* y, int64_t row_begin, int64_t row_end);
+void MatRowsBf16Avx512(const uint16_t* w, int64_t in, int64_t out, const float* x, int64_t m,
+                       const float* bias, float* y, int64_t row_begin, int64_t row_end);
 
 // Weight rows converted per step by MatMulBf16Fn kernels: a block of this many
 // rows, converted to float32, is reused for every input row.

@@ -1,9 +1,9 @@
-// AVX2+FMA dense kernels. This file and dense_kernels_rows_avx2.cc are the
-// only files of the project compiled with -mavx2 -mfma (see CMakeLists.txt);
-// nothing here may run before the runtime check in cpu_features.cc has said
-// yes. Everything here has internal linkage but the table, and no
-// standard-library template is used: a weak out-of-line copy of one, compiled
-// with AVX2, could be chosen by the linker for the whole program.
+// AVX2+FMA dense kernels. This file and dense_kernels_rows_avx2.cc (and, with
+// AVX-512 too, dense_kernels_rows_avx512.cc) are the only files of the
+// project compiled with -mavx2 -mfma (see CMakeLists.txt); nothing here may
+// run before the runtime check in cpu_features.cc has said yes. Everything here has internal
+// linkage but the table, and no standard-library template is used: a weak out-of-line copy of one,
+// compiled with AVX2, could be chosen by the linker for the whole program.
 #include <immintrin.h>
 
 #include "daemon/engine/kernels/avx2_common.h"
@@ -257,6 +257,13 @@ const DenseKernels& Avx2FmaKernels() {
   static constexpr DenseKernels kTable{"avx2_fma",      &MatVecF32,      &MatVecBf16,
                                        &PrepareBf16X,   &MatMulBf16,     &ConvertBf16,
                                        &MatRowsF32Avx2, &MatRowsBf16Avx2};
+  return kTable;
+}
+
+const DenseKernels& Avx512VlKernels() {
+  static constexpr DenseKernels kTable{"avx512vl",        &MatVecF32,        &MatVecBf16,
+                                       &PrepareBf16X,     &MatMulBf16,       &ConvertBf16,
+                                       &MatRowsF32Avx512, &MatRowsBf16Avx512};
   return kTable;
 }
 

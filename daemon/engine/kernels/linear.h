@@ -5,6 +5,8 @@
 
 #include <torch/torch.h>
 
+#include "daemon/engine/kernels/kernel_choice.h"
+
 namespace medq::engine {
 
 // Returns x · weightᵀ + bias.
@@ -68,14 +70,5 @@ LinearPath SelectLinearPath(const torch::Tensor& x, const torch::Tensor& weight,
 
 // A stable lower-case name for a path, e.g. "matvec_bf16".
 const char* LinearPathName(LinearPath path);
-
-// The instruction set of Linear()'s own kernels now: "avx2_fma" or "scalar".
-const char* ActiveKernelsName();
-
-// Test and benchmark switch: false forces the portable scalar kernels, true
-// (the default) restores the runtime CPU choice (AVX2+FMA when supported).
-// Process-wide; call it only while no Linear() call is running. Production
-// code never calls it.
-void SetSimdKernelsEnabled(bool enabled);
 
 }  // namespace medq::engine
