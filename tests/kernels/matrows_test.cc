@@ -9,41 +9,11 @@
 
 #include "daemon/engine/kernels/cpu_linear.h"
 #include "daemon/engine/kernels/linear.h"
+#include "tests/kernels/kernel_tables.h"
 #include "tests/support/skip.h"
 
 namespace medq::engine {
 namespace {
-
-// Which kernel tables the runtime choice may take, for one test's lifetime.
-enum class Tables { kAvx512, kAvx2, kScalar };
-
-// The table each choice runs on a CPU that has it (kAvx512: the
-// two-weight-row tiles).
-const char* TableName(Tables t) {
-  switch (t) {
-    case Tables::kAvx512:
-      return "avx512vl";
-    case Tables::kAvx2:
-      return "avx2_fma";
-    case Tables::kScalar:
-      break;
-  }
-  return "scalar";
-}
-
-class KernelMode {
- public:
-  explicit KernelMode(Tables t) {
-    SetSimdKernelsEnabled(t != Tables::kScalar);
-    SetAvx512KernelsEnabled(t == Tables::kAvx512);
-  }
-  ~KernelMode() {
-    SetSimdKernelsEnabled(true);
-    SetAvx512KernelsEnabled(true);
-  }
-  KernelMode(const KernelMode&) = delete;
-  KernelMode& operator=(const KernelMode&) = delete;
-};
 
 struct Shape {
   int64_t out;

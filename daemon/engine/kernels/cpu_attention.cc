@@ -36,14 +36,11 @@ void OneHead(const CachedAttention& a, int64_t h, std::vector<float>& scores) {
     s = std::exp(s - max);
     sum += s;
   }
-  float* out = a.out + h * d;
-  std::fill(out, out + d, 0.0f);
-  for (int64_t s = 0; s < n; ++s) {
-    const float p = scores[static_cast<size_t>(s)] / sum;
-    const float* v = values + s * d;
-    for (int64_t i = 0; i < d; ++i)
-      out[i] += p * v[i];
-  }
+  // Σ p_s · v_s over the cached values, rows of another [n, head_dim] matrix:
+  // a vector-matrix product, accumulated in registers by the SIMD tables.
+  for (float& s : scores)
+    s /= sum;
+  ActiveKernels().vecmat_f32(scores.data(), values, n, d, a.out + h * d);
 }
 
 }  // namespace

@@ -51,6 +51,11 @@ using MatRowsBf16Fn = void (*)(const uint16_t* w, int64_t in, int64_t out, const
 // dst[i] = float(src[i]) for i in [0, n): bf16 to float32, exact.
 using Bf16ToF32Fn = void (*)(const uint16_t* src, int64_t n, float* dst);
 
+// y[0:d] = Σ_{s in [0, n)} p[s] · w[s, 0:d]: a vector times a matrix (the
+// weighted sum of its rows), w [n, d] float32, summed in order of s for every
+// column. Attention's probabilities times its cached values.
+using VecMatF32Fn = void (*)(const float* p, const float* w, int64_t n, int64_t d, float* y);
+
 struct DenseKernels {
   const char* name;
   MatVecF32Fn matvec_f32;
@@ -60,6 +65,7 @@ struct DenseKernels {
   Bf16ToF32Fn bf16_to_f32;
   MatRowsF32Fn matrows_f32;
   MatRowsBf16Fn matrows_bf16;
+  VecMatF32Fn vecmat_f32;
 };
 
 // The portable kernels; run on every x86-64 (and any other) CPU.

@@ -251,19 +251,54 @@ void ConvertBf16(const uint16_t* src, int64_t n, float* dst) {
     dst[i] = Scalar(src[i]);
 }
 
+// Columns [i, i + 8 * K) of y = p · w, K vectors of accumulators kept in
+// registers over every row of w.
+template <int K>
+inline void VecMatColumns(const float* p, const float* w, int64_t n, int64_t d, int64_t i,
+                          float* y) {
+  __m256 acc[K];
+  for (int k = 0; k < K; ++k)
+    acc[k] = _mm256_setzero_ps();
+  for (int64_t s = 0; s < n; ++s) {
+    const __m256 ps = _mm256_broadcast_ss(p + s);
+    const float* row = w + s * d + i;
+    for (int k = 0; k < K; ++k)
+      acc[k] = _mm256_fmadd_ps(ps, _mm256_loadu_ps(row + 8 * k), acc[k]);
+  }
+  for (int k = 0; k < K; ++k)
+    _mm256_storeu_ps(y + i + 8 * k, acc[k]);
+}
+
+// Blocks of 64 columns (eight accumulators: enough independent FMAs to hide
+// their latency; a head of 64 or 128 reads each row in one or two passes),
+// then of 8, then one column at a time.
+void VecMatF32(const float* p, const float* w, int64_t n, int64_t d, float* y) {
+  int64_t i = 0;
+  for (; i + 64 <= d; i += 64)
+    VecMatColumns<8>(p, w, n, d, i, y);
+  for (; i + 8 <= d; i += 8)
+    VecMatColumns<1>(p, w, n, d, i, y);
+  for (; i < d; ++i) {
+    __m128 acc = _mm_setzero_ps();
+    for (int64_t s = 0; s < n; ++s)
+      acc = _mm_fmadd_ss(_mm_set_ss(p[s]), _mm_set_ss(w[s * d + i]), acc);
+    y[i] = _mm_cvtss_f32(acc);
+  }
+}
+
 }  // namespace
 
 const DenseKernels& Avx2FmaKernels() {
-  static constexpr DenseKernels kTable{"avx2_fma",      &MatVecF32,      &MatVecBf16,
-                                       &PrepareBf16X,   &MatMulBf16,     &ConvertBf16,
-                                       &MatRowsF32Avx2, &MatRowsBf16Avx2};
+  static constexpr DenseKernels kTable{"avx2_fma",      &MatVecF32,       &MatVecBf16,
+                                       &PrepareBf16X,   &MatMulBf16,      &ConvertBf16,
+                                       &MatRowsF32Avx2, &MatRowsBf16Avx2, &VecMatF32};
   return kTable;
 }
 
 const DenseKernels& Avx512VlKernels() {
-  static constexpr DenseKernels kTable{"avx512vl",        &MatVecF32,        &MatVecBf16,
-                                       &PrepareBf16X,     &MatMulBf16,       &ConvertBf16,
-                                       &MatRowsF32Avx512, &MatRowsBf16Avx512};
+  static constexpr DenseKernels kTable{"avx512vl",        &MatVecF32,         &MatVecBf16,
+                                       &PrepareBf16X,     &MatMulBf16,        &ConvertBf16,
+                                       &MatRowsF32Avx512, &MatRowsBf16Avx512, &VecMatF32};
   return kTable;
 }
 

@@ -97,6 +97,18 @@ void MatRowsBf16(const uint16_t* w, int64_t in, int64_t out, const float* x, int
   }
 }
 
+// Row by row, each column summed in order of s: the attention sum as it was
+// written before the tables had this kernel, with the same results.
+void VecMatF32(const float* p, const float* w, int64_t n, int64_t d, float* y) {
+  for (int64_t i = 0; i < d; ++i)
+    y[i] = 0.0f;
+  for (int64_t s = 0; s < n; ++s) {
+    const float* row = w + s * d;
+    for (int64_t i = 0; i < d; ++i)
+      y[i] += p[s] * row[i];
+  }
+}
+
 // matvec_bf16 here reads x as it is.
 void PrepareBf16X(const float* x, int64_t in, float* prepared) {
   std::memcpy(prepared, x, static_cast<size_t>(in) * sizeof(float));
@@ -105,8 +117,9 @@ void PrepareBf16X(const float* x, int64_t in, float* prepared) {
 }  // namespace
 
 const DenseKernels& ScalarKernels() {
-  static constexpr DenseKernels kTable{"scalar",    &MatVecF32,   &MatVecBf16, &PrepareBf16X,
-                                       &MatMulBf16, &ConvertBf16, &MatRowsF32, &MatRowsBf16};
+  static constexpr DenseKernels kTable{"scalar",      &MatVecF32,   &MatVecBf16,
+                                       &PrepareBf16X, &MatMulBf16,  &ConvertBf16,
+                                       &MatRowsF32,   &MatRowsBf16, &VecMatF32};
   return kTable;
 }
 

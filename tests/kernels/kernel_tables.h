@@ -1,0 +1,41 @@
+// Test helper: runs a test's body on one kernel table (kernel_choice.h),
+// restoring the runtime choice after, and names the table each choice runs.
+#pragma once
+
+#include "daemon/engine/kernels/kernel_choice.h"
+
+namespace medq::engine {
+
+// Which kernel tables the runtime choice may take, for one test's lifetime.
+enum class Tables { kAvx512, kAvx2, kScalar };
+
+// The table each choice runs on a CPU that has it (kAvx512: the
+// two-weight-row tiles). A test compares it with ActiveKernelsName() and is
+// skipped where they differ: another table would run.
+inline const char* TableName(Tables t) {
+  switch (t) {
+    case Tables::kAvx512:
+      return "avx512vl";
+    case Tables::kAvx2:
+      return "avx2_fma";
+    case Tables::kScalar:
+      break;
+  }
+  return "scalar";
+}
+
+class KernelMode {
+ public:
+  explicit KernelMode(Tables t) {
+    SetSimdKernelsEnabled(t != Tables::kScalar);
+    SetAvx512KernelsEnabled(t == Tables::kAvx512);
+  }
+  ~KernelMode() {
+    SetSimdKernelsEnabled(true);
+    SetAvx512KernelsEnabled(true);
+  }
+  KernelMode(const KernelMode&) = delete;
+  KernelMode& operator=(const KernelMode&) = delete;
+};
+
+}  // namespace medq::engine
