@@ -116,6 +116,7 @@ TEST_CASE("max_connections above the open-file limit is lowered to what fits", "
       ++refused;
     }
   }
+  INFO(d.Log());
   CHECK(silent == 0);
   CHECK(served.size() == 64);
   CHECK(refused == 150 - 64);
