@@ -254,7 +254,8 @@ json MatRowsSweep(const Options& o, const ModelShape& m, torch::ScalarType dtype
 // The matrows tiles' arithmetic alone: 8 weight rows (at most 28 KB, so they
 // stay in L1 and one thread runs them) against 2 and 4 x rows, looped; ns per
 // weight and x row, for each kernel table this CPU has (avx2_fma: tiles of
-// one weight row, avx512vl: of two; only the first with --no-avx512). Bound
+// one weight row and two x rows, avx512vl: of two weight rows and up to four
+// x rows in 512-bit registers; only the first with --no-avx512). Bound
 // by the tiles' loads and FMAs, not by memory: what decides how much more
 // than one row four rows cost.
 json MatRowsFromCache(const Options& o) {

@@ -76,10 +76,11 @@ const DenseKernels& ScalarKernels();
 // these kernels on another CPU is an illegal instruction.
 const DenseKernels& Avx2FmaKernels();
 
-// The AVX2+FMA table with the matrows entries of AVX-512VL, whose 32 vector
-// registers hold larger tiles (dense_kernels_rows.h); every other entry, and
-// every result, is the AVX2+FMA table's. Precondition: the CPU supports
-// AVX2, FMA, AVX-512F and AVX-512VL.
+// The AVX2+FMA table with the matrows entries of AVX-512, whose 512-bit
+// accumulators and 32 vector registers hold larger tiles
+// (dense_kernels_rows_avx512.cc); every other entry, and every result, is the
+// AVX2+FMA table's. Precondition: the CPU supports AVX2, FMA, AVX-512F and
+// AVX-512VL.
 const DenseKernels& Avx512VlKernels();
 
 // The AVX2+FMA table's matrows entries (dense_kernels_rows_avx2.cc, built
@@ -90,7 +91,8 @@ void MatRowsBf16Avx2(const uint16_t* w, int64_t in, int64_t out, const float* x,
                      const float* bias, float* y, int64_t row_begin, int64_t row_end);
 
 // The AVX-512VL table's matrows entries (dense_kernels_rows_avx512.cc, built
-// with -mavx512f -mavx512vl too); same precondition as Avx512VlKernels().
+// with -mavx512f -mavx512vl too: tiles of two weight rows and up to four x
+// rows in 512-bit registers); same precondition as Avx512VlKernels().
 void MatRowsF32Avx512(const float* w, int64_t in, int64_t out, const float* x, int64_t m,
                       const float* bias, float* y, int64_t row_begin, int64_t row_end);
 void MatRowsBf16Avx512(const uint16_t* w, int64_t in, int64_t out, const float* x, int64_t m,
