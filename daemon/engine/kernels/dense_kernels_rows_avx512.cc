@@ -86,14 +86,6 @@ inline __m512 Join(__m256 lo, __m256 hi) {
       _mm512_insertf64x4(_mm512_castpd256_pd512(_mm256_castps_pd(lo)), _mm256_castps_pd(hi), 1));
 }
 
-// 16 bf16 weights at w as the floats an (a | b) accumulator takes: the even
-// elements in lanes 0-7, the odd ones in 8-15 (SplitDotBf16's split).
-inline __m512 SplitBf16(const uint16_t* w, __m256i high) {
-  const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w));
-  return Join(_mm256_castsi256_ps(_mm256_slli_epi32(raw, 16)),
-              _mm256_castsi256_ps(_mm256_and_si256(raw, high)));
-}
-
 // The 512-bit accumulators of a tile: p = a | b, q = c | d for each weight
 // row r and x row i, zeroed.
 template <int M>
@@ -141,69 +133,69 @@ struct WideSums {
   }
 };
 
-// f32: dots[r * M + i] = Dot1(weight row r at w, x row i), two weight rows
-// (w and w + in) against the M x rows at x.
-template <int M>
-inline void PairTile(const float* w, int64_t in, const float* x, float* dots) {
-  WideSums<M> z;
-  int64_t k = 0;
-  for (; k + 32 <= in; k += 32) {
-    PrefetchNextPair(w, in, k, 2);
-    __m512 wp[kRows], wq[kRows];
-#pragma GCC unroll 2
-    for (int r = 0; r < kRows; ++r) {
-      wp[r] = LoadKept(w + r * in + k);
-      wq[r] = LoadKept(w + r * in + k + 16);
-    }
-    z.Add(wp, wq, x + k, in);
-  }
-#pragma GCC unroll 2
-  for (int r = 0; r < kRows; ++r) {
-    Sums<M> s = z.Narrow(r);
-    const float* wr = w + r * in;
-    int64_t kr = k;
-    for (; kr + 8 <= in; kr += 8) {  // Dot1's remaining groups, into a
-      const __m256 w0 = _mm256_loadu_ps(wr + kr);
-      for (int i = 0; i < M; ++i)
-        s.a[i] = _mm256_fmadd_ps(w0, _mm256_loadu_ps(x + i * in + kr), s.a[i]);
-    }
-    s.Finish(wr, in, x, kr, dots + r * M);
-  }
+// Sixteen weights at w as the floats an (a | b) or (c | d) accumulator takes:
+// f32 as they are; bf16 split as SplitDotBf16 splits them, the even elements
+// in lanes 0-7 and the odd ones in 8-15.
+inline __m512 Wide(const float* w) {
+  return LoadKept(w);
+}
+inline __m512 Wide(const uint16_t* w) {
+  const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w));
+  const __m256i high = _mm256_set1_epi32(static_cast<int>(0xFFFF0000u));
+  return Join(_mm256_castsi256_ps(_mm256_slli_epi32(raw, 16)),
+              _mm256_castsi256_ps(_mm256_and_si256(raw, high)));
 }
 
-// bf16 (x rows laid out by PrepareBf16X): dots[r * M + i] =
-// SplitDotBf16(weight row r at w, x row i).
+// Dot1's remaining 8-wide groups of weight row w from k, into a; returns
+// where the scalar tail starts.
 template <int M>
-inline void PairTile(const uint16_t* w, int64_t in, const float* x, float* dots) {
-  const __m256i high = _mm256_set1_epi32(static_cast<int>(0xFFFF0000u));
+inline int64_t Remainder(const float* w, int64_t in, const float* x, int64_t k, Sums<M>& s) {
+  for (; k + 8 <= in; k += 8) {
+    const __m256 w0 = _mm256_loadu_ps(w + k);
+    for (int i = 0; i < M; ++i)
+      s.a[i] = _mm256_fmadd_ps(w0, _mm256_loadu_ps(x + i * in + k), s.a[i]);
+  }
+  return k;
+}
+
+// SplitDotBf16's remaining 16 of weight row w from k, into a and b.
+template <int M>
+inline int64_t Remainder(const uint16_t* w, int64_t in, const float* x, int64_t k, Sums<M>& s) {
+  if (k + 16 > in) return k;
+  const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + k));
+  const __m256 even = _mm256_castsi256_ps(_mm256_slli_epi32(raw, 16));
+  const __m256 odd =
+      _mm256_castsi256_ps(_mm256_and_si256(raw, _mm256_set1_epi32(static_cast<int>(0xFFFF0000u))));
+  for (int i = 0; i < M; ++i) {
+    s.a[i] = _mm256_fmadd_ps(even, _mm256_loadu_ps(x + i * in + k), s.a[i]);
+    s.b[i] = _mm256_fmadd_ps(odd, _mm256_loadu_ps(x + i * in + k + 8), s.b[i]);
+  }
+  return k + 16;
+}
+
+// dots[r * M + i] = the one-row kernel's dot product (Dot1 for f32,
+// SplitDotBf16 for bf16, x rows then laid out by PrepareBf16X) of weight row
+// r (w and w + in) and x row i of the M at x.
+template <int M, typename T>
+inline void PairTile(const T* w, int64_t in, const float* x, float* dots) {
+  constexpr int kLines = 32 * static_cast<int>(sizeof(T)) / 64;  // per row and block
   WideSums<M> z;
   int64_t k = 0;
   for (; k + 32 <= in; k += 32) {
-    PrefetchNextPair(w, in, k, 1);
+    PrefetchNextPair(w, in, k, kLines);
     __m512 wp[kRows], wq[kRows];
 #pragma GCC unroll 2
     for (int r = 0; r < kRows; ++r) {
-      wp[r] = SplitBf16(w + r * in + k, high);
-      wq[r] = SplitBf16(w + r * in + k + 16, high);
+      wp[r] = Wide(w + r * in + k);
+      wq[r] = Wide(w + r * in + k + 16);
     }
     z.Add(wp, wq, x + k, in);
   }
 #pragma GCC unroll 2
   for (int r = 0; r < kRows; ++r) {
     Sums<M> s = z.Narrow(r);
-    const uint16_t* wr = w + r * in;
-    int64_t kr = k;
-    if (kr + 16 <= in) {  // SplitDotBf16's remaining 16, into a and b
-      const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wr + kr));
-      const __m256 even = _mm256_castsi256_ps(_mm256_slli_epi32(raw, 16));
-      const __m256 odd = _mm256_castsi256_ps(_mm256_and_si256(raw, high));
-      for (int i = 0; i < M; ++i) {
-        s.a[i] = _mm256_fmadd_ps(even, _mm256_loadu_ps(x + i * in + kr), s.a[i]);
-        s.b[i] = _mm256_fmadd_ps(odd, _mm256_loadu_ps(x + i * in + kr + 8), s.b[i]);
-      }
-      kr += 16;
-    }
-    s.Finish(wr, in, x, kr, dots + r * M);
+    const T* wr = w + r * in;
+    s.Finish(wr, in, x, Remainder(wr, in, x, k, s), dots + r * M);
   }
 }
 
