@@ -52,6 +52,7 @@ struct Options {
   int prompt_tokens = 16;
   int repetitions = 3;
   int threads = 0;
+  bool reload = false;
   std::string medqd = MEDQ_BINARY_DIR "/daemon/medqd";
 };
 
@@ -186,6 +187,9 @@ int main(int argc, char** argv) {
   app.add_option("--repetitions", o.repetitions, "Repetitions")->capture_default_str();
   app.add_option("--threads", o.threads, "Engine threads (0: every core)")->capture_default_str();
   app.add_option("--medqd", o.medqd, "medqd binary")->capture_default_str();
+  app.add_flag("--reload", o.reload,
+               "Unload and load the model before each daemon run, so that its weights are as "
+               "freshly allocated as the engine's");
   CLI11_PARSE(app, argc, argv);
 
   medq::bench::ModelShape shape;
@@ -239,6 +243,13 @@ int main(int argc, char** argv) {
     for (size_t k = 0; k < o.clients.size(); ++k) {
       engine_ms[k].push_back(engine["batch"][k]["step_ms"]["median"].get<double>());
       const int n = o.clients[k];
+      if (o.reload) {
+        auto c = medq::ipc::Client::Connect(socket);
+        if (!c.ok()) Die(c.error().message);
+        const medq::Params model = {{"model", o.shape}};
+        if (!c->Call("unload", model, std::chrono::minutes(1)).ok()) Die("unload");
+        if (!c->Call("load", model, std::chrono::minutes(5)).ok()) Die("load");
+      }
       std::atomic<int> ready{0};
       std::atomic<bool> stop{false};
       std::vector<double> per_client(static_cast<size_t>(n));
@@ -300,6 +311,7 @@ int main(int argc, char** argv) {
                     {"tokens", o.tokens},
                     {"prompt_tokens", o.prompt_tokens},
                     {"repetitions", o.repetitions},
+                    {"reload", o.reload},
                     {"rows", rows},
                     {"health_and_queue_ms_with_" + std::to_string(max_clients) + "_running",
                      {{"calls", poll_ms.size()},
