@@ -8,6 +8,11 @@
 //     client's ms per token is the time between its first and last token
 //     over the tokens between them (sockets, queue, detokenization, events
 //     included); aggregate tok/s = N / that;
+//   - the same run inside the daemon: its worker's own ms per token (the done
+//     event's decode_ms, first to last token, over the tokens between), so
+//     that what the socket, the loop and the events add (client - worker) is
+//     told apart from how fast the engine runs in the daemon's process
+//     (worker - engine);
 //   - overhead per token: daemon ms per token - engine ms per step, at N;
 //   - with the largest N running, `health` and `queue` round trips.
 // Engine and daemon runs alternate, repetition by repetition, so that drift
@@ -90,9 +95,16 @@ std::vector<int32_t> Prompt(int client, int length, int64_t vocab) {
   return ids;
 }
 
-// One generate on its own connection; returns ms per token between the first
-// and the last token (0 when fewer than two came).
-double ClientRun(const std::string& socket, const json& params, std::atomic<int>& ready, int n) {
+// Ms per token of one generate, between its first and last token: as the
+// client received them, and as the daemon's worker produced them (the done
+// event's decode_ms). 0 when fewer than two came.
+struct TokenPace {
+  double client_ms = 0;
+  double worker_ms = 0;
+};
+
+// One generate on its own connection.
+TokenPace ClientRun(const std::string& socket, const json& params, std::atomic<int>& ready, int n) {
   auto client = medq::ipc::Client::Connect(socket);
   if (!client.ok()) Die(client.error().message);
   ++ready;
@@ -102,6 +114,7 @@ double ClientRun(const std::string& socket, const json& params, std::atomic<int>
   if (!id.ok()) Die(id.error().message);
   Clock::time_point first, last;
   int count = 0;
+  double decode_ms = 0;
   for (;;) {
     auto reply = client->ReadReply(std::chrono::minutes(10));
     if (!reply.ok()) Die(reply.error().message);
@@ -112,11 +125,13 @@ double ClientRun(const std::string& socket, const json& params, std::atomic<int>
     } else if (event == "error") {
       Die(reply->dump());
     } else if (event == "done") {
+      decode_ms = reply->value("/timings/decode_ms"_json_pointer, 0.0);
       break;
     }
   }
-  if (count < 2) return 0;
-  return std::chrono::duration<double, std::milli>(last - first).count() / (count - 1);
+  if (count < 2) return {};
+  return {std::chrono::duration<double, std::milli>(last - first).count() / (count - 1),
+          decode_ms / (count - 1)};
 }
 
 // Round trips of `health` and `queue` on one connection until `stop`.
@@ -234,7 +249,8 @@ int main(int argc, char** argv) {
   engine_options.threads = o.threads;
 
   const int max_clients = *std::max_element(o.clients.begin(), o.clients.end());
-  std::vector<std::vector<double>> engine_ms(o.clients.size()), daemon_ms(o.clients.size());
+  std::vector<std::vector<double>> engine_ms(o.clients.size()), daemon_ms(o.clients.size()),
+      worker_ms(o.clients.size());
   std::vector<double> poll_ms;
   for (int rep = 0; rep < o.repetitions; ++rep) {
     const json engine = medq::bench::InChild(
@@ -252,7 +268,7 @@ int main(int argc, char** argv) {
       }
       std::atomic<int> ready{0};
       std::atomic<bool> stop{false};
-      std::vector<double> per_client(static_cast<size_t>(n));
+      std::vector<TokenPace> per_client(static_cast<size_t>(n));
       std::vector<std::thread> threads;
       for (int c = 0; c < n; ++c) {
         // Ids: the random model has no tokenizer, so only ids make events.
@@ -277,9 +293,15 @@ int main(int argc, char** argv) {
       stop = true;
       if (poller.joinable()) poller.join();
       poll_ms.insert(poll_ms.end(), polled.begin(), polled.end());
-      per_client.erase(std::remove(per_client.begin(), per_client.end(), 0.0), per_client.end());
-      if (per_client.empty()) Die("no client got two tokens");
-      daemon_ms[k].push_back(Median(per_client));
+      std::vector<double> client_pace, worker_pace;
+      for (const TokenPace& p : per_client) {
+        if (p.client_ms == 0) continue;
+        client_pace.push_back(p.client_ms);
+        worker_pace.push_back(p.worker_ms);
+      }
+      if (client_pace.empty()) Die("no client got two tokens");
+      daemon_ms[k].push_back(Median(client_pace));
+      worker_ms[k].push_back(Median(worker_pace));
     }
   }
   kill(daemon, SIGTERM);
@@ -290,10 +312,12 @@ int main(int argc, char** argv) {
   const double engine_base = Median(engine_ms[0]), daemon_base = Median(daemon_ms[0]);
   for (size_t k = 0; k < o.clients.size(); ++k) {
     const int n = o.clients[k];
-    std::vector<double> aggregate, overhead;
+    std::vector<double> aggregate, overhead, delivery, in_worker;
     for (size_t r = 0; r < daemon_ms[k].size(); ++r) {
       aggregate.push_back(n * 1000.0 / daemon_ms[k][r]);
       overhead.push_back(daemon_ms[k][r] - engine_ms[k][r]);
+      delivery.push_back(daemon_ms[k][r] - worker_ms[k][r]);
+      in_worker.push_back(worker_ms[k][r] - engine_ms[k][r]);
     }
     rows.push_back({{"clients", n},
                     {"engine_step_ms", Summary(engine_ms[k])},
@@ -301,6 +325,9 @@ int main(int argc, char** argv) {
                     {"daemon_aggregate_tok_s", Summary(aggregate)},
                     {"daemon_per_client_tok_s", 1000.0 / Median(daemon_ms[k])},
                     {"overhead_ms_per_token", Summary(overhead)},
+                    {"daemon_worker_ms_per_token", Summary(worker_ms[k])},
+                    {"delivery_ms_per_token", Summary(delivery)},
+                    {"worker_minus_engine_ms_per_token", Summary(in_worker)},
                     {"aggregate_ratio_to_first", n * daemon_base / Median(daemon_ms[k])},
                     {"latency_ratio_to_first", Median(daemon_ms[k]) / daemon_base},
                     {"engine_aggregate_ratio_to_first", n * engine_base / Median(engine_ms[k])}});
