@@ -84,6 +84,47 @@ struct Sums {
   }
 };
 
+// Sixteen bf16 weights at w as floats, split as SplitDotBf16 splits them: a
+// 32-bit lane j holds element 2j in its low half and 2j + 1 in its high
+// half, so a shift gives the even elements and a mask the odd ones.
+inline void SplitBf16(const uint16_t* w, __m256* even, __m256* odd) {
+  const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w));
+  *even = _mm256_castsi256_ps(_mm256_slli_epi32(raw, 16));
+  *odd =
+      _mm256_castsi256_ps(_mm256_and_si256(raw, _mm256_set1_epi32(static_cast<int>(0xFFFF0000u))));
+}
+
+// Sixteen bf16 weights at w against the M x rows at x (row stride in, laid
+// out by PrepareBf16X): the even products into `even`, the odd into `odd`.
+template <int M>
+inline void AddSplit(const uint16_t* w, int64_t in, const float* x, __m256* even, __m256* odd) {
+  __m256 we, wo;
+  SplitBf16(w, &we, &wo);
+  for (int i = 0; i < M; ++i)
+    even[i] = _mm256_fmadd_ps(we, _mm256_loadu_ps(x + i * in), even[i]);
+  for (int i = 0; i < M; ++i)
+    odd[i] = _mm256_fmadd_ps(wo, _mm256_loadu_ps(x + i * in + 8), odd[i]);
+}
+
+// What a one-row kernel adds after its 32-element blocks, from k: f32 (Dot1)
+// the remaining 8-wide groups into a; bf16 (SplitDotBf16) a remaining 16
+// into a and b. Returns where the scalar tail starts.
+template <int M>
+inline int64_t AddRemainder(const float* w, int64_t in, const float* x, int64_t k, Sums<M>& s) {
+  for (; k + 8 <= in; k += 8) {
+    const __m256 w0 = _mm256_loadu_ps(w + k);
+    for (int i = 0; i < M; ++i)
+      s.a[i] = _mm256_fmadd_ps(w0, _mm256_loadu_ps(x + i * in + k), s.a[i]);
+  }
+  return k;
+}
+template <int M>
+inline int64_t AddRemainder(const uint16_t* w, int64_t in, const float* x, int64_t k, Sums<M>& s) {
+  if (k + 16 > in) return k;
+  AddSplit<M>(w + k, in, x + k, s.a, s.b);
+  return k + 16;
+}
+
 // f32: dots[i] = Dot1(w, x row i) for the M x rows at x (row stride in).
 template <int M, bool kPrefetch>
 inline void Row(const float* w, int64_t in, const float* x, float* dots) {
@@ -108,42 +149,20 @@ inline void Row(const float* w, int64_t in, const float* x, float* dots) {
     for (int i = 0; i < M; ++i)
       d[i] = _mm256_fmadd_ps(w3, _mm256_loadu_ps(x + i * in + k + 24), d[i]);
   }
-  for (; k + 8 <= in; k += 8) {
-    const __m256 w0 = _mm256_loadu_ps(w + k);
-    for (int i = 0; i < M; ++i)
-      a[i] = _mm256_fmadd_ps(w0, _mm256_loadu_ps(x + i * in + k), a[i]);
-  }
-  s.Finish(w, in, x, k, dots);
+  s.Finish(w, in, x, AddRemainder(w, in, x, k, s), dots);
 }
 
 // bf16 (x rows laid out by PrepareBf16X): dots[i] = SplitDotBf16(w, x row i).
 template <int M, bool kPrefetch>
 inline void Row(const uint16_t* w, int64_t in, const float* x, float* dots) {
-  const __m256i high = _mm256_set1_epi32(static_cast<int>(0xFFFF0000u));
   Sums<M> s;
-  auto& [a, b, c, d] = s;
-  // Sixteen weights at w + at: the even ones into `even`, the odd ones into
-  // `odd`, against x's split halves at the same offset.
-  const auto half = [&](int64_t at, __m256* even, __m256* odd) {
-    const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + at));
-    const __m256 we = _mm256_castsi256_ps(_mm256_slli_epi32(raw, 16));
-    for (int i = 0; i < M; ++i)
-      even[i] = _mm256_fmadd_ps(we, _mm256_loadu_ps(x + i * in + at), even[i]);
-    const __m256 wo = _mm256_castsi256_ps(_mm256_and_si256(raw, high));
-    for (int i = 0; i < M; ++i)
-      odd[i] = _mm256_fmadd_ps(wo, _mm256_loadu_ps(x + i * in + at + 8), odd[i]);
-  };
   int64_t k = 0;
   for (; k + 32 <= in; k += 32) {
     if (kPrefetch) Prefetch(w + k);
-    half(k, a, b);
-    half(k + 16, c, d);
+    AddSplit<M>(w + k, in, x + k, s.a, s.b);
+    AddSplit<M>(w + k + 16, in, x + k + 16, s.c, s.d);
   }
-  if (k + 16 <= in) {
-    half(k, a, b);
-    k += 16;
-  }
-  s.Finish(w, in, x, k, dots);
+  s.Finish(w, in, x, AddRemainder(w, in, x, k, s), dots);
 }
 
 // The first tile of a row (x rows from i == 0) streams it without software

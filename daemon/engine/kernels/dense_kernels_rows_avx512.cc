@@ -17,13 +17,14 @@
 // work of two 256-bit ones in one instruction. On the 2-core Zen 4 VM, one
 // thread, four x rows: 0.021 to 0.026 ns per weight and x row from L1
 // against 0.028 to 0.034 for the 256-bit tiles of two weight rows and two x
-// rows this replaced, and 7 to 15% less from memory (bench/kernels).
+// rows this replaced, and 7 to 16% less time from memory (the two templates
+// side by side; bench/engine/README.md has whole decode steps).
 //
 // Four x rows are one pass over each pair of weight rows, so every tile
-// streams its rows from memory (two x rows or fewer run the one-row tiles:
-// kMaxOneRowX); two rows read side by side are followed
-// badly by the hardware prefetcher, so each tile asks for the next pair of
-// rows as it goes (PrefetchNextPair).
+// streams its rows from memory; two rows read side by side are followed badly
+// by the hardware prefetcher, so each tile asks for the next pair of rows as
+// it goes (PrefetchNextPair). Two x rows or fewer run the one-row tiles
+// (kMaxOneRowX).
 #include "daemon/engine/kernels/dense_kernels.h"
 #include "daemon/engine/kernels/dense_kernels_rows.h"
 
@@ -76,6 +77,7 @@ inline __m512 LoadKept(const float* p) {
   return v;
 }
 
+// Lanes 8-15.
 inline __m256 High(__m512 v) {
   return _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1));
 }
@@ -140,37 +142,9 @@ inline __m512 Wide(const float* w) {
   return LoadKept(w);
 }
 inline __m512 Wide(const uint16_t* w) {
-  const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w));
-  const __m256i high = _mm256_set1_epi32(static_cast<int>(0xFFFF0000u));
-  return Join(_mm256_castsi256_ps(_mm256_slli_epi32(raw, 16)),
-              _mm256_castsi256_ps(_mm256_and_si256(raw, high)));
-}
-
-// Dot1's remaining 8-wide groups of weight row w from k, into a; returns
-// where the scalar tail starts.
-template <int M>
-inline int64_t Remainder(const float* w, int64_t in, const float* x, int64_t k, Sums<M>& s) {
-  for (; k + 8 <= in; k += 8) {
-    const __m256 w0 = _mm256_loadu_ps(w + k);
-    for (int i = 0; i < M; ++i)
-      s.a[i] = _mm256_fmadd_ps(w0, _mm256_loadu_ps(x + i * in + k), s.a[i]);
-  }
-  return k;
-}
-
-// SplitDotBf16's remaining 16 of weight row w from k, into a and b.
-template <int M>
-inline int64_t Remainder(const uint16_t* w, int64_t in, const float* x, int64_t k, Sums<M>& s) {
-  if (k + 16 > in) return k;
-  const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + k));
-  const __m256 even = _mm256_castsi256_ps(_mm256_slli_epi32(raw, 16));
-  const __m256 odd =
-      _mm256_castsi256_ps(_mm256_and_si256(raw, _mm256_set1_epi32(static_cast<int>(0xFFFF0000u))));
-  for (int i = 0; i < M; ++i) {
-    s.a[i] = _mm256_fmadd_ps(even, _mm256_loadu_ps(x + i * in + k), s.a[i]);
-    s.b[i] = _mm256_fmadd_ps(odd, _mm256_loadu_ps(x + i * in + k + 8), s.b[i]);
-  }
-  return k + 16;
+  __m256 even, odd;
+  SplitBf16(w, &even, &odd);
+  return Join(even, odd);
 }
 
 // dots[r * M + i] = the one-row kernel's dot product (Dot1 for f32,
@@ -195,7 +169,7 @@ inline void PairTile(const T* w, int64_t in, const float* x, float* dots) {
   for (int r = 0; r < kRows; ++r) {
     Sums<M> s = z.Narrow(r);
     const T* wr = w + r * in;
-    s.Finish(wr, in, x, Remainder(wr, in, x, k, s), dots + r * M);
+    s.Finish(wr, in, x, AddRemainder(wr, in, x, k, s), dots + r * M);
   }
 }
 
@@ -212,10 +186,12 @@ inline void StorePairTile(const T* wr, int64_t in, int64_t out, const float* x, 
 }
 
 // Weight rows two at a time against x rows four at a time (the last one to
-// three together), an odd last weight row as in MatRows.
+// three together), an odd last weight row as in MatRows; up to kMaxOneRowX x
+// rows, MatRows itself.
 template <typename T>
 inline void MatRowsWide(const T* w, int64_t in, int64_t out, const float* x, int64_t m,
                         const float* bias, float* y, int64_t row_begin, int64_t row_end) {
+  if (m <= kMaxOneRowX) return MatRows(w, in, out, x, m, bias, y, row_begin, row_end);
   int64_t r = row_begin;
   for (; r + kRows <= row_end; r += kRows) {
     const T* wr = w + r * in;
@@ -243,13 +219,11 @@ inline void MatRowsWide(const T* w, int64_t in, int64_t out, const float* x, int
 
 void MatRowsF32Avx512(const float* w, int64_t in, int64_t out, const float* x, int64_t m,
                       const float* bias, float* y, int64_t row_begin, int64_t row_end) {
-  if (m <= kMaxOneRowX) return MatRows(w, in, out, x, m, bias, y, row_begin, row_end);
   MatRowsWide(w, in, out, x, m, bias, y, row_begin, row_end);
 }
 
 void MatRowsBf16Avx512(const uint16_t* w, int64_t in, int64_t out, const float* x, int64_t m,
                        const float* bias, float* y, int64_t row_begin, int64_t row_end) {
-  if (m <= kMaxOneRowX) return MatRows(w, in, out, x, m, bias, y, row_begin, row_end);
   MatRowsWide(w, in, out, x, m, bias, y, row_begin, row_end);
 }
 
