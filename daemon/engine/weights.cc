@@ -2,6 +2,8 @@
 
 #include <functional>
 
+#include "daemon/engine/host_memory.h"
+
 namespace medq::engine {
 namespace {
 
@@ -36,7 +38,13 @@ class Builder {
       return Error(ErrorCode::kInvalidRequest, "tensor '" + name + "' in " + it->second.file +
                                                    " is not a floating-point tensor");
     }
-    *out = t.to(placement_.device, dtype).contiguous();
+    if (placement_.device.is_cpu() && (t.scalar_type() != dtype || !t.is_contiguous())) {
+      // A copy either way: into memory that decode streams fastest.
+      *out = EmptyHostWeight(t.sizes(), dtype);
+      out->copy_(t);
+    } else {
+      *out = t.to(placement_.device, dtype).contiguous();  // mapped as it is, or to the GPU
+    }
     tensors_.erase(it);
     return Status::Ok();
   }
@@ -140,7 +148,14 @@ void Stack(std::initializer_list<at::Tensor*> parts, at::Tensor* stacked) {
     offset += p->size(0);
   }
   if (already_views) return;  // untouched since the last stacking: keep sharing it
-  *stacked = at::cat(list, 0).contiguous();
+  if (list.front().device().is_cpu()) {
+    std::vector<int64_t> sizes = list.front().sizes().vec();
+    sizes[0] = offset;  // all parts' rows
+    *stacked = EmptyHostWeight(sizes, list.front().scalar_type());
+    at::cat_out(*stacked, list, 0);
+  } else {
+    *stacked = at::cat(list, 0).contiguous();
+  }
   int64_t row = 0;
   for (at::Tensor* p : parts) {
     const int64_t n = p->size(0);
