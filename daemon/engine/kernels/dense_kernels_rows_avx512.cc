@@ -22,8 +22,8 @@
 //
 // Four x rows are one pass over each pair of weight rows, so every tile
 // streams its rows from memory; two rows read side by side are followed badly
-// by the hardware prefetcher, so each tile asks for the next pair of rows as
-// it goes (PrefetchNextPair). Two x rows or fewer run the one-row tiles
+// by the hardware prefetcher, so each tile asks for the pair of rows after
+// next as it goes (PrefetchNextPair). Two x rows or fewer run the one-row tiles
 // (kMaxOneRowX).
 #include "daemon/engine/kernels/dense_kernels.h"
 #include "daemon/engine/kernels/dense_kernels_rows.h"
@@ -53,16 +53,25 @@ constexpr int kMaxX = 4;
 // were no better there (bench/engine/README.md).
 constexpr int64_t kMaxOneRowX = 2;
 
+// How many pairs of rows ahead of the tile PrefetchNextPair asks for: the
+// pair after next, so that a pair is requested a whole tile's time before it
+// is read. One pair ahead left too little time for this VM's memory latency
+// with four x rows of arithmetic a weight: engine_bench --batch, the two
+// alternating over seven rounds, step time at four sequences 12% less for
+// SmolLM-135M fp32 (median 21.9 against 24.9 ms), 4% bf16, 9% Qwen2.5-0.5B
+// fp32, 6% bf16; at eight, -3% to +2%; less in 37 of the 56 comparisons.
+constexpr int64_t kPairsAhead = 2;
+
 // For a tile of two weight rows at w (in elements each) that has reached
-// element k of each: prefetches the next pair of rows (the 2 * in elements
-// after this pair) at twice the pace the tile walks a row, so that by the
-// tile's end the next pair is on its way. `lines` is the cache lines a row
+// element k of each: prefetches the pair kPairsAhead pairs on (2 * in
+// elements a pair) at twice the pace the tile walks a row, so that by the
+// tile's end that pair is on its way. `lines` is the cache lines a row
 // advances per call (one per 64 bytes of weights). Without it, a tile reading
 // two rows at once was 2.5 times slower from memory (two rows of SmolLM's
 // layers against two x rows, bf16, one thread: 25.5 ms against 10.6 ms).
 template <typename T>
 inline void PrefetchNextPair(const T* w, int64_t in, int64_t k, int lines) {
-  const int64_t next = 2 * in * static_cast<int64_t>(sizeof(T));
+  const int64_t next = kPairsAhead * 2 * in * static_cast<int64_t>(sizeof(T));
   const int64_t walked = 2 * k * static_cast<int64_t>(sizeof(T));
   for (int q = 0; q < 2 * lines; ++q)
     PrefetchAt(w, next + walked + 64 * q);
