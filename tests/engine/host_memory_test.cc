@@ -121,7 +121,7 @@ TEST_CASE("the kernel takes the huge-page advice", "[engine][memory]") {
   CHECK(advised);  // MADV_HUGEPAGE
 }
 
-TEST_CASE("weight copies the engine makes are advised; mapped weights stay shared",
+TEST_CASE("weight copies the engine makes are advised, mapped weights stay shared",
           "[engine][memory]") {
   TempDir dir;
   WriteBigLayerModel(dir.path());
