@@ -4,6 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "daemon/engine/host_memory.h"
 #include "daemon/engine/model_config.h"
 #include "daemon/engine/safetensors.h"
 #include "daemon/engine/tensor_view.h"
@@ -13,6 +14,13 @@ namespace {
 
 Error Invalid(const std::string& what) {
   return Error(ErrorCode::kInvalidRequest, what);
+}
+
+std::string ShapeString(at::IntArrayRef shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i)
+    s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + "]";
 }
 
 // Adds every tensor of `path` to `out`; `expected` (may be null) lists the
@@ -83,6 +91,48 @@ Result<std::map<std::string, CheckpointTensor>> ReadCheckpoint(const std::filesy
     if (!s.ok()) return s.error();
   }
   return out;
+}
+
+Status TakeTensor(std::map<std::string, CheckpointTensor>& tensors, const std::string& name,
+                  at::IntArrayRef shape, at::Device device, at::ScalarType dtype, at::Tensor* out) {
+  const auto it = tensors.find(name);
+  if (it == tensors.end()) {
+    return Invalid("tensor '" + name +
+                   "' is missing from the model's safetensors; the checkpoint does not match "
+                   "its config.json");
+  }
+  const at::Tensor& t = it->second.tensor;
+  if (t.sizes() != shape) {
+    return Invalid("tensor '" + name + "' in " + it->second.file + " has shape " +
+                   ShapeString(t.sizes()) + ", config.json implies " + ShapeString(shape));
+  }
+  if (!at::isFloatingType(t.scalar_type())) {
+    return Invalid("tensor '" + name + "' in " + it->second.file +
+                   " is not a floating-point tensor");
+  }
+  if (device.is_cpu() && (t.scalar_type() != dtype || !t.is_contiguous())) {
+    // A copy either way: into memory that decode streams fastest.
+    *out = EmptyHostWeight(t.sizes(), dtype);
+    out->copy_(t);
+  } else {
+    *out = t.to(device, dtype).contiguous();  // the mapping as it is, or a copy on the GPU
+  }
+  tensors.erase(it);
+  return Status::Ok();
+}
+
+Status CheckNoneLeft(const std::map<std::string, CheckpointTensor>& tensors,
+                     const std::function<bool(const std::string&)>& ignorable) {
+  std::string left;
+  int count = 0;
+  for (const auto& [name, t] : tensors) {
+    if (ignorable(name)) continue;
+    if (++count <= 5) left += (left.empty() ? "'" : ", '") + name + "' (" + t.file + ")";
+  }
+  if (count == 0) return Status::Ok();
+  return Invalid(std::to_string(count) + " unexpected tensor(s) in the checkpoint: " + left +
+                 (count > 5 ? ", ..." : "") +
+                 "; the weights do not match the architecture in config.json");
 }
 
 }  // namespace medq::engine

@@ -17,13 +17,6 @@
 namespace medq::engine {
 namespace {
 
-std::string ShapeString(at::IntArrayRef shape) {
-  std::string s = "[";
-  for (size_t i = 0; i < shape.size(); ++i)
-    s += (i ? ", " : "") + std::to_string(shape[i]);
-  return s + "]";
-}
-
 // The checkpoint's tensors under their BertModel / MPNetModel names: the
 // "bert." / "mpnet." prefix a *ForMaskedLM-style save adds is dropped, and
 // TF-era LayerNorm names (gamma, beta) become weight, bias as transformers
@@ -46,26 +39,7 @@ class Taker {
       : tensors_(std::move(tensors)), device_(device), dtype_(dtype) {}
 
   Status Take(const std::string& name, std::vector<int64_t> shape, at::Tensor* out) {
-    const auto it = tensors_.find(name);
-    if (it == tensors_.end()) {
-      return Error(ErrorCode::kInvalidRequest,
-                   "tensor '" + name +
-                       "' is missing from the model's safetensors; the checkpoint does not "
-                       "match its config.json");
-    }
-    const at::Tensor& t = it->second.tensor;
-    if (t.sizes() != at::IntArrayRef(shape)) {
-      return Error(ErrorCode::kInvalidRequest, "tensor '" + name + "' in " + it->second.file +
-                                                   " has shape " + ShapeString(t.sizes()) +
-                                                   ", config.json implies " + ShapeString(shape));
-    }
-    if (!at::isFloatingType(t.scalar_type())) {
-      return Error(ErrorCode::kInvalidRequest, "tensor '" + name + "' in " + it->second.file +
-                                                   " is not a floating-point tensor");
-    }
-    *out = t.to(device_, dtype_).contiguous();
-    tensors_.erase(it);
-    return Status::Ok();
+    return TakeTensor(tensors_, name, shape, device_, dtype_, out);
   }
   // name.weight [rows, cols] and name.bias [rows].
   Status Linear(const std::string& name, int64_t rows, int64_t cols, at::Tensor* w, at::Tensor* b) {
@@ -82,20 +56,10 @@ class Taker {
   // Every tensor not taken, except the pooler and buffers sentence-
   // transformers ignores too, is an error.
   Status CheckNoneLeft() const {
-    std::string left;
-    int count = 0;
-    for (const auto& [name, t] : tensors_) {
-      if (name.rfind("pooler.", 0) == 0 || name == "embeddings.position_ids" ||
-          name == "embeddings.token_type_ids") {
-        continue;
-      }
-      if (++count <= 5) left += (left.empty() ? "'" : ", '") + name + "' (" + t.file + ")";
-    }
-    if (count == 0) return Status::Ok();
-    return Error(ErrorCode::kInvalidRequest,
-                 std::to_string(count) + " unexpected tensor(s) in the checkpoint: " + left +
-                     (count > 5 ? ", ..." : "") +
-                     "; the weights do not match the architecture in config.json");
+    return engine::CheckNoneLeft(tensors_, [](const std::string& name) {
+      return name.rfind("pooler.", 0) == 0 || name == "embeddings.position_ids" ||
+             name == "embeddings.token_type_ids";
+    });
   }
 
  private:

@@ -7,46 +7,14 @@
 namespace medq::engine {
 namespace {
 
-std::string ShapeString(at::IntArrayRef shape) {
-  std::string s = "[";
-  for (size_t i = 0; i < shape.size(); ++i)
-    s += (i ? ", " : "") + std::to_string(shape[i]);
-  return s + "]";
-}
-
 class Builder {
  public:
   Builder(std::map<std::string, CheckpointTensor> tensors, const WeightPlacement& placement)
       : tensors_(std::move(tensors)), placement_(placement) {}
 
-  // Takes `name` with `shape` into *out in `dtype` (on the device).
   Status Take(const std::string& name, std::vector<int64_t> shape, at::ScalarType dtype,
               at::Tensor* out) {
-    const auto it = tensors_.find(name);
-    if (it == tensors_.end()) {
-      return Error(ErrorCode::kInvalidRequest, "tensor '" + name +
-                                                   "' is missing from the model's safetensors; the "
-                                                   "checkpoint does not match its config.json");
-    }
-    const at::Tensor& t = it->second.tensor;
-    if (t.sizes() != at::IntArrayRef(shape)) {
-      return Error(ErrorCode::kInvalidRequest, "tensor '" + name + "' in " + it->second.file +
-                                                   " has shape " + ShapeString(t.sizes()) +
-                                                   ", config.json implies " + ShapeString(shape));
-    }
-    if (!at::isFloatingType(t.scalar_type())) {
-      return Error(ErrorCode::kInvalidRequest, "tensor '" + name + "' in " + it->second.file +
-                                                   " is not a floating-point tensor");
-    }
-    if (placement_.device.is_cpu() && (t.scalar_type() != dtype || !t.is_contiguous())) {
-      // A copy either way: into memory that decode streams fastest.
-      *out = EmptyHostWeight(t.sizes(), dtype);
-      out->copy_(t);
-    } else {
-      *out = t.to(placement_.device, dtype).contiguous();  // mapped as it is, or to the GPU
-    }
-    tensors_.erase(it);
-    return Status::Ok();
+    return TakeTensor(tensors_, name, shape, placement_.device, dtype, out);
   }
   Status Matrix(const std::string& name, std::vector<int64_t> shape, at::Tensor* out) {
     return Take(name, std::move(shape), placement_.weight_dtype, out);
@@ -55,20 +23,10 @@ class Builder {
     return Take(name, {n}, placement_.compute_dtype, out);
   }
   // Every tensor not taken, except ones transformers ignores too, is an error.
-  Status CheckNoneLeft(bool tied) {
-    std::string left;
-    int count = 0;
-    for (const auto& [name, t] : tensors_) {
-      const bool ignorable =
-          name.ends_with("rotary_emb.inv_freq") || (tied && name == "lm_head.weight");
-      if (ignorable) continue;
-      if (++count <= 5) left += (left.empty() ? "'" : ", '") + name + "' (" + t.file + ")";
-    }
-    if (count == 0) return Status::Ok();
-    return Error(ErrorCode::kInvalidRequest,
-                 std::to_string(count) + " unexpected tensor(s) in the checkpoint: " + left +
-                     (count > 5 ? ", ..." : "") +
-                     "; the weights do not match the architecture in config.json");
+  Status CheckNoneLeft(bool tied) const {
+    return engine::CheckNoneLeft(tensors_, [tied](const std::string& name) {
+      return name.ends_with("rotary_emb.inv_freq") || (tied && name == "lm_head.weight");
+    });
   }
 
  private:
