@@ -19,7 +19,6 @@
 // of the machine hits both; medians and ranges over repetitions. One JSON
 // object on stdout.
 #include <signal.h>
-#include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -36,12 +35,11 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include "bench/common/bench_daemon.h"
 #include "bench/engine/batch_bench.h"
 #include "bench/engine/in_child.h"
 #include "bench/engine/random_model.h"
 #include "ipc/client.h"
-
-extern char** environ;
 
 namespace {
 
@@ -152,41 +150,13 @@ std::vector<double> PollLatency(const std::string& socket, const std::atomic<boo
 
 pid_t StartDaemon(const Options& o, const fs::path& models, const std::string& socket) {
   const int max_clients = *std::max_element(o.clients.begin(), o.clients.end());
-  // A job store of its own, beside its socket (the default one may be in use).
-  const std::string state = (fs::path(socket).parent_path() / "state").string();
-  std::vector<std::string> args = {o.medqd,
-                                   "--socket",
-                                   socket,
-                                   "--state-dir",
-                                   state,
-                                   "--config",
-                                   "/dev/null",
-                                   "--log-level",
-                                   "warn",
-                                   "--models-dir",
-                                   models.string(),
-                                   "--model",
-                                   o.shape,
-                                   "--dtype",
-                                   o.dtype,
-                                   "--threads",
-                                   std::to_string(o.threads),
-                                   "--max-queue",
-                                   "64",
-                                   "--max-concurrent",
-                                   std::to_string(max_clients)};
-  std::vector<char*> argv;
-  for (std::string& a : args)
-    argv.push_back(a.data());
-  argv.push_back(nullptr);
-  pid_t pid = -1;
-  if (posix_spawn(&pid, argv[0], nullptr, nullptr, argv.data(), environ) != 0) Die("spawn medqd");
-  for (int i = 0; i < 500; ++i) {
-    if (auto c = medq::ipc::Client::Connect(socket); c.ok() && c->Call("health").ok()) return pid;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  kill(pid, SIGKILL);
-  Die("medqd did not come up");
+  const pid_t pid =
+      medq::bench::StartDaemon(o.medqd, socket,
+                               {"--models-dir", models.string(), "--model", o.shape, "--dtype",
+                                o.dtype, "--threads", std::to_string(o.threads), "--max-queue",
+                                "64", "--max-concurrent", std::to_string(max_clients)});
+  if (pid < 0) Die("medqd did not come up");
+  return pid;
 }
 
 }  // namespace

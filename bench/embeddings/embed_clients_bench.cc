@@ -13,7 +13,6 @@
 // Rounds alternate the two daemons, so that drift of the machine hits both;
 // medians and ranges over rounds. One JSON object on stdout.
 #include <signal.h>
-#include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -29,12 +28,11 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include "bench/common/bench_daemon.h"
 #include "bench/embeddings/corpus.h"
 #include "bench/kernels/timing.h"
 #include "daemon/tokenizer/tokenizer.h"
 #include "ipc/client.h"
-
-extern char** environ;
 
 namespace {
 
@@ -71,43 +69,16 @@ double Percentile(std::vector<double> v, double p) {
 
 pid_t StartDaemon(const Options& o, const fs::path& models, const std::string& model_name,
                   const std::string& socket, int max_batch) {
-  // A job store of its own, beside its socket (the default one may be in use).
-  const std::string state = (fs::path(socket).parent_path() / "state").string();
-  std::vector<std::string> args = {o.medqd,
-                                   "--socket",
-                                   socket,
-                                   "--state-dir",
-                                   state,
-                                   "--config",
-                                   "/dev/null",
-                                   "--log-level",
-                                   "warn",
-                                   "--models-dir",
-                                   models.string(),
-                                   "--embed-model",
-                                   model_name,
-                                   "--threads",
-                                   std::to_string(o.threads),
-                                   "--max-queue",
-                                   std::to_string(std::max(64, 2 * o.clients)),
-                                   "--embed-max-concurrent",
-                                   std::to_string(std::max(64, 2 * o.clients)),
-                                   "--embed-max-batch",
-                                   std::to_string(max_batch),
-                                   "--embed-batch-timeout-ms",
-                                   std::to_string(o.batch_timeout_ms)};
-  std::vector<char*> argv;
-  for (std::string& a : args)
-    argv.push_back(a.data());
-  argv.push_back(nullptr);
-  pid_t pid = -1;
-  if (posix_spawn(&pid, argv[0], nullptr, nullptr, argv.data(), environ) != 0) Die("spawn medqd");
+  const std::string limit = std::to_string(std::max(64, 2 * o.clients));
+  const pid_t pid = medq::bench::StartDaemon(
+      o.medqd, socket,
+      {"--models-dir", models.string(), "--embed-model", model_name, "--threads",
+       std::to_string(o.threads), "--max-queue", limit, "--embed-max-concurrent", limit,
+       "--embed-max-batch", std::to_string(max_batch), "--embed-batch-timeout-ms",
+       std::to_string(o.batch_timeout_ms)});
+  if (pid < 0) Die("medqd did not come up");
   g_daemons.push_back(pid);
-  for (int i = 0; i < 500; ++i) {
-    if (auto c = medq::ipc::Client::Connect(socket); c.ok() && c->Call("health").ok()) return pid;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  Die("medqd did not come up");
+  return pid;
 }
 
 // One embed of one text; the final reply's result, or Die.

@@ -4,7 +4,6 @@
 // mid-stream, one past max_connections): the load of load_driver.h, held
 // for --hold-s after every reply has come. One JSON object on stdout.
 #include <signal.h>
-#include <spawn.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -16,10 +15,9 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include "bench/common/bench_daemon.h"
 #include "bench/load/load_driver.h"
 #include "ipc/client.h"
-
-extern char** environ;
 
 namespace {
 
@@ -65,28 +63,12 @@ int main(int argc, char** argv) {
   char tmpl[] = "/tmp/medq-load.XXXXXX";
   const fs::path dir = mkdtemp(tmpl);
   options.socket = (dir / "medq.sock").string();
-  std::vector<std::string> args = {medqd,
-                                   "--socket",
-                                   options.socket,
-                                   "--config",
-                                   "/dev/null",
-                                   "--log-level",
-                                   "warn",
-                                   "--max-connections",
-                                   std::to_string(options.connections + 1),
-                                   "--idle-timeout-s",
-                                   "600",
-                                   "--max-queue",
-                                   "64",
-                                   "--max-concurrent",
-                                   "4"};
-  std::vector<char*> cargs;
-  for (auto& a : args)
-    cargs.push_back(a.data());
-  cargs.push_back(nullptr);
-  pid_t daemon = -1;
-  if (posix_spawn(&daemon, cargs[0], nullptr, nullptr, cargs.data(), environ) != 0) {
-    std::cerr << "load_bench: cannot start " << medqd << "\n";
+  const pid_t daemon = medq::bench::StartDaemon(
+      medqd, options.socket,
+      {"--max-connections", std::to_string(options.connections + 1), "--idle-timeout-s", "600",
+       "--max-queue", "64", "--max-concurrent", "4"});
+  if (daemon < 0) {
+    std::cerr << "load_bench: " << medqd << " did not come up on " << options.socket << "\n";
     return 1;
   }
   // Ready, and the demo model loaded by one generation, before the load.

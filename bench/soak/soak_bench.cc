@@ -6,7 +6,6 @@
 // overhead: time to first token through the socket minus the same request on
 // the engine alone, in this process. One JSON object on stdout.
 #include <signal.h>
-#include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -21,10 +20,9 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include "bench/common/bench_daemon.h"
 #include "daemon/engine/engine.h"
 #include "ipc/client.h"
-
-extern char** environ;
 
 namespace {
 
@@ -175,35 +173,18 @@ int main(int argc, char** argv) {
   char tmpl[] = "/tmp/medq-soak.XXXXXX";
   const fs::path dir = mkdtemp(tmpl);
   const std::string socket = (dir / "medq.sock").string();
-  std::vector<std::string> args = {medqd,
-                                   "--socket",
-                                   socket,
-                                   "--config",
-                                   "/dev/null",
-                                   "--log-level",
-                                   "warn",
-                                   "--max-queue",
-                                   "64",
-                                   "--cleanup",
-                                   "after-each",
-                                   "--models-dir",
-                                   fs::path(model).parent_path().string(),
-                                   "--model",
-                                   fs::path(model).filename().string()};
-  std::vector<char*> cargs;
-  for (auto& a : args)
-    cargs.push_back(a.data());
-  cargs.push_back(nullptr);
-  pid_t daemon = -1;
-  posix_spawn(&daemon, cargs[0], nullptr, nullptr, cargs.data(), environ);
-  for (int i = 0; i < 500; ++i) {
-    if (auto c = medq::ipc::Client::Connect(socket); c.ok() && c->Call("health").ok()) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  const pid_t daemon = medq::bench::StartDaemon(
+      medqd, socket,
+      {"--max-queue", "64", "--cleanup", "after-each", "--models-dir",
+       fs::path(model).parent_path().string(), "--model", fs::path(model).filename().string()});
+  if (daemon < 0) {
+    std::cerr << "soak_bench: " << medqd << " did not come up on " << socket << "\n";
+    return 1;
   }
   auto client = medq::ipc::Client::Connect(socket);
   if (!client.ok()) {
-    std::cerr << "soak_bench: medqd did not come up on " << socket << ": " << client.error().message
-              << "\n";
+    std::cerr << "soak_bench: cannot connect to medqd on " << socket << ": "
+              << client.error().message << "\n";
     kill(daemon, SIGTERM);
     return 1;
   }
