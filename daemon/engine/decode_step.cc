@@ -67,11 +67,9 @@ struct Buffers {
         qkv(n * (c.num_heads + 2 * c.num_kv_heads) * c.head_dim),
         attn(n * c.num_heads * c.head_dim),
         gate_up(n * 2 * intermediate),
-        act(n * intermediate),
-        attentions(static_cast<size_t>(n)) {}
+        act(n * intermediate) {}
   int64_t rows;
   std::vector<float> x, h, qkv, attn, gate_up, act;
-  std::vector<kernels::CachedAttention> attentions;  // one per row, per layer
 };
 
 // The residual connection: x += h.
@@ -88,11 +86,10 @@ void NormRows(const ModelConfig& c, const at::Tensor& weight, Buffers& b) {
   }
 }
 
-// q/k norms, RoPE at the cache's position and the key/value write of one
-// sequence: qkv [q_out + 2 * kv_out] in; returns its attention, to write
-// [heads * D] at out.
-kernels::CachedAttention PrepareAttention(const ModelConfig& c, const LayerWeights& l, size_t layer,
-                                          KvCache& cache, float* qkv, float* out) {
+// q/k norms, RoPE at the cache's position, the key/value write and the
+// attention of one sequence: qkv [q_out + 2 * kv_out] in, out [heads * D].
+void AttendOne(const ModelConfig& c, const LayerWeights& l, size_t layer, KvCache& cache,
+               float* qkv, float* out) {
   const int64_t d = c.head_dim, p = cache.length();
   float* q = qkv;
   float* k = q + c.num_heads * d;
@@ -124,23 +121,20 @@ kernels::CachedAttention PrepareAttention(const ModelConfig& c, const LayerWeigh
   a.begin = c.sliding_window ? std::max<int64_t>(0, p - *c.sliding_window + 1) : 0;
   a.end = p + 1;
   a.out = out;
-  return a;
+  kernels::CpuCachedAttention(a);
 }
 
 // x += o_proj(attention(h)): one projection call per weight for all rows,
-// attention per sequence against its own cache, all sequences' heads shared
-// out to the threads in one go.
+// attention per sequence against its own cache.
 void AttentionBlock(const ModelConfig& c, const LayerWeights& l, size_t layer,
                     std::span<KvCache* const> caches, Buffers& b) {
   const int64_t qkv_width = (c.num_heads + 2 * c.num_kv_heads) * c.head_dim;
   const int64_t attn_width = c.num_heads * c.head_dim;
   kernels::MatRowsInto(l.qkv_proj, b.h.data(), b.rows, F32(l.qkv_bias), b.qkv.data());
   for (int64_t i = 0; i < b.rows; ++i) {
-    b.attentions[static_cast<size_t>(i)] =
-        PrepareAttention(c, l, layer, *caches[static_cast<size_t>(i)], b.qkv.data() + i * qkv_width,
-                         b.attn.data() + i * attn_width);
+    AttendOne(c, l, layer, *caches[static_cast<size_t>(i)], b.qkv.data() + i * qkv_width,
+              b.attn.data() + i * attn_width);
   }
-  kernels::CpuCachedAttentions(b.attentions.data(), b.rows);
   kernels::MatRowsInto(l.o_proj, b.attn.data(), b.rows, F32(l.o_bias), b.h.data());
   AddResidual(b);
 }

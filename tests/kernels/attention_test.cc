@@ -115,47 +115,5 @@ TEST_CASE("CpuCachedAttention matches softmax(q k) v, scalar", "[attention]") {
   CheckAgainstReference(Tables::kScalar);
 }
 
-// Several sequences' attentions in one call (the batched decode step), short
-// enough together to stay on the calling thread and long enough to be
-// shared: every head's output is bitwise the one-at-a-time call's.
-TEST_CASE("CpuCachedAttentions gives each attention CpuCachedAttention's bits", "[attention]") {
-  const int64_t capacity = 256, heads = 9, kv_heads = 3, d = 64;
-  std::mt19937 rng(5);
-  const std::vector<std::vector<int64_t>> batches = {{1, 7, 3, 12}, {40, 200, 1, 256, 90}};
-  for (const std::vector<int64_t>& ends : batches) {
-    const size_t cache = static_cast<size_t>(kv_heads * capacity * d);
-    std::vector<std::vector<float>> q, keys, values, together, alone;
-    for (size_t i = 0; i < ends.size(); ++i) {
-      q.push_back(Random(static_cast<size_t>(heads * d), rng));
-      keys.push_back(Random(cache, rng));
-      values.push_back(Random(cache, rng));
-      together.emplace_back(static_cast<size_t>(heads * d), NAN);
-      alone.emplace_back(static_cast<size_t>(heads * d), NAN);
-    }
-    std::vector<kernels::CachedAttention> all(ends.size());
-    for (size_t i = 0; i < ends.size(); ++i) {
-      kernels::CachedAttention& a = all[i];
-      a.q = q[i].data();
-      a.keys = keys[i].data();
-      a.values = values[i].data();
-      a.heads = heads;
-      a.kv_heads = kv_heads;
-      a.capacity = capacity;
-      a.head_dim = d;
-      a.begin = ends[i] > 100 ? 30 : 0;
-      a.end = ends[i];
-      a.out = together[i].data();
-    }
-    kernels::CpuCachedAttentions(all.data(), static_cast<int64_t>(all.size()));
-    for (size_t i = 0; i < ends.size(); ++i) {
-      INFO("attention " << i << " of " << ends.size() << ", end " << ends[i]);
-      kernels::CachedAttention a = all[i];
-      a.out = alone[i].data();
-      kernels::CpuCachedAttention(a);
-      REQUIRE(together[i] == alone[i]);
-    }
-  }
-}
-
 }  // namespace
 }  // namespace medq::engine

@@ -46,33 +46,17 @@ void OneHead(const CachedAttention& a, int64_t h, std::vector<float>& scores) {
 }  // namespace
 
 void CpuCachedAttention(const CachedAttention& a) {
-  CpuCachedAttentions(&a, 1);
-}
-
-void CpuCachedAttentions(const CachedAttention* attentions, int64_t count) {
-  int64_t bytes = 0, units = 0;
-  for (int64_t i = 0; i < count; ++i) {
-    const CachedAttention& a = attentions[i];
-    bytes += 2 * a.kv_heads * (a.end - a.begin) * a.head_dim * static_cast<int64_t>(sizeof(float));
-    units += a.heads;
-  }
-  // The units number every attention's heads in order: unit u is head u of
-  // attention 0, or the next attention's head u - heads, and so on.
-  const auto run = [&](int64_t u, std::vector<float>& scores) {
-    int64_t i = 0;
-    while (u >= attentions[i].heads)
-      u -= attentions[i++].heads;
-    OneHead(attentions[i], u, scores);
-  };
+  const int64_t bytes =
+      2 * a.kv_heads * (a.end - a.begin) * a.head_dim * static_cast<int64_t>(sizeof(float));
   if (bytes < kMinBytesToShare) {
     std::vector<float> scores;
-    for (int64_t u = 0; u < units; ++u)
-      run(u, scores);
+    for (int64_t h = 0; h < a.heads; ++h)
+      OneHead(a, h, scores);
     return;
   }
-  ShareWork(units, KernelThreads() - 1, [&](int64_t u) {
+  ShareWork(a.heads, KernelThreads() - 1, [&](int64_t h) {
     std::vector<float> scores;
-    run(u, scores);
+    OneHead(a, h, scores);
   });
 }
 

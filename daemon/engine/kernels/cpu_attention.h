@@ -23,12 +23,4 @@ struct CachedAttention {
 // 0 <= begin < end <= capacity; buffers as sized above.
 void CpuCachedAttention(const CachedAttention& a);
 
-// CpuCachedAttention for several independent attentions at once (one per
-// sequence of a batched decode step): every (attention, head) pair is one
-// unit of work, so the threads are woken once for all of them, and shared
-// as soon as their reads together are large enough, where one sequence's
-// alone would stay on the calling thread. Each head's result is bitwise what
-// CpuCachedAttention gives it.
-void CpuCachedAttentions(const CachedAttention* attentions, int64_t count);
-
 }  // namespace medq::engine::kernels
