@@ -38,7 +38,7 @@ class Taker {
   Taker(std::map<std::string, CheckpointTensor> tensors, at::Device device, at::ScalarType dtype)
       : tensors_(std::move(tensors)), device_(device), dtype_(dtype) {}
 
-  Status Take(const std::string& name, std::vector<int64_t> shape, at::Tensor* out) {
+  Status Take(const std::string& name, at::IntArrayRef shape, at::Tensor* out) {
     return TakeTensor(tensors_, name, shape, device_, dtype_, out);
   }
   // name.weight [rows, cols] and name.bias [rows].

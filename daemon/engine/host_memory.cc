@@ -14,7 +14,7 @@ uintptr_t RoundUp(uintptr_t n, uintptr_t to) {
   return (n + to - 1) / to * to;
 }
 
-// The storage deleter of a huge-page tensor: unmaps what Map returned. Its
+// The storage deleter of a huge-page tensor: unmaps what MapAligned gave. Its
 // address doubles as the mark IsHugePageAdvised looks for.
 struct Mapping {
   static void Unmap(void* ctx) {

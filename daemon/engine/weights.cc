@@ -1,7 +1,5 @@
 #include "daemon/engine/weights.h"
 
-#include <functional>
-
 #include "daemon/engine/host_memory.h"
 
 namespace medq::engine {
@@ -12,12 +10,12 @@ class Builder {
   Builder(std::map<std::string, CheckpointTensor> tensors, const WeightPlacement& placement)
       : tensors_(std::move(tensors)), placement_(placement) {}
 
-  Status Take(const std::string& name, std::vector<int64_t> shape, at::ScalarType dtype,
+  Status Take(const std::string& name, at::IntArrayRef shape, at::ScalarType dtype,
               at::Tensor* out) {
     return TakeTensor(tensors_, name, shape, placement_.device, dtype, out);
   }
-  Status Matrix(const std::string& name, std::vector<int64_t> shape, at::Tensor* out) {
-    return Take(name, std::move(shape), placement_.weight_dtype, out);
+  Status Matrix(const std::string& name, at::IntArrayRef shape, at::Tensor* out) {
+    return Take(name, shape, placement_.weight_dtype, out);
   }
   Status Vector(const std::string& name, int64_t n, at::Tensor* out) {
     return Take(name, {n}, placement_.compute_dtype, out);
