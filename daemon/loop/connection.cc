@@ -193,6 +193,22 @@ void Connection::Write(std::string line) {
   }
 }
 
+void Connection::WriteAndClose(std::string line) {
+  if (closing_) return;
+  auto* stream = reinterpret_cast<uv_stream_t*>(&pipe_);
+  if (uv_stream_get_write_queue_size(stream) == 0) {
+    uv_buf_t buf = uv_buf_init(line.data(), static_cast<unsigned>(line.size()));
+    const int written = uv_try_write(stream, &buf, 1);
+    if (written == static_cast<int>(line.size())) {
+      Close();
+      return;
+    }
+    if (written > 0) line.erase(0, static_cast<size_t>(written));
+  }
+  Write(std::move(line));
+  CloseAfterWrites();
+}
+
 void Connection::CloseAfterWrites() {
   if (closing_ || shutting_down_) return;
   shutting_down_ = true;

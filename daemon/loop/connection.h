@@ -57,6 +57,12 @@ class Connection : public ReplyChannel, public std::enable_shared_from_this<Conn
   void Write(std::string line);
   // Stops reading, flushes queued writes, then closes.
   void CloseAfterWrites();
+  // The only line a connection refused at accept gets: written at once when
+  // the socket takes it whole (a fresh socket's buffer does) and the
+  // descriptor closed at once, so that a flood of refused connections holds
+  // no descriptors while the loop catches up; otherwise Write and
+  // CloseAfterWrites.
+  void WriteAndClose(std::string line);
   // Closes now; queued writes are abandoned.
   void Close();
 

@@ -380,12 +380,11 @@ void Server::Accept() {
   if (static_cast<int>(connections_.size()) > config_.max_connections) {
     spdlog::warn("refusing connection: {} connections open, max_connections is {}",
                  connections_.size() - 1, config_.max_connections);
-    conn->Write(EncodeError(
+    conn->WriteAndClose(EncodeError(
         nullptr, Error(ErrorCode::kNotReady,
                        "Too many connections (" + std::to_string(config_.max_connections) +
                            " open). Try again later.",
                        1.0)));
-    conn->CloseAfterWrites();
     return;
   }
   auto peer = PeerOf(conn->fd());
@@ -395,11 +394,10 @@ void Server::Accept() {
         "group '{}'; add the user to that group to allow it",
         peer ? std::to_string(peer->uid) : "?", peer ? std::to_string(peer->pid) : "?",
         config_.socket_group);
-    conn->Write(EncodeError(nullptr, Error(ErrorCode::kPermissionDenied,
-                                           "permission denied: ask an administrator to add you "
-                                           "to the group '" +
-                                               config_.socket_group + "'")));
-    conn->CloseAfterWrites();
+    conn->WriteAndClose(EncodeError(nullptr, Error(ErrorCode::kPermissionDenied,
+                                                   "permission denied: ask an administrator to "
+                                                   "add you to the group '" +
+                                                       config_.socket_group + "'")));
     return;
   }
   spdlog::debug("connection {} from uid {} pid {}", id, peer->uid, peer->pid);
