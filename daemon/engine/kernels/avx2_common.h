@@ -37,6 +37,20 @@ inline float HorizontalSum(__m256 v) {
   return _mm_cvtss_f32(s);
 }
 
+// The 16 floats at x split into their 8 even-indexed elements (to even) and
+// their 8 odd-indexed ones (to odd), each in order: how the bf16 kernels lay
+// out x against weights split by a shift and a mask (SplitDotBf16).
+inline void SplitEvenOdd16(const float* x, float* even, float* odd) {
+  const __m256 a = _mm256_loadu_ps(x);
+  const __m256 b = _mm256_loadu_ps(x + 8);
+  // shuffle_ps works within 128-bit lanes: [a0 a2 b0 b2 | a4 a6 b4 b6], and
+  // the 64-bit permute puts the pairs in order.
+  const __m256 e = _mm256_shuffle_ps(a, b, _MM_SHUFFLE(2, 0, 2, 0));
+  const __m256 o = _mm256_shuffle_ps(a, b, _MM_SHUFFLE(3, 1, 3, 1));
+  _mm256_storeu_ps(even, _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(e), 0xD8)));
+  _mm256_storeu_ps(odd, _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(o), 0xD8)));
+}
+
 // sum + Σ w[j]·x[j] for j in [k, in), one fused multiply-add at a time: the
 // scalar tail of every one-row dot product here, written once so that each
 // kernel rounds its tail the same way. The FMA is spelled out: GCC contracts

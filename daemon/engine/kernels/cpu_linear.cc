@@ -112,7 +112,7 @@ void MatVecInto(const torch::Tensor& weight, const float* x, const float* bias, 
   } else {
     const auto* wp = reinterpret_cast<const uint16_t*>(weight.data_ptr<at::BFloat16>());
     std::vector<float> prepared(static_cast<size_t>(in));
-    k.prepare_bf16_x(x, in, prepared.data());
+    k.prepare_bf16_rows(x, 1, in, prepared.data());
     ParallelOverRows(out, in, sizeof(uint16_t), [&](int64_t begin, int64_t end) {
       k.matvec_bf16(wp, in, prepared.data(), bias, y, begin, end);
     });
@@ -142,8 +142,7 @@ void MatRowsInto(const torch::Tensor& weight, const float* x, int64_t m, const f
     // Grown, never shrunk: one decode step makes several calls per layer.
     thread_local std::vector<float> prepared;
     if (prepared.size() < static_cast<size_t>(m * in)) prepared.resize(static_cast<size_t>(m * in));
-    for (int64_t i = 0; i < m; ++i)
-      k.prepare_bf16_x(x + i * in, in, prepared.data() + i * in);
+    k.prepare_bf16_rows(x, m, in, prepared.data());
     const float* xp = prepared.data();
     ParallelOverRows(out, in, sizeof(uint16_t), [&](int64_t begin, int64_t end) {
       k.matrows_bf16(wp, in, out, xp, m, bias, y, begin, end);

@@ -18,12 +18,15 @@ using MatVecF32Fn = void (*)(const float* w, int64_t in, const float* x, const f
                              float* y, int64_t row_begin, int64_t row_end);
 
 // Same with w [out, in] bf16, and x as laid out by the same table's
-// prepare_bf16_x (once per product, not per row range).
+// prepare_bf16_rows with m = 1 (once per product, not per row range).
 using MatVecBf16Fn = void (*)(const uint16_t* w, int64_t in, const float* x, const float* bias,
                               float* y, int64_t row_begin, int64_t row_end);
 
-// Writes x [in] into `prepared` [in] in the order matvec_bf16 reads it.
-using PrepareBf16XFn = void (*)(const float* x, int64_t in, float* prepared);
+// Writes the m rows x [m, in] into `prepared` [m, in] in the order the same
+// table's bf16 kernels read them: matvec_bf16 for m = 1, matrows_bf16 for m
+// rows (the layout may depend on m, as the tiles that run do). Once per
+// product, not per row range.
+using PrepareBf16RowsFn = void (*)(const float* x, int64_t m, int64_t in, float* prepared);
 
 // Several input rows against bf16 weights: for every i in [0, m) and
 // r in [row_begin, row_end), y[i, r] = dot(w[r, :], x[i, :]) + bias[r].
@@ -37,11 +40,11 @@ using MatMulBf16Fn = void (*)(const uint16_t* w, int64_t in, int64_t out, const 
 // Several input rows, each computed exactly as the same table's matvec
 // computes one: for every i in [0, m) and r in [row_begin, row_end),
 // y[i * out + r] holds, bitwise, what matvec_f32 / matvec_bf16 writes to
-// y[r] for x row i (bf16: each row laid out by prepare_bf16_x). Each weight
-// row is read from memory once for all m rows and reused from L1 while the
-// rows run against it, so m rows cost about one weight read, and a row's
-// result never depends on m or on the other rows (batch invariance). x is
-// [m, in], y is [m, out].
+// y[r] for x row i (bf16: the rows laid out by prepare_bf16_rows for m).
+// Each weight row is read from memory once for all m rows and reused from L1
+// while the rows run against it, so m rows cost about one weight read, and a
+// row's result never depends on m or on the other rows (batch invariance).
+// x is [m, in], y is [m, out].
 using MatRowsF32Fn = void (*)(const float* w, int64_t in, int64_t out, const float* x, int64_t m,
                               const float* bias, float* y, int64_t row_begin, int64_t row_end);
 using MatRowsBf16Fn = void (*)(const uint16_t* w, int64_t in, int64_t out, const float* x,
@@ -60,7 +63,7 @@ struct DenseKernels {
   const char* name;
   MatVecF32Fn matvec_f32;
   MatVecBf16Fn matvec_bf16;
-  PrepareBf16XFn prepare_bf16_x;
+  PrepareBf16RowsFn prepare_bf16_rows;
   MatMulBf16Fn matmul_bf16;
   Bf16ToF32Fn bf16_to_f32;
   MatRowsF32Fn matrows_f32;
@@ -97,6 +100,9 @@ void MatRowsF32Avx512(const float* w, int64_t in, int64_t out, const float* x, i
                       const float* bias, float* y, int64_t row_begin, int64_t row_end);
 void MatRowsBf16Avx512(const uint16_t* w, int64_t in, int64_t out, const float* x, int64_t m,
                        const float* bias, float* y, int64_t row_begin, int64_t row_end);
+// The AVX-512VL table's prepare_bf16_rows: the AVX2 table's layout where
+// MatRowsBf16Avx512 runs the one-row tiles (m <= 2), its own elsewhere.
+void PrepareBf16RowsAvx512(const float* x, int64_t m, int64_t in, float* prepared);
 
 // Weight rows converted per step by MatMulBf16Fn kernels: a block of this many
 // rows, converted to float32, is reused for every input row.

@@ -90,20 +90,15 @@ void MatVecF32(const float* w, int64_t in, const float* x, const float* bias, fl
 // 8 odd-indexed ones; the tail (in % 16) stays in place.
 void PrepareBf16X(const float* x, int64_t in, float* split) {
   int64_t k = 0;
-  for (; k + 16 <= in; k += 16) {
-    const __m256 a = _mm256_loadu_ps(x + k);
-    const __m256 b = _mm256_loadu_ps(x + k + 8);
-    // shuffle_ps works within 128-bit lanes: [a0 a2 b0 b2 | a4 a6 b4 b6], and
-    // the 64-bit permute puts the pairs in order.
-    const __m256 even = _mm256_shuffle_ps(a, b, _MM_SHUFFLE(2, 0, 2, 0));
-    const __m256 odd = _mm256_shuffle_ps(a, b, _MM_SHUFFLE(3, 1, 3, 1));
-    _mm256_storeu_ps(split + k,
-                     _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(even), 0xD8)));
-    _mm256_storeu_ps(split + k + 8,
-                     _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(odd), 0xD8)));
-  }
+  for (; k + 16 <= in; k += 16)
+    SplitEvenOdd16(x + k, split + k, split + k + 8);
   for (; k < in; ++k)
     split[k] = x[k];
+}
+
+void PrepareBf16Rows(const float* x, int64_t m, int64_t in, float* split) {
+  for (int64_t i = 0; i < m; ++i)
+    PrepareBf16X(x + i * in, in, split + i * in);
 }
 
 // One bf16 weight row against x split by PrepareBf16X. A 32-bit lane j of 16
@@ -289,16 +284,17 @@ void VecMatF32(const float* p, const float* w, int64_t n, int64_t d, float* y) {
 }  // namespace
 
 const DenseKernels& Avx2FmaKernels() {
-  static constexpr DenseKernels kTable{"avx2_fma",      &MatVecF32,       &MatVecBf16,
-                                       &PrepareBf16X,   &MatMulBf16,      &ConvertBf16,
-                                       &MatRowsF32Avx2, &MatRowsBf16Avx2, &VecMatF32};
+  static constexpr DenseKernels kTable{"avx2_fma",       &MatVecF32,       &MatVecBf16,
+                                       &PrepareBf16Rows, &MatMulBf16,      &ConvertBf16,
+                                       &MatRowsF32Avx2,  &MatRowsBf16Avx2, &VecMatF32};
   return kTable;
 }
 
 const DenseKernels& Avx512VlKernels() {
-  static constexpr DenseKernels kTable{"avx512vl",        &MatVecF32,         &MatVecBf16,
-                                       &PrepareBf16X,     &MatMulBf16,        &ConvertBf16,
-                                       &MatRowsF32Avx512, &MatRowsBf16Avx512, &VecMatF32};
+  static constexpr DenseKernels kTable{
+      "avx512vl",  &MatVecF32,   &MatVecBf16,       &PrepareBf16RowsAvx512,
+      &MatMulBf16, &ConvertBf16, &MatRowsF32Avx512, &MatRowsBf16Avx512,
+      &VecMatF32};
   return kTable;
 }
 

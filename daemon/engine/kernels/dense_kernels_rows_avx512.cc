@@ -4,27 +4,29 @@
 // one-row kernel's (the matvec both tables share; dense_kernels_rows.h says
 // how the one-row kernel sums).
 //
-// Why 512 bits: a one-row kernel's accumulators a and b sum adjacent 8-wide
-// groups of every 32 products (f32: elements 0-7 and 8-15; bf16 with x laid
-// out by PrepareBf16X: the even and the odd elements of the first 16, against
-// x's 16 contiguous floats), and c and d the next two. So one 512-bit
-// register p holds a | b and another q holds c | d, lane for lane the same
-// sums in the same order; at the end of the row p and q are split back into
-// a, b, c, d, and the one-row kernel's remainder, reduction and tail finish
-// them. Half the accumulator registers per weight and x row let a tile cover
-// two weight rows and four x rows (16 of the 32 registers): each weight
-// vector feeds four FMAs and each x vector two, and a 512-bit FMA does the
-// work of two 256-bit ones in one instruction. On the 2-core Zen 4 VM, one
-// thread, four x rows: 0.021 to 0.026 ns per weight and x row from L1
-// against 0.028 to 0.034 for the 256-bit tiles of two weight rows and two x
-// rows this replaced, and 7 to 16% less time from memory (the two templates
-// side by side; bench/engine/README.md has whole decode steps).
+// Why 512 bits: a one-row kernel's accumulators a, b, c and d each sum an
+// 8-wide group of every 32 products (f32: elements 0-7, 8-15, 16-23, 24-31;
+// bf16: the even and the odd elements of the first 16, then of the second
+// 16). So two 512-bit registers hold the four, lane for lane the same sums in
+// the same order: p = a | b and q = c | d for f32, p = a | c and q = b | d
+// for bf16, whose 32 weights a shift and a mask split that way in one 512-bit
+// register each (WideBlock; PrepareBf16RowsAvx512 lays x out to match). At
+// the end of the row p and q are split back into a, b, c, d, and the one-row
+// kernel's remainder, reduction and tail finish them. Half the accumulator
+// registers per weight and x row let a tile cover two weight rows and four x
+// rows (16 of the 32 registers): each weight vector feeds four FMAs and each
+// x vector two, and a 512-bit FMA does the work of two 256-bit ones in one
+// instruction. On the 2-core Zen 4 VM, one thread, four x rows: 0.021 to
+// 0.026 ns per weight and x row from L1 against 0.028 to 0.034 for the
+// 256-bit tiles of two weight rows and two x rows this replaced, and 7 to 16%
+// less time from memory (the two templates side by side;
+// bench/engine/README.md has whole decode steps).
 //
 // Four x rows are one pass over each pair of weight rows, so every tile
 // streams its rows from memory; two rows read side by side are followed badly
 // by the hardware prefetcher, so each tile asks for the pair of rows after
 // next as it goes (PrefetchNextPair). Two x rows or fewer run the one-row tiles
-// (kMaxOneRowX).
+// (kMaxOneRowX); an odd last weight row, a tile of one weight row.
 #include "daemon/engine/kernels/dense_kernels.h"
 #include "daemon/engine/kernels/dense_kernels_rows.h"
 
@@ -91,21 +93,16 @@ inline __m256 High(__m512 v) {
   return _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1));
 }
 
-// Two 256-bit halves as one 512-bit register: lo in lanes 0-7, hi in 8-15.
-inline __m512 Join(__m256 lo, __m256 hi) {
-  return _mm512_castpd_ps(
-      _mm512_insertf64x4(_mm512_castpd256_pd512(_mm256_castps_pd(lo)), _mm256_castps_pd(hi), 1));
-}
-
-// The 512-bit accumulators of a tile: p = a | b, q = c | d for each weight
-// row r and x row i, zeroed.
-template <int M>
+// The 512-bit accumulators of a tile of R weight rows and M x rows: p and q
+// (two of the one-row kernel's a, b, c, d each, Narrow) for each weight row r
+// and x row i, zeroed.
+template <int R, int M>
 struct WideSums {
-  __m512 p[kRows][M], q[kRows][M];
+  __m512 p[R][M], q[R][M];
 
   WideSums() {
 #pragma GCC unroll 2
-    for (int r = 0; r < kRows; ++r) {
+    for (int r = 0; r < R; ++r) {
 #pragma GCC unroll 4
       for (int i = 0; i < M; ++i) {
         p[r][i] = _mm512_setzero_ps();
@@ -114,114 +111,129 @@ struct WideSums {
     }
   }
 
-  // Weight row r's accumulators as the one-row kernel's a, b, c, d.
+  // Weight row r's accumulators as the one-row kernel's a, b, c, d: p = a | b
+  // and q = c | d for f32, p = a | c and q = b | d for bf16 (WideBlock).
+  template <typename T>
   Sums<M> Narrow(int r) const {
+    constexpr bool kBf16 = sizeof(T) == 2;
     Sums<M> s;
 #pragma GCC unroll 4
     for (int i = 0; i < M; ++i) {
       s.a[i] = _mm512_castps512_ps256(p[r][i]);
-      s.b[i] = High(p[r][i]);
-      s.c[i] = _mm512_castps512_ps256(q[r][i]);
+      (kBf16 ? s.c : s.b)[i] = High(p[r][i]);
+      (kBf16 ? s.b : s.c)[i] = _mm512_castps512_ps256(q[r][i]);
       s.d[i] = High(q[r][i]);
     }
     return s;
   }
 
-  // One 32-element block: wp / wq are each weight row's (a | b) and (c | d)
-  // weights, x points at the block in x row 0 (row stride in).
-  void Add(const __m512 (&wp)[kRows], const __m512 (&wq)[kRows], const float* x, int64_t in) {
+  // One 32-element block: wp / wq are each weight row's p and q weights
+  // (WideBlock), x points at the block in x row 0 (row stride in).
+  void Add(const __m512 (&wp)[R], const __m512 (&wq)[R], const float* x, int64_t in) {
 #pragma GCC unroll 4
     for (int i = 0; i < M; ++i) {
       const __m512 xp = LoadKept(x + i * in);
 #pragma GCC unroll 2
-      for (int r = 0; r < kRows; ++r)
+      for (int r = 0; r < R; ++r)
         p[r][i] = _mm512_fmadd_ps(wp[r], xp, p[r][i]);
       const __m512 xq = LoadKept(x + i * in + 16);
 #pragma GCC unroll 2
-      for (int r = 0; r < kRows; ++r)
+      for (int r = 0; r < R; ++r)
         q[r][i] = _mm512_fmadd_ps(wq[r], xq, q[r][i]);
     }
   }
 };
 
-// Sixteen weights at w as the floats an (a | b) or (c | d) accumulator takes:
-// f32 as they are; bf16 split as SplitDotBf16 splits them, the even elements
-// in lanes 0-7 and the odd ones in 8-15.
-inline __m512 Wide(const float* w) {
-  return LoadKept(w);
+// The 32 weights of a block at w as the two 512-bit weight vectors a tile
+// multiplies, p's and q's. f32: as they are, (a | b) then (c | d). bf16: one
+// 512-bit load, whose 32-bit lane j holds elements 2j and 2j + 1; a shift
+// gives the even elements of both halves, (a | c), and a mask the odd ones,
+// (b | d): three instructions a block where splitting each half as
+// SplitDotBf16 does and joining the halves took eight. From L1, one thread,
+// four x rows (kernels_bench --only matrows, two rounds against the joined
+// halves): 0.031 to 0.035 ns per weight and x row against 0.035 to 0.036
+// (f32: 0.020 to 0.023); whole steps in bench/engine/README.md.
+inline void WideBlock(const float* w, __m512* p, __m512* q) {
+  *p = LoadKept(w);
+  *q = LoadKept(w + 16);
 }
-inline __m512 Wide(const uint16_t* w) {
-  __m256 even, odd;
-  SplitBf16(w, &even, &odd);
-  return Join(even, odd);
+inline void WideBlock(const uint16_t* w, __m512* p, __m512* q) {
+  __m512i raw = _mm512_loadu_si512(w);
+  asm("" : "+v"(raw));  // one load for both, as in LoadKept
+  *p = _mm512_castsi512_ps(_mm512_slli_epi32(raw, 16));
+  *q = _mm512_castsi512_ps(_mm512_and_si512(raw, _mm512_set1_epi32(static_cast<int>(0xFFFF0000u))));
 }
 
 // dots[r * M + i] = the one-row kernel's dot product (Dot1 for f32,
-// SplitDotBf16 for bf16, x rows then laid out by PrepareBf16X) of weight row
-// r (w and w + in) and x row i of the M at x.
-template <int M, typename T>
-inline void PairTile(const T* w, int64_t in, const float* x, float* dots) {
+// SplitDotBf16 for bf16) of weight row r (at w + r * in) and x row i of the M
+// at x, for R = 1 or 2 weight rows. Two rows prefetch the pair to come.
+template <int R, int M, typename T>
+inline void WideTile(const T* w, int64_t in, const float* x, float* dots) {
   constexpr int kLines = 32 * static_cast<int>(sizeof(T)) / 64;  // per row and block
-  WideSums<M> z;
+  WideSums<R, M> z;
   int64_t k = 0;
   for (; k + 32 <= in; k += 32) {
-    PrefetchNextPair(w, in, k, kLines);
-    __m512 wp[kRows], wq[kRows];
+    if (R == kRows) PrefetchNextPair(w, in, k, kLines);
+    __m512 wp[R], wq[R];
 #pragma GCC unroll 2
-    for (int r = 0; r < kRows; ++r) {
-      wp[r] = Wide(w + r * in + k);
-      wq[r] = Wide(w + r * in + k + 16);
-    }
+    for (int r = 0; r < R; ++r)
+      WideBlock(w + r * in + k, &wp[r], &wq[r]);
     z.Add(wp, wq, x + k, in);
   }
 #pragma GCC unroll 2
-  for (int r = 0; r < kRows; ++r) {
-    Sums<M> s = z.Narrow(r);
+  for (int r = 0; r < R; ++r) {
+    Sums<M> s = z.template Narrow<T>(r);
     const T* wr = w + r * in;
     s.Finish(wr, in, x, AddRemainder(wr, in, x, k, s), dots + r * M);
   }
 }
 
-// Weight rows r and r + 1 at wr against x rows [i, i + M).
-template <int M, typename T>
-inline void StorePairTile(const T* wr, int64_t in, int64_t out, const float* x, int64_t i,
+// Weight rows [r, r + R) at wr against x rows [i, i + M).
+template <int R, int M, typename T>
+inline void StoreWideTile(const T* wr, int64_t in, int64_t out, const float* x, int64_t i,
                           const float* bias, float* y, int64_t r) {
-  float dots[kRows * M];
-  PairTile<M>(wr, in, x + i * in, dots);
-  for (int q = 0; q < kRows; ++q) {
+  float dots[R * M];
+  WideTile<R, M>(wr, in, x + i * in, dots);
+  for (int q = 0; q < R; ++q) {
     for (int j = 0; j < M; ++j)
       Store(y, out, bias, i + j, r + q, dots[q * M + j]);
   }
 }
 
-// Weight rows two at a time against x rows four at a time (the last one to
-// three together), an odd last weight row as in MatRows; up to kMaxOneRowX x
-// rows, MatRows itself.
+// Weight rows [r, r + R) at wr against all m x rows, four at a time (the last
+// one to three together).
+template <int R, typename T>
+inline void WideRows(const T* wr, int64_t in, int64_t out, const float* x, int64_t m,
+                     const float* bias, float* y, int64_t r) {
+  int64_t i = 0;
+  for (; i + kMaxX <= m; i += kMaxX)
+    StoreWideTile<R, kMaxX>(wr, in, out, x, i, bias, y, r);
+  switch (m - i) {
+    case 3:
+      StoreWideTile<R, 3>(wr, in, out, x, i, bias, y, r);
+      break;
+    case 2:
+      StoreWideTile<R, 2>(wr, in, out, x, i, bias, y, r);
+      break;
+    case 1:
+      StoreWideTile<R, 1>(wr, in, out, x, i, bias, y, r);
+      break;
+    default:
+      break;
+  }
+}
+
+// Weight rows two at a time, an odd last one alone, against every x row; up
+// to kMaxOneRowX x rows, MatRows instead (the AVX2 table's x layout, which
+// PrepareBf16RowsAvx512 gives those).
 template <typename T>
 inline void MatRowsWide(const T* w, int64_t in, int64_t out, const float* x, int64_t m,
                         const float* bias, float* y, int64_t row_begin, int64_t row_end) {
   if (m <= kMaxOneRowX) return MatRows(w, in, out, x, m, bias, y, row_begin, row_end);
   int64_t r = row_begin;
-  for (; r + kRows <= row_end; r += kRows) {
-    const T* wr = w + r * in;
-    int64_t i = 0;
-    for (; i + kMaxX <= m; i += kMaxX)
-      StorePairTile<kMaxX>(wr, in, out, x, i, bias, y, r);
-    switch (m - i) {
-      case 3:
-        StorePairTile<3>(wr, in, out, x, i, bias, y, r);
-        break;
-      case 2:
-        StorePairTile<2>(wr, in, out, x, i, bias, y, r);
-        break;
-      case 1:
-        StorePairTile<1>(wr, in, out, x, i, bias, y, r);
-        break;
-      default:
-        break;
-    }
-  }
-  if (r < row_end) OneWeightRow(w + r * in, in, out, x, m, bias, y, r);
+  for (; r + kRows <= row_end; r += kRows)
+    WideRows<kRows>(w + r * in, in, out, x, m, bias, y, r);
+  if (r < row_end) WideRows<1>(w + r * in, in, out, x, m, bias, y, r);
 }
 
 }  // namespace
@@ -234,6 +246,32 @@ void MatRowsF32Avx512(const float* w, int64_t in, int64_t out, const float* x, i
 void MatRowsBf16Avx512(const uint16_t* w, int64_t in, int64_t out, const float* x, int64_t m,
                        const float* bias, float* y, int64_t row_begin, int64_t row_end) {
   MatRowsWide(w, in, out, x, m, bias, y, row_begin, row_end);
+}
+
+// Rows for the one-row tiles (and the matvec) as the AVX2 table lays them
+// out: per 16 elements the even ones, then the odd ones. Rows for the 512-bit
+// tiles: per 32-element block the even and then the odd elements of its
+// second 16 swap places with the odd ones of its first 16, so that (even 0-15
+// | even 16-31) faces WideBlock's p and (odd 0-15 | odd 16-31) its q; a last
+// 16 and the tail are laid out as for the one-row tiles, which the tiles end
+// with (AddRemainder, AddTail).
+void PrepareBf16RowsAvx512(const float* x, int64_t m, int64_t in, float* prepared) {
+  const bool wide = m > kMaxOneRowX;
+  for (int64_t i = 0; i < m; ++i) {
+    const float* xr = x + i * in;
+    float* pr = prepared + i * in;
+    int64_t k = 0;
+    if (wide) {
+      for (; k + 32 <= in; k += 32) {
+        SplitEvenOdd16(xr + k, pr + k, pr + k + 16);
+        SplitEvenOdd16(xr + k + 16, pr + k + 8, pr + k + 24);
+      }
+    }
+    for (; k + 16 <= in; k += 16)
+      SplitEvenOdd16(xr + k, pr + k, pr + k + 8);
+    for (; k < in; ++k)
+      pr[k] = xr[k];
+  }
 }
 
 }  // namespace medq::engine::kernels

@@ -109,17 +109,17 @@ void VecMatF32(const float* p, const float* w, int64_t n, int64_t d, float* y) {
   }
 }
 
-// matvec_bf16 here reads x as it is.
-void PrepareBf16X(const float* x, int64_t in, float* prepared) {
-  std::memcpy(prepared, x, static_cast<size_t>(in) * sizeof(float));
+// matvec_bf16 and matrows_bf16 here read x as it is.
+void PrepareBf16Rows(const float* x, int64_t m, int64_t in, float* prepared) {
+  std::memcpy(prepared, x, static_cast<size_t>(m * in) * sizeof(float));
 }
 
 }  // namespace
 
 const DenseKernels& ScalarKernels() {
-  static constexpr DenseKernels kTable{"scalar",      &MatVecF32,   &MatVecBf16,
-                                       &PrepareBf16X, &MatMulBf16,  &ConvertBf16,
-                                       &MatRowsF32,   &MatRowsBf16, &VecMatF32};
+  static constexpr DenseKernels kTable{"scalar",         &MatVecF32,   &MatVecBf16,
+                                       &PrepareBf16Rows, &MatMulBf16,  &ConvertBf16,
+                                       &MatRowsF32,      &MatRowsBf16, &VecMatF32};
   return kTable;
 }
 
