@@ -248,13 +248,13 @@ void MatRowsBf16Avx512(const uint16_t* w, int64_t in, int64_t out, const float* 
   MatRowsWide(w, in, out, x, m, bias, y, row_begin, row_end);
 }
 
-// Rows for the one-row tiles (and the matvec) as the AVX2 table lays them
-// out: per 16 elements the even ones, then the odd ones. Rows for the 512-bit
-// tiles: per 32-element block the even and then the odd elements of its
-// second 16 swap places with the odd ones of its first 16, so that (even 0-15
-// | even 16-31) faces WideBlock's p and (odd 0-15 | odd 16-31) its q; a last
-// 16 and the tail are laid out as for the one-row tiles, which the tiles end
-// with (AddRemainder, AddTail).
+// For one or two rows (the one-row tiles, and the matvec) x as the AVX2 table
+// lays it out: per 16 elements, the 8 even ones, then the 8 odd ones. For
+// the 512-bit tiles, per 32-element block: the even elements of its first
+// 16, the even ones of its second 16 (facing WideBlock's p), then the odd
+// ones of each (facing q). A last 16 and the tail are laid out as for the
+// one-row tiles, since the tiles end as the one-row kernel does
+// (AddRemainder, AddTail).
 void PrepareBf16RowsAvx512(const float* x, int64_t m, int64_t in, float* prepared) {
   const bool wide = m > kMaxOneRowX;
   for (int64_t i = 0; i < m; ++i) {
