@@ -101,25 +101,6 @@ void PrepareBf16Rows(const float* x, int64_t m, int64_t in, float* split) {
     PrepareBf16X(x + i * in, in, split + i * in);
 }
 
-// How far ahead of the weights being read the bf16 matvec asks for the
-// weights to come, once per 64 bytes read. Hardware prefetchers do not cross
-// 4 KiB page boundaries, and most bf16 weights are views of the checkpoint's
-// file mapping, on 4 KiB pages; asking 16 KiB ahead keeps memory streaming
-// across them. engine_bench --batch, one sequence, bf16, 0 and 2 to 32 KiB
-// alternating, three rounds on the Zen 4 VM in a slow-memory state: 16 KiB
-// took SmolLM-135M's step from 14.4-14.6 ms to 11.8-12.4 and Qwen2.5-0.5B's
-// from 43.6-45.3 to 36.1-37.4; 4 KiB changed nothing. The f32 matvec has
-// none: its weights are copies on huge pages, and the same prefetch made
-// Qwen's f32 step 8 to 10% slower.
-constexpr int64_t kMatVecBf16PrefetchBytes = 16384;
-
-// A prefetch never faults, so the address may lie past the matrix; it is
-// computed as an integer, not as a pointer out of bounds.
-inline void PrefetchAhead(const uint16_t* w) {
-  const uintptr_t at = reinterpret_cast<uintptr_t>(w) + kMatVecBf16PrefetchBytes;
-  _mm_prefetch(reinterpret_cast<const char*>(at), _MM_HINT_T0);
-}
-
 // One bf16 weight row against x split by PrepareBf16X. A 32-bit lane j of 16
 // loaded bf16 values holds element 2j in its low half and 2j+1 in its high
 // half, so a shift gives the even elements as float32 and a mask the odd
@@ -131,7 +112,7 @@ inline float SplitDotBf16(const uint16_t* w, int64_t in, const float* split) {
   __m256 c = _mm256_setzero_ps(), d = _mm256_setzero_ps();
   int64_t k = 0;
   for (; k + 32 <= in; k += 32) {
-    PrefetchAhead(w + k);
+    PrefetchBf16Stream(w + k);
     const __m256i r0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + k));
     const __m256i r1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + k + 16));
     a = _mm256_fmadd_ps(_mm256_castsi256_ps(_mm256_slli_epi32(r0, 16)), _mm256_loadu_ps(split + k),
