@@ -51,6 +51,17 @@ inline void SplitEvenOdd16(const float* x, float* even, float* odd) {
   _mm256_storeu_ps(odd, _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(o), 0xD8)));
 }
 
+// x for SplitDotBf16 and the one-row tiles: per block of 16, its 8
+// even-indexed elements, then its 8 odd-indexed ones; the tail (in % 16)
+// stays in place.
+inline void PrepareBf16X(const float* x, int64_t in, float* split) {
+  int64_t k = 0;
+  for (; k + 16 <= in; k += 16)
+    SplitEvenOdd16(x + k, split + k, split + k + 8);
+  for (; k < in; ++k)
+    split[k] = x[k];
+}
+
 // How far ahead of the weights being read a bf16 kernel that streams its rows
 // from memory (the matvec, and the one-row tiles' first pass over a row) asks
 // for the weights to come, once per 64 bytes read. Hardware prefetchers do
@@ -67,9 +78,14 @@ constexpr int64_t kBf16StreamPrefetchBytes = 16384;
 
 // A prefetch never faults, so the address may lie past the matrix; it is
 // computed as an integer, not as a pointer out of bounds.
-inline void PrefetchBf16Stream(const uint16_t* w) {
-  const uintptr_t at = reinterpret_cast<uintptr_t>(w) + kBf16StreamPrefetchBytes;
+template <typename T>
+inline void PrefetchAt(const T* base, int64_t offset_bytes) {
+  const uintptr_t at = reinterpret_cast<uintptr_t>(base) + static_cast<uintptr_t>(offset_bytes);
   _mm_prefetch(reinterpret_cast<const char*>(at), _MM_HINT_T0);
+}
+
+inline void PrefetchBf16Stream(const uint16_t* w) {
+  PrefetchAt(w, kBf16StreamPrefetchBytes);
 }
 
 // sum + Σ w[j]·x[j] for j in [k, in), one fused multiply-add at a time: the

@@ -86,16 +86,6 @@ void MatVecF32(const float* w, int64_t in, const float* x, const float* bias, fl
   }
 }
 
-// x for SplitDotBf16: per block of 16, its 8 even-indexed elements, then its
-// 8 odd-indexed ones; the tail (in % 16) stays in place.
-void PrepareBf16X(const float* x, int64_t in, float* split) {
-  int64_t k = 0;
-  for (; k + 16 <= in; k += 16)
-    SplitEvenOdd16(x + k, split + k, split + k + 8);
-  for (; k < in; ++k)
-    split[k] = x[k];
-}
-
 void PrepareBf16Rows(const float* x, int64_t m, int64_t in, float* split) {
   for (int64_t i = 0; i < m; ++i)
     PrepareBf16X(x + i * in, in, split + i * in);

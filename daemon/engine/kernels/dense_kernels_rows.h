@@ -45,14 +45,6 @@ namespace {
 // tile too made two f32 rows slower (MatRows).
 constexpr int64_t kPrefetchBytes = 4096;
 
-// A prefetch never faults, so the address may lie past the matrix; it is
-// computed as an integer, not as a pointer out of bounds.
-template <typename T>
-inline void PrefetchAt(const T* base, int64_t offset_bytes) {
-  const uintptr_t at = reinterpret_cast<uintptr_t>(base) + static_cast<uintptr_t>(offset_bytes);
-  _mm_prefetch(reinterpret_cast<const char*>(at), _MM_HINT_T0);
-}
-
 template <typename T>
 inline void Prefetch(const T* at) {
   PrefetchAt(at, kPrefetchBytes);
@@ -132,7 +124,7 @@ inline void Row(const float* w, int64_t in, const float* x, float* dots) {
   auto& [a, b, c, d] = s;
   int64_t k = 0;
   for (; k + 32 <= in; k += 32) {
-    if (kPrefetch) {
+    if constexpr (kPrefetch) {
       Prefetch(w + k);
       Prefetch(w + k + 16);
     }
@@ -158,7 +150,7 @@ inline void Row(const uint16_t* w, int64_t in, const float* x, float* dots) {
   Sums<M> s;
   int64_t k = 0;
   for (; k + 32 <= in; k += 32) {
-    if (kPrefetch) {
+    if constexpr (kPrefetch) {
       Prefetch(w + k);
     } else {
       PrefetchBf16Stream(w + k);

@@ -115,14 +115,19 @@ struct WideSums {
   // and q = c | d for f32, p = a | c and q = b | d for bf16 (WideBlock).
   template <typename T>
   Sums<M> Narrow(int r) const {
-    constexpr bool kBf16 = sizeof(T) == 2;
+    constexpr bool kBf16 = sizeof(T) == sizeof(uint16_t);
     Sums<M> s;
 #pragma GCC unroll 4
     for (int i = 0; i < M; ++i) {
       s.a[i] = _mm512_castps512_ps256(p[r][i]);
-      (kBf16 ? s.c : s.b)[i] = High(p[r][i]);
-      (kBf16 ? s.b : s.c)[i] = _mm512_castps512_ps256(q[r][i]);
       s.d[i] = High(q[r][i]);
+      if constexpr (kBf16) {
+        s.b[i] = _mm512_castps512_ps256(q[r][i]);
+        s.c[i] = High(p[r][i]);
+      } else {
+        s.b[i] = High(p[r][i]);
+        s.c[i] = _mm512_castps512_ps256(q[r][i]);
+      }
     }
     return s;
   }
@@ -173,7 +178,7 @@ inline void WideTile(const T* w, int64_t in, const float* x, float* dots) {
   WideSums<R, M> z;
   int64_t k = 0;
   for (; k + 32 <= in; k += 32) {
-    if (R == kRows) PrefetchNextPair(w, in, k, kLines);
+    if constexpr (R == kRows) PrefetchNextPair(w, in, k, kLines);
     __m512 wp[R], wq[R];
 #pragma GCC unroll 2
     for (int r = 0; r < R; ++r)
@@ -267,10 +272,7 @@ void PrepareBf16RowsAvx512(const float* x, int64_t m, int64_t in, float* prepare
         SplitEvenOdd16(xr + k + 16, pr + k + 8, pr + k + 24);
       }
     }
-    for (; k + 16 <= in; k += 16)
-      SplitEvenOdd16(xr + k, pr + k, pr + k + 8);
-    for (; k < in; ++k)
-      pr[k] = xr[k];
+    PrepareBf16X(xr + k, in - k, pr + k);
   }
 }
 
