@@ -81,6 +81,17 @@ torch::Tensor FloatBias(const torch::Tensor& bias) {
   return bias.to(torch::kFloat).contiguous();
 }
 
+// The m rows x [m, in] laid out as the table's bf16 kernels read them, in a
+// buffer of the calling thread's, grown and never shrunk: a decode step makes
+// several products a layer, and allocating one per product would put the
+// allocator on the per-token path. Valid until the thread's next call.
+const float* PreparedBf16Rows(const DenseKernels& k, const float* x, int64_t m, int64_t in) {
+  thread_local std::vector<float> prepared;
+  if (prepared.size() < static_cast<size_t>(m * in)) prepared.resize(static_cast<size_t>(m * in));
+  k.prepare_bf16_rows(x, m, in, prepared.data());
+  return prepared.data();
+}
+
 }  // namespace
 
 void SetKernelThreads(int threads) {
@@ -111,10 +122,9 @@ void MatVecInto(const torch::Tensor& weight, const float* x, const float* bias, 
     });
   } else {
     const auto* wp = reinterpret_cast<const uint16_t*>(weight.data_ptr<at::BFloat16>());
-    std::vector<float> prepared(static_cast<size_t>(in));
-    k.prepare_bf16_rows(x, 1, in, prepared.data());
+    const float* xp = PreparedBf16Rows(k, x, 1, in);
     ParallelOverRows(out, in, sizeof(uint16_t), [&](int64_t begin, int64_t end) {
-      k.matvec_bf16(wp, in, prepared.data(), bias, y, begin, end);
+      k.matvec_bf16(wp, in, xp, bias, y, begin, end);
     });
   }
 }
@@ -139,11 +149,7 @@ void MatRowsInto(const torch::Tensor& weight, const float* x, int64_t m, const f
     });
   } else {
     const auto* wp = reinterpret_cast<const uint16_t*>(weight.data_ptr<at::BFloat16>());
-    // Grown, never shrunk: one decode step makes several calls per layer.
-    thread_local std::vector<float> prepared;
-    if (prepared.size() < static_cast<size_t>(m * in)) prepared.resize(static_cast<size_t>(m * in));
-    k.prepare_bf16_rows(x, m, in, prepared.data());
-    const float* xp = prepared.data();
+    const float* xp = PreparedBf16Rows(k, x, m, in);
     ParallelOverRows(out, in, sizeof(uint16_t), [&](int64_t begin, int64_t end) {
       k.matrows_bf16(wp, in, out, xp, m, bias, y, begin, end);
     });
