@@ -20,6 +20,7 @@
 #include "daemon/engine/rope.h"
 #include "daemon/engine/status_macros.h"
 #include "daemon/engine/torch_errors.h"
+#include "daemon/engine/torch_version.h"
 #include "daemon/engine/weights.h"
 
 namespace medq::engine {
@@ -206,6 +207,14 @@ void InitWorkerThread(int num_threads) {
   // fp32 on a GPU means fp32: TF32 matmuls would move logits by ~1e-2.
   at::globalContext().setAllowTF32CuBLAS(false);
   at::globalContext().setAllowTF32CuDNN(false);
+#if MEDQ_TORCH_AT_LEAST(2, 5)
+  // Attention never goes to cuDNN's backend. A decode step's keys grow by one
+  // every step, and with cuDNN's backend enabled each key length not seen
+  // before cost 36 to 38 ms a call (flash attention: 0.05 ms), on an H200
+  // with LibTorch 2.11 (bench/engine/sdpa_backends.py): bf16 SmolLM-135M
+  // decoded 25 tokens a second, 203 with it off (bench/engine/README.md).
+  at::globalContext().setSDPUseCuDNN(false);
+#endif
 }
 
 }  // namespace medq::engine
