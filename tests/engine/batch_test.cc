@@ -13,6 +13,7 @@
 #include "daemon/engine/decode_step.h"
 #include "daemon/engine/fault_injection.h"
 #include "daemon/engine/generate.h"
+#include "tests/engine/batch_test_util.h"
 #include "tests/engine/engine_test_util.h"
 
 namespace medq::engine::test {
@@ -31,55 +32,6 @@ class LogitsLog {
   LogitsLog& operator=(const LogitsLog&) = delete;
   std::map<SequenceId, std::vector<at::Tensor>> rows;
 };
-
-GenerateRequest Request(const std::vector<int32_t>& prompt, int max_new_tokens) {
-  GenerateRequest r;
-  r.prompt = prompt;
-  r.max_new_tokens = max_new_tokens;
-  r.stop_ids = std::vector<int32_t>{};
-  return r;
-}
-
-// A request that joins the batch before step `join` (0 = before the first).
-struct Joining {
-  int join = 0;
-  GenerateRequest request;
-};
-
-struct Outcome {
-  SequenceId id = 0;
-  std::vector<int32_t> tokens;
-  std::optional<GenerateResult> result;
-};
-
-// Runs the batch until every request has joined and finished; per request,
-// its tokens and final result.
-std::vector<Outcome> RunBatch(std::shared_ptr<const Model> model, const BatchOptions& options,
-                              const std::vector<Joining>& requests) {
-  Batch batch(std::move(model), options);
-  std::vector<Outcome> out(requests.size());
-  std::map<SequenceId, size_t> index;
-  for (int step = 0;; ++step) {
-    for (size_t i = 0; i < requests.size(); ++i) {
-      if (requests[i].join != step) continue;
-      auto id = batch.Add(requests[i].request);
-      REQUIRE(id.ok());
-      out[i].id = *id;
-      index[*id] = i;
-    }
-    const bool more_to_join = std::any_of(requests.begin(), requests.end(),
-                                          [step](const Joining& j) { return j.join > step; });
-    if (batch.empty() && !more_to_join) break;
-    auto steps = batch.Step();
-    REQUIRE(steps.ok());
-    for (const SequenceStep& s : *steps) {
-      Outcome& o = out[index.at(s.id)];
-      if (s.has_token) o.tokens.push_back(s.token);
-      if (s.finished) o.result = s.result;
-    }
-  }
-  return out;
-}
 
 // Greedy decoding of one sequence as Generate runs it (Forward over the whole
 // prompt, then one Forward per token): the logits of every token.
@@ -106,23 +58,6 @@ std::vector<at::Tensor> SoloLogits(const Model& m, const std::vector<int32_t>& p
 bool FastPathApplies(const Model& m) {
   c10::InferenceMode guard;
   return CpuDecodeRowsApply(m);
-}
-
-std::vector<int32_t> Ids(const std::map<std::string, at::Tensor>& ref, const std::string& name) {
-  return ToIds(ref.at(name));
-}
-
-// Four sequences of different lengths joining at different steps; the two
-// reference prompts decode 24 tokens.
-std::vector<Joining> MixedRequests(const std::map<std::string, at::Tensor>& ref) {
-  const std::vector<int32_t> p1 = Ids(ref, "input_ids_prompt1");
-  const std::vector<int32_t> p2 = Ids(ref, "input_ids_prompt2");
-  std::vector<int32_t> p21 = p2;
-  p21.insert(p21.end(), p1.begin(), p1.end());
-  return {{0, Request(p1, 24)},
-          {2, Request(p2, 24)},
-          {1, Request(p21, 9)},
-          {3, Request(std::vector<int32_t>(p1.begin(), p1.begin() + 3), 17)}};
 }
 
 TEST_CASE("batched CPU decoding is bitwise a solo run: tokens and logits", "[engine][batch]") {
@@ -175,16 +110,6 @@ TEST_CASE("batched generic-path decoding gives the reference and solo tokens", "
     CHECK(out[0].tokens == Ids(ref, "greedy_prompt1"));
     CHECK(out[1].tokens == Ids(ref, "greedy_prompt2"));
   }
-}
-
-std::vector<int32_t> Generated(const Model& m, const GenerateRequest& r) {
-  std::vector<int32_t> out;
-  auto res = Generate(m, r, [&](int32_t id) {
-    out.push_back(id);
-    return true;
-  });
-  REQUIRE(res.ok());
-  return out;
 }
 
 TEST_CASE("seeded sampling gives the same tokens batched and alone, on both token loops",

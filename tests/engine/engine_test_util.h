@@ -65,9 +65,9 @@ inline std::vector<fs::path> ModelFolders() {
   return out;
 }
 
-inline std::shared_ptr<const Model> MustLoad(const fs::path& dir,
-                                             const std::string& dtype = "auto") {
-  auto m = LoadModel(dir, LoadOptions{"cpu", dtype});
+inline std::shared_ptr<const Model> MustLoad(const fs::path& dir, const std::string& dtype = "auto",
+                                             const std::string& device = "cpu") {
+  auto m = LoadModel(dir, LoadOptions{device, dtype});
   if (!m.ok()) throw std::runtime_error(m.error().message);
   return *m;
 }

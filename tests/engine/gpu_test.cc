@@ -1,8 +1,11 @@
 // The fixture references on a CUDA device (label "gpu"; needs a CUDA LibTorch
-// and a visible device, otherwise each case is reported as skipped).
+// and a visible device, otherwise each case is reported as skipped): solo
+// runs, the continuous batch (batch invariance) and seeded sampling.
 #include <catch2/catch.hpp>
 
+#include "daemon/engine/batch.h"
 #include "daemon/engine/device_memory.h"
+#include "tests/engine/batch_test_util.h"
 #include "tests/engine/engine_test_util.h"
 #include "tests/support/skip.h"
 
@@ -10,6 +13,10 @@ namespace medq::engine::test {
 namespace {
 
 constexpr const char* kNoCuda = "no CUDA device visible (or a LibTorch without CUDA)";
+
+int64_t AllocatedOnDevice0() {
+  return QueryDeviceMemory().at(0).allocated_bytes;
+}
 
 TEST_CASE("fixture models match transformers on cuda:0 in fp32", "[engine][gpu]") {
   if (!CudaAvailable()) MEDQ_SKIP(kNoCuda);
@@ -33,7 +40,6 @@ TEST_CASE("bf16 on cuda:0 runs, seeds reproduce, and memory is returned", "[engi
   auto m = LoadModel(medq::test::ModelFixture("tiny-llama"), {"cuda", "auto"});
   REQUIRE(m.ok());
   CHECK(Info(**m).dtype == "bf16");
-  const int64_t before = QueryDeviceMemory().at(0).allocated_bytes;
   GenerateRequest r;
   r.prompt = {1, 6989, 9503, 21829};
   r.max_new_tokens = 32;
@@ -42,14 +48,69 @@ TEST_CASE("bf16 on cuda:0 runs, seeds reproduce, and memory is returned", "[engi
   r.sampling.top_p = 0.9f;
   r.sampling.seed = 5;
   std::vector<int32_t> a, b;
+  // The first run leaves what LibTorch allocates once and keeps (cuBLAS's
+  // workspace, for one); from then on each run returns all it allocated.
   REQUIRE(Generate(**m, r, [&](int32_t id) { return a.push_back(id), true; }).ok());
+  const int64_t before = AllocatedOnDevice0();
   REQUIRE(Generate(**m, r, [&](int32_t id) { return b.push_back(id), true; }).ok());
   CHECK(a.size() == 32);
   CHECK(a == b);
-  CHECK(QueryDeviceMemory().at(0).allocated_bytes == before);
+  CHECK(AllocatedOnDevice0() == before);
   // The adapter merges on the device too.
   auto adapted = ApplyAdapter(*m, medq::test::ModelFixture("tiny-llama-lora"));
   CHECK(adapted.ok());
+}
+
+// The generic LibTorch path: one batched linear per projection, attention per
+// sequence. Sequences of different lengths join at different steps; each
+// gives its solo greedy tokens (and, in fp32, the transformers references),
+// and the batch's memory is returned when it ends.
+TEST_CASE("batched decoding on cuda:0 gives the reference and solo tokens", "[engine][gpu]") {
+  if (!CudaAvailable()) MEDQ_SKIP(kNoCuda);
+  for (const auto& dir : ModelFolders()) {
+    for (const std::string dtype : {"fp32", "bf16"}) {
+      INFO("model " << dir.filename().string() << " " << dtype);
+      const auto ref = ReadTensors(dir / "reference.safetensors");
+      const auto model = MustLoad(dir, dtype, "cuda:0");
+      const std::vector<Joining> requests = MixedRequests(ref);
+      RunBatch(model, BatchOptions{}, requests);  // leaves cuBLAS's workspace
+      const int64_t before = AllocatedOnDevice0();
+      const std::vector<Outcome> out = RunBatch(model, BatchOptions{}, requests);
+      CHECK(AllocatedOnDevice0() == before);
+      for (size_t i = 0; i < requests.size(); ++i) {
+        INFO("sequence " << i);
+        const GenerateRequest& r = requests[i].request;
+        REQUIRE(out[i].result.has_value());
+        CHECK(out[i].result->new_tokens == r.max_new_tokens);
+        CHECK(out[i].tokens == Greedy(*model, r.prompt, r.max_new_tokens));
+      }
+      if (dtype == "fp32") {
+        CHECK(out[0].tokens == Ids(ref, "greedy_prompt1"));
+        CHECK(out[1].tokens == Ids(ref, "greedy_prompt2"));
+      }
+    }
+  }
+}
+
+TEST_CASE("seeded sampling on cuda:0 gives the same tokens batched and alone", "[engine][gpu]") {
+  if (!CudaAvailable()) MEDQ_SKIP(kNoCuda);
+  const auto dir = ModelFolders().front();
+  const auto ref = ReadTensors(dir / "reference.safetensors");
+  const auto model = MustLoad(dir, "fp32", "cuda:0");
+  std::vector<Joining> requests = MixedRequests(ref);
+  for (size_t i = 0; i < requests.size(); ++i) {
+    SamplingParams& s = requests[i].request.sampling;
+    s.temperature = 0.8f;
+    s.top_p = 0.9f;
+    s.repetition_penalty = i % 2 == 0 ? 1.0f : 1.3f;
+    s.seed = 1000 + i;
+  }
+  const std::vector<Outcome> out = RunBatch(model, BatchOptions{}, requests);
+  for (size_t i = 0; i < requests.size(); ++i) {
+    INFO("sequence " << i);
+    CHECK(out[i].tokens == Generated(*model, requests[i].request));
+    CHECK(out[i].tokens.size() == static_cast<size_t>(requests[i].request.max_new_tokens));
+  }
 }
 
 }  // namespace
