@@ -194,12 +194,15 @@ TEST_CASE("memory admission per sequence: the third waits for room, the impossib
           "[e2e][concurrency][memory]") {
   ModelRepo repo;
   const json run = SampledParams(0, 20000);
+  // On the CPU, under the test switch (as memory_budget_e2e_test.cc): on a
+  // GPU, what LibTorch keeps after the first run (cuBLAS's workspace) counts
+  // as held too, and the margins below are sized for the estimates alone.
   // The daemon's own estimate of one run, and what the loaded weights hold,
   // from the refusal of a budget too small for anything.
   double run_mib = 0, held_mib = 0;
   {
-    DaemonProcess probe(DaemonArgs(
-        repo, {"--dtype", "fp32", "--test-fault-injection", "--max-gpu-memory-mb", "1"}));
+    DaemonProcess probe(DaemonArgs(repo, {"--device", "cpu", "--dtype", "fp32",
+                                          "--test-fault-injection", "--max-gpu-memory-mb", "1"}));
     const Run refused = Generate(probe.socket(), run);
     REQUIRE(refused.final()["code"] == "INSUFFICIENT_MEMORY");
     const std::string message = refused.final()["message"];
@@ -212,8 +215,8 @@ TEST_CASE("memory admission per sequence: the third waits for room, the impossib
   REQUIRE(run_mib >= 3);  // room for rounding between two and three runs
   const int budget = static_cast<int>(std::ceil(held_mib + 2.5 * run_mib));
   DaemonProcess d(
-      DaemonArgs(repo, {"--dtype", "fp32", "--test-fault-injection", "--max-gpu-memory-mb",
-                        std::to_string(budget), "--max-concurrent", "4"}));
+      DaemonArgs(repo, {"--device", "cpu", "--dtype", "fp32", "--test-fault-injection",
+                        "--max-gpu-memory-mb", std::to_string(budget), "--max-concurrent", "4"}));
   std::vector<std::unique_ptr<RawClient>> clients;
   std::vector<std::string> jobs;
   for (int i = 0; i < 2; ++i) {

@@ -70,8 +70,9 @@ TEST_CASE("the LoRA adapter's greedy output equals its reference", "[e2e][genera
   ModelRepo repo;
   DaemonProcess d(DaemonArgs(repo));
   RequireAdapterReference(d.socket());
-  // The bf16 checkpoint stays bf16 on the CPU, but an adapter merges into
-  // float32 weights, where its deltas are not rounded away.
+  // The bf16 checkpoint stays bf16 on the CPU, but there an adapter merges
+  // into float32 weights, where its deltas are not rounded away (the CPU
+  // computes in float32 either way). On a GPU, auto keeps bf16.
   auto client = ipc::Client::Connect(d.socket());
   REQUIRE(client.ok());
   auto h = client->Call("health");
@@ -80,7 +81,7 @@ TEST_CASE("the LoRA adapter's greedy output equals its reference", "[e2e][genera
   for (const json& m : (*h)["result"]["loaded_models"]) {
     if (m["name"] != "tiny-llama+tiny-llama-lora") continue;
     seen = true;
-    CHECK(m["dtype"] == "fp32");
+    CHECK(m["dtype"] == (m["device"] == "cpu" ? "fp32" : "bf16"));
   }
   CHECK(seen);
 }
@@ -532,8 +533,10 @@ TEST_CASE("a preloaded model is loaded and warmed up before the daemon is ready"
   REQUIRE(health["ready"] == true);
   REQUIRE(health["loaded_models"].size() == 1);
   CHECK(health["loaded_models"][0]["name"] == "tiny-llama3");
-  CHECK(health["loaded_models"][0]["device"] == "cpu");
-  // auto keeps the checkpoint's bf16 on the CPU too (the kernels compute in fp32).
+  // auto: the GPU when there is one; the checkpoint's bf16 either way (on the
+  // CPU the kernels compute in fp32).
+  CHECK(health["loaded_models"][0]["device"] ==
+        (health["cuda_available"] == true ? "cuda:0" : "cpu"));
   CHECK(health["loaded_models"][0]["dtype"] == "bf16");
   CHECK(health["loaded_models"][0]["has_chat_template"] == true);
 }

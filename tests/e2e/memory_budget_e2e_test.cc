@@ -75,7 +75,7 @@ TEST_CASE("without the test switch a CPU model is exempt from max_gpu_memory_mb"
           "[e2e][generate][memory]") {
   ModelRepo repo;
   DaemonProcess d({"--models-dir", repo.dir().string(), "--model", "tiny-llama", "--threads", "1",
-                   "--max-gpu-memory-mb", "1"});
+                   "--device", "cpu", "--max-gpu-memory-mb", "1"});
   json done = GenerateFinal(d.socket(), {{"prompt_ids", {1, 450, 16500, 471}}, {"max_tokens", 4}});
   CAPTURE(done.dump());
   CHECK(done["event"] == "done");
