@@ -36,6 +36,7 @@
 #include <nlohmann/json.hpp>
 
 #include "bench/common/bench_daemon.h"
+#include "bench/common/crash_trace.h"
 #include "bench/engine/batch_bench.h"
 #include "bench/engine/in_child.h"
 #include "bench/engine/random_model.h"
@@ -50,6 +51,7 @@ namespace fs = std::filesystem;
 struct Options {
   std::string shape = "SmolLM-135M";
   std::string dtype = "bf16";
+  std::string device = "cpu";  // the engine's and the daemon's: cpu or cuda:N
   std::vector<int> clients = {1, 2, 4, 8};
   int tokens = 64;
   int prompt_tokens = 16;
@@ -150,11 +152,11 @@ std::vector<double> PollLatency(const std::string& socket, const std::atomic<boo
 
 pid_t StartDaemon(const Options& o, const fs::path& models, const std::string& socket) {
   const int max_clients = *std::max_element(o.clients.begin(), o.clients.end());
-  const pid_t pid =
-      medq::bench::StartDaemon(o.medqd, socket,
-                               {"--models-dir", models.string(), "--model", o.shape, "--dtype",
-                                o.dtype, "--threads", std::to_string(o.threads), "--max-queue",
-                                "64", "--max-concurrent", std::to_string(max_clients)});
+  const pid_t pid = medq::bench::StartDaemon(
+      o.medqd, socket,
+      {"--models-dir", models.string(), "--model", o.shape, "--dtype", o.dtype, "--device",
+       o.device, "--threads", std::to_string(o.threads), "--max-queue", "64", "--max-concurrent",
+       std::to_string(max_clients)});
   if (pid < 0) Die("medqd did not come up");
   return pid;
 }
@@ -162,10 +164,13 @@ pid_t StartDaemon(const Options& o, const fs::path& models, const std::string& s
 }  // namespace
 
 int main(int argc, char** argv) {
+  medq::bench::PrintBacktraceOnCrash();
   Options o;
   CLI::App app{"concurrency_bench: concurrent clients through medqd against the engine's batch"};
   app.add_option("--shape", o.shape, "SmolLM-135M or Qwen2.5-0.5B")->capture_default_str();
   app.add_option("--dtype", o.dtype, "Weights in memory: bf16 or fp32")->capture_default_str();
+  app.add_option("--device", o.device, "Where the engine and the daemon run: cpu or cuda:N")
+      ->capture_default_str();
   app.add_option("--clients", o.clients, "Concurrent client counts")->capture_default_str();
   app.add_option("--tokens", o.tokens, "New tokens per request")->capture_default_str();
   app.add_option("--prompt-tokens", o.prompt_tokens, "Prompt tokens")->capture_default_str();
@@ -217,6 +222,7 @@ int main(int argc, char** argv) {
   engine_options.decode_steps = o.tokens;
   engine_options.repetitions = 1;
   engine_options.threads = o.threads;
+  engine_options.device = o.device;
 
   const int max_clients = *std::max_element(o.clients.begin(), o.clients.end());
   std::vector<std::vector<double>> engine_ms(o.clients.size()), daemon_ms(o.clients.size()),
@@ -305,6 +311,7 @@ int main(int argc, char** argv) {
   const json out = {{"benchmark", "concurrency"},
                     {"shape", o.shape},
                     {"dtype", o.dtype},
+                    {"device", o.device},
                     {"tokens", o.tokens},
                     {"prompt_tokens", o.prompt_tokens},
                     {"repetitions", o.repetitions},

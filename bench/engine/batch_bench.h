@@ -1,5 +1,6 @@
 // engine_bench --batch: aggregate decode throughput of the continuous batch
-// (daemon/engine/batch.h) with 1, 2, 4, 8 concurrent sequences.
+// (daemon/engine/batch.h) with 1, 2, 4, 8 concurrent sequences, on the CPU or
+// a CUDA device.
 #pragma once
 
 #include <filesystem>
@@ -17,10 +18,11 @@ struct BatchBenchOptions {
   int warmup_steps = 2;   // untimed steps before them
   int repetitions = 3;
   int threads = 0;
+  std::string device = "cpu";  // or cuda:N
 };
 
 // Runs in a child process (it initialises the engine's worker thread): loads
-// `dir` on the CPU with `dtype` and, for each batch size N, `repetitions`
+// `dir` on `options.device` with `dtype` and, for each batch size N, `repetitions`
 // times: N sequences with distinct random prompts are added, prefilled, then
 // `decode_steps` steps are timed (each gives every sequence one token).
 // Returns per N the median and range over repetitions of the step latency,

@@ -20,6 +20,7 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include "bench/common/crash_trace.h"
 #include "bench/engine/bandwidth.h"
 #include "bench/engine/batch_bench.h"
 #include "bench/engine/in_child.h"
@@ -40,6 +41,7 @@ struct Options {
   int new_tokens = 128;
   int threads = 0;
   std::string keep;    // write the models here and leave them, for medq-run and perf
+  std::string device;  // only this device (cpu, cuda:N); empty: cpu and cuda:0 if present
   bool batch = false;  // --batch: continuous-batching throughput instead (CPU)
   bool avx512 = true;  // --no-avx512: the AVX2 kernel table where AVX-512VL would be chosen
   medq::bench::BatchBenchOptions batch_options;
@@ -125,6 +127,7 @@ int Run(const Options& o) {
                     }).value("cuda", false);
   std::vector<std::string> devices = {"cpu"};
   if (cuda) devices.push_back("cuda:0");
+  if (!o.device.empty()) devices = {o.device};
 
   const fs::path root = !o.keep.empty() ? fs::path(o.keep)
                                         : fs::temp_directory_path() /
@@ -142,11 +145,12 @@ int Run(const Options& o) {
       if (o.keep.empty()) fs::remove_all(root);
       return 1;
     }
-    for (const auto& device : o.batch ? std::vector<std::string>{"cpu"} : devices) {
+    for (const auto& device : o.batch ? std::vector<std::string>{devices.front()} : devices) {
       for (const auto& dtype : o.dtypes) {
         if (o.batch) {
-          json r = medq::bench::InChild(
-              [&] { return medq::bench::MeasureBatch(dir, dtype, o.batch_options); });
+          medq::bench::BatchBenchOptions b = o.batch_options;
+          b.device = device;
+          json r = medq::bench::InChild([&] { return medq::bench::MeasureBatch(dir, dtype, b); });
           r["model"] = shape.name;
           std::fprintf(stderr, "%s\n", r.dump().c_str());
           results.push_back(std::move(r));
@@ -203,6 +207,7 @@ int Run(const Options& o) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  medq::bench::PrintBacktraceOnCrash();
   Options o;
   CLI::App app{"Engine benchmark on random-weight SmolLM-135M / Qwen2.5-0.5B shaped models"};
   app.add_option("--models", o.models,
@@ -211,11 +216,13 @@ int main(int argc, char** argv) {
   app.add_option("--prompt-tokens", o.prompt_tokens, "Prompt length")->capture_default_str();
   app.add_option("--new-tokens", o.new_tokens, "New tokens to decode")->capture_default_str();
   app.add_option("--threads", o.threads, "Intra-op threads (0 = all cores)");
+  app.add_option("--device", o.device,
+                 "Only this device (cpu, cuda:0); default the CPU and cuda:0 when present");
   app.add_option("--keep", o.keep,
                  "Write the models into this directory and keep them (to profile with medq-run)");
   app.add_flag("--batch", o.batch,
                "Continuous batching instead: aggregate decode throughput with "
-               "--batch-sequences concurrent sequences (CPU)");
+               "--batch-sequences concurrent sequences (on the CPU unless --device)");
   app.add_option("--batch-sequences", o.batch_options.sequences, "Batch sizes for --batch")
       ->capture_default_str();
   app.add_option("--batch-steps", o.batch_options.decode_steps, "Timed decode steps for --batch")
