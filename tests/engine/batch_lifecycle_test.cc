@@ -4,18 +4,11 @@
 
 #include "daemon/engine/batch.h"
 #include "daemon/engine/fault_injection.h"
+#include "tests/engine/batch_test_util.h"
 #include "tests/engine/engine_test_util.h"
 
 namespace medq::engine::test {
 namespace {
-
-GenerateRequest Request(const std::vector<int32_t>& prompt, int max_new_tokens) {
-  GenerateRequest r;
-  r.prompt = prompt;
-  r.max_new_tokens = max_new_tokens;
-  r.stop_ids = std::vector<int32_t>{};
-  return r;
-}
 
 struct Fixture {
   Fixture()

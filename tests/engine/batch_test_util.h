@@ -86,6 +86,20 @@ inline std::vector<Joining> MixedRequests(const std::map<std::string, at::Tensor
           {3, Request(std::vector<int32_t>(p1.begin(), p1.begin() + 3), 17)}};
 }
 
+// MixedRequests with seeded sampling: temperature, top_p and, every other
+// sequence, a repetition penalty.
+inline std::vector<Joining> SeededMixedRequests(const std::map<std::string, at::Tensor>& ref) {
+  std::vector<Joining> requests = MixedRequests(ref);
+  for (size_t i = 0; i < requests.size(); ++i) {
+    SamplingParams& s = requests[i].request.sampling;
+    s.temperature = 0.8f;
+    s.top_p = 0.9f;
+    s.repetition_penalty = i % 2 == 0 ? 1.0f : 1.3f;
+    s.seed = 1000 + i;
+  }
+  return requests;
+}
+
 // The tokens Generate gives for `r` alone.
 inline std::vector<int32_t> Generated(const Model& m, const GenerateRequest& r) {
   std::vector<int32_t> out;
@@ -95,6 +109,16 @@ inline std::vector<int32_t> Generated(const Model& m, const GenerateRequest& r) 
   });
   REQUIRE(res.ok());
   return out;
+}
+
+// Each outcome is its request run alone, to its full length.
+inline void CheckEachAsAlone(const Model& m, const std::vector<Joining>& requests,
+                             const std::vector<Outcome>& out) {
+  for (size_t i = 0; i < requests.size(); ++i) {
+    INFO("sequence " << i);
+    CHECK(out[i].tokens == Generated(m, requests[i].request));
+    CHECK(out[i].tokens.size() == static_cast<size_t>(requests[i].request.max_new_tokens));
+  }
 }
 
 }  // namespace medq::engine::test

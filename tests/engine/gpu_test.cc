@@ -97,20 +97,8 @@ TEST_CASE("seeded sampling on cuda:0 gives the same tokens batched and alone", "
   const auto dir = ModelFolders().front();
   const auto ref = ReadTensors(dir / "reference.safetensors");
   const auto model = MustLoad(dir, "fp32", "cuda:0");
-  std::vector<Joining> requests = MixedRequests(ref);
-  for (size_t i = 0; i < requests.size(); ++i) {
-    SamplingParams& s = requests[i].request.sampling;
-    s.temperature = 0.8f;
-    s.top_p = 0.9f;
-    s.repetition_penalty = i % 2 == 0 ? 1.0f : 1.3f;
-    s.seed = 1000 + i;
-  }
-  const std::vector<Outcome> out = RunBatch(model, BatchOptions{}, requests);
-  for (size_t i = 0; i < requests.size(); ++i) {
-    INFO("sequence " << i);
-    CHECK(out[i].tokens == Generated(*model, requests[i].request));
-    CHECK(out[i].tokens.size() == static_cast<size_t>(requests[i].request.max_new_tokens));
-  }
+  const std::vector<Joining> requests = SeededMixedRequests(ref);
+  CheckEachAsAlone(*model, requests, RunBatch(model, BatchOptions{}, requests));
 }
 
 }  // namespace
