@@ -42,7 +42,7 @@ struct Options {
   int threads = 0;
   std::string keep;    // write the models here and leave them, for medq-run and perf
   std::string device;  // only this device (cpu, cuda:N); empty: cpu and cuda:0 if present
-  bool batch = false;  // --batch: continuous-batching throughput instead (CPU)
+  bool batch = false;  // --batch: continuous-batching throughput instead (--device, or the CPU)
   bool avx512 = true;  // --no-avx512: the AVX2 kernel table where AVX-512VL would be chosen
   medq::bench::BatchBenchOptions batch_options;
 };
