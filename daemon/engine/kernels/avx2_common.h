@@ -37,6 +37,11 @@ inline float HorizontalSum(__m256 v) {
   return _mm_cvtss_f32(s);
 }
 
+// A 32-bit lane of loaded bf16 weights holds element 2j in its low half and
+// 2j + 1 in its high half: a shift by 16 gives element 2j as a float, and
+// this mask element 2j + 1.
+constexpr int kBf16HighHalf = static_cast<int>(0xFFFF0000u);
+
 // The 16 floats at x split into their 8 even-indexed elements (to even) and
 // their 8 odd-indexed ones (to odd), each in order: how the bf16 kernels lay
 // out x against weights split by a shift and a mask (SplitDotBf16).

@@ -97,7 +97,7 @@ void PrepareBf16Rows(const float* x, int64_t m, int64_t in, float* split) {
 // ones: one load and two integer ops per 16 weights, where widening each
 // 8 needs a cross-lane shuffle (the bottleneck of Load8 at ~12 GB/s a core).
 inline float SplitDotBf16(const uint16_t* w, int64_t in, const float* split) {
-  const __m256i high = _mm256_set1_epi32(static_cast<int>(0xFFFF0000u));
+  const __m256i high = _mm256_set1_epi32(kBf16HighHalf);
   __m256 a = _mm256_setzero_ps(), b = _mm256_setzero_ps();
   __m256 c = _mm256_setzero_ps(), d = _mm256_setzero_ps();
   int64_t k = 0;

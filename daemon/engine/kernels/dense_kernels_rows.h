@@ -82,8 +82,7 @@ struct Sums {
 inline void SplitBf16(const uint16_t* w, __m256* even, __m256* odd) {
   const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w));
   *even = _mm256_castsi256_ps(_mm256_slli_epi32(raw, 16));
-  *odd =
-      _mm256_castsi256_ps(_mm256_and_si256(raw, _mm256_set1_epi32(static_cast<int>(0xFFFF0000u))));
+  *odd = _mm256_castsi256_ps(_mm256_and_si256(raw, _mm256_set1_epi32(kBf16HighHalf)));
 }
 
 // Sixteen bf16 weights at w against the M x rows at x (row stride in, laid

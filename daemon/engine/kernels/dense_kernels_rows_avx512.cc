@@ -166,7 +166,7 @@ inline void WideBlock(const uint16_t* w, __m512* p, __m512* q) {
   __m512i raw = _mm512_loadu_si512(w);
   asm("" : "+v"(raw));  // one load for both, as in LoadKept
   *p = _mm512_castsi512_ps(_mm512_slli_epi32(raw, 16));
-  *q = _mm512_castsi512_ps(_mm512_and_si512(raw, _mm512_set1_epi32(static_cast<int>(0xFFFF0000u))));
+  *q = _mm512_castsi512_ps(_mm512_and_si512(raw, _mm512_set1_epi32(kBf16HighHalf)));
 }
 
 // dots[r * M + i] = the one-row kernel's dot product (Dot1 for f32,
