@@ -20,8 +20,7 @@ void OnFatalSignal(int sig, siginfo_t* info, void*) {
   if (n > 0) (void)!write(STDERR_FILENO, line, static_cast<size_t>(n));
   void* frames[64];
   backtrace_symbols_fd(frames, backtrace(frames, 64), STDERR_FILENO);
-  signal(sig, SIG_DFL);
-  raise(sig);
+  raise(sig);  // SA_RESETHAND has put the default action back
 }
 
 }  // namespace
