@@ -6,6 +6,7 @@
 #include <cstring>
 #include <vector>
 
+#include "daemon/engine/kernels/cpu_activation.h"
 #include "daemon/engine/kernels/cpu_attention.h"
 #include "daemon/engine/kernels/cpu_linear.h"
 
@@ -67,9 +68,12 @@ struct Buffers {
         qkv(n * (c.num_heads + 2 * c.num_kv_heads) * c.head_dim),
         attn(n * c.num_heads * c.head_dim),
         gate_up(n * 2 * intermediate),
-        act(n * intermediate) {}
+        act(n * intermediate) {
+    attention.reserve(static_cast<size_t>(n));
+  }
   int64_t rows;
   std::vector<float> x, h, qkv, attn, gate_up, act;
+  std::vector<kernels::CachedAttention> attention;  // a layer's, one per row
 };
 
 // The residual connection: x += h.
@@ -86,10 +90,11 @@ void NormRows(const ModelConfig& c, const at::Tensor& weight, Buffers& b) {
   }
 }
 
-// q/k norms, RoPE at the cache's position, the key/value write and the
-// attention of one sequence: qkv [q_out + 2 * kv_out] in, out [heads * D].
-void AttendOne(const ModelConfig& c, const LayerWeights& l, size_t layer, KvCache& cache,
-               float* qkv, float* out) {
+// q/k norms, RoPE at the cache's position and the key/value write of one
+// sequence, qkv [q_out + 2 * kv_out]; returns its attention, to run once the
+// batch's caches all hold their new position, into out [heads * D].
+kernels::CachedAttention PrepareAttention(const ModelConfig& c, const LayerWeights& l, size_t layer,
+                                          KvCache& cache, float* qkv, float* out) {
   const int64_t d = c.head_dim, p = cache.length();
   float* q = qkv;
   float* k = q + c.num_heads * d;
@@ -121,20 +126,24 @@ void AttendOne(const ModelConfig& c, const LayerWeights& l, size_t layer, KvCach
   a.begin = c.sliding_window ? std::max<int64_t>(0, p - *c.sliding_window + 1) : 0;
   a.end = p + 1;
   a.out = out;
-  kernels::CpuCachedAttention(a);
+  return a;
 }
 
 // x += o_proj(attention(h)): one projection call per weight for all rows,
-// attention per sequence against its own cache.
+// attention per sequence against its own cache, the heads of all of them shared
+// over the kernels' threads in one call.
 void AttentionBlock(const ModelConfig& c, const LayerWeights& l, size_t layer,
                     std::span<KvCache* const> caches, Buffers& b) {
   const int64_t qkv_width = (c.num_heads + 2 * c.num_kv_heads) * c.head_dim;
   const int64_t attn_width = c.num_heads * c.head_dim;
   kernels::MatRowsInto(l.qkv_proj, b.h.data(), b.rows, F32(l.qkv_bias), b.qkv.data());
+  b.attention.clear();
   for (int64_t i = 0; i < b.rows; ++i) {
-    AttendOne(c, l, layer, *caches[static_cast<size_t>(i)], b.qkv.data() + i * qkv_width,
-              b.attn.data() + i * attn_width);
+    b.attention.push_back(PrepareAttention(c, l, layer, *caches[static_cast<size_t>(i)],
+                                           b.qkv.data() + i * qkv_width,
+                                           b.attn.data() + i * attn_width));
   }
+  kernels::CpuCachedAttentionRows(b.attention);
   kernels::MatRowsInto(l.o_proj, b.attn.data(), b.rows, F32(l.o_bias), b.h.data());
   AddResidual(b);
 }
@@ -145,10 +154,7 @@ void MlpBlock(const LayerWeights& l, Buffers& b) {
   const int64_t inter = l.gate_up_proj.size(0) / 2;
   for (int64_t i = 0; i < b.rows; ++i) {
     const float* gate = b.gate_up.data() + i * 2 * inter;
-    const float* up = gate + inter;
-    float* act = b.act.data() + i * inter;
-    for (int64_t j = 0; j < inter; ++j)
-      act[j] = gate[j] / (1.0f + std::exp(-gate[j])) * up[j];  // silu(gate) · up
+    kernels::SiluMul(gate, gate + inter, inter, b.act.data() + i * inter);
   }
   kernels::MatRowsInto(l.down_proj, b.act.data(), b.rows, F32(l.down_bias), b.h.data());
   AddResidual(b);

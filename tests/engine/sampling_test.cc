@@ -1,6 +1,8 @@
 // Sampling and the generation loop's stop rules, on tiny-llama.
 #include <catch2/catch.hpp>
 
+#include <cmath>
+
 #include "daemon/engine/generate.h"
 #include "daemon/engine/sampling.h"
 #include "tests/engine/engine_test_util.h"
@@ -51,6 +53,30 @@ TEST_CASE("top_k = 1 sampling equals greedy", "[engine][sampling]") {
   auto r = Request(*m, 5.0f, 7);
   r.sampling.top_k = 1;
   CHECK(RunRequest(*m, r).ids == greedy.ids);
+}
+
+TEST_CASE("greedy choice is at::argmax: first of equal maxima, first NaN, any length",
+          "[engine][sampling]") {
+  SamplingParams greedy;
+  greedy.temperature = 0;
+  Sampler sampler(greedy);
+  at::manual_seed(7);
+  for (const int64_t n : {1, 3, 4, 5, 49152, 151936}) {
+    at::Tensor row = at::randn({n});
+    CHECK(sampler.Next(row, {}) == row.argmax().item<int64_t>());
+    // Ties: the first of the largest wins.
+    row[n - 1] = 1e9f;
+    row[n / 2] = 1e9f;
+    CHECK(sampler.Next(row, {}) == row.argmax().item<int64_t>());
+    // A NaN ranks above every number, as LibTorch has it.
+    row[n - 1] = NAN;
+    CHECK(sampler.Next(row, {}) == row.argmax().item<int64_t>());
+    row[0] = NAN;
+    CHECK(sampler.Next(row, {}) == 0);
+    // Rows that are not a contiguous float32 vector go to LibTorch.
+    const at::Tensor strided = at::randn({n, 2}).select(1, 1);
+    CHECK(sampler.Next(strided, {}) == strided.argmax().item<int64_t>());
+  }
 }
 
 TEST_CASE("warpers keep what transformers keeps", "[engine][sampling]") {

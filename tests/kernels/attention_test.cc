@@ -105,6 +105,50 @@ void CheckAgainstReference(Tables tables) {
   }
 }
 
+// Several sequences' attention in one CpuCachedAttentionRows call, short
+// contexts (on the calling thread) and long ones (heads shared over threads):
+// each row bitwise what CpuCachedAttention gives it alone.
+TEST_CASE("CpuCachedAttentionRows gives each row its CpuCachedAttention result", "[attention]") {
+  const int64_t capacity = 300;
+  std::mt19937 rng(3);
+  for (const std::vector<int64_t>& ends :
+       {std::vector<int64_t>{1, 5, 17, 9}, std::vector<int64_t>{300, 40, 1, 250, 120}}) {
+    INFO("contexts " << ends.size() << " ending at " << ends[0]);
+    const int64_t heads = 9, kv_heads = 3, d = 64;
+    const size_t cache = static_cast<size_t>(kv_heads * capacity * d);
+    std::vector<std::vector<float>> q, keys, values, alone, together;
+    std::vector<kernels::CachedAttention> rows;
+    for (size_t i = 0; i < ends.size(); ++i) {
+      q.push_back(Random(static_cast<size_t>(heads * d), rng));
+      keys.push_back(Random(cache, rng));
+      values.push_back(Random(cache, rng));
+      alone.emplace_back(static_cast<size_t>(heads * d), NAN);
+      together.emplace_back(static_cast<size_t>(heads * d), NAN);
+    }
+    for (size_t i = 0; i < ends.size(); ++i) {
+      kernels::CachedAttention a;
+      a.q = q[i].data();
+      a.keys = keys[i].data();
+      a.values = values[i].data();
+      a.heads = heads;
+      a.kv_heads = kv_heads;
+      a.capacity = capacity;
+      a.head_dim = d;
+      a.begin = 0;
+      a.end = ends[i];
+      a.out = alone[i].data();
+      kernels::CpuCachedAttention(a);
+      a.out = together[i].data();
+      rows.push_back(a);
+    }
+    kernels::CpuCachedAttentionRows(rows);
+    for (size_t i = 0; i < ends.size(); ++i) {
+      INFO("row " << i);
+      REQUIRE(together[i] == alone[i]);
+    }
+  }
+}
+
 TEST_CASE("CpuCachedAttention matches softmax(q k) v, AVX-512VL", "[attention]") {
   CheckAgainstReference(Tables::kAvx512);
 }

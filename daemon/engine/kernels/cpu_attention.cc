@@ -46,18 +46,30 @@ void OneHead(const CachedAttention& a, int64_t h, std::vector<float>& scores) {
 }  // namespace
 
 void CpuCachedAttention(const CachedAttention& a) {
-  const int64_t bytes =
-      2 * a.kv_heads * (a.end - a.begin) * a.head_dim * static_cast<int64_t>(sizeof(float));
+  CpuCachedAttentionRows(std::span<const CachedAttention>(&a, 1));
+}
+
+void CpuCachedAttentionRows(std::span<const CachedAttention> rows) {
+  int64_t bytes = 0, pieces = 0;
+  for (const CachedAttention& a : rows) {
+    bytes += 2 * a.kv_heads * (a.end - a.begin) * a.head_dim * static_cast<int64_t>(sizeof(float));
+    pieces += a.heads;
+  }
+  // A row's heads are consecutive pieces: piece p is head p - first of the
+  // row whose heads start at first.
+  const auto run = [rows](int64_t piece) {
+    thread_local std::vector<float> scores;
+    for (const CachedAttention& a : rows) {
+      if (piece < a.heads) return OneHead(a, piece, scores);
+      piece -= a.heads;
+    }
+  };
   if (bytes < kMinBytesToShare) {
-    std::vector<float> scores;
-    for (int64_t h = 0; h < a.heads; ++h)
-      OneHead(a, h, scores);
+    for (int64_t p = 0; p < pieces; ++p)
+      run(p);
     return;
   }
-  ShareWork(a.heads, KernelThreads() - 1, [&](int64_t h) {
-    std::vector<float> scores;
-    OneHead(a, h, scores);
-  });
+  ShareWork(pieces, KernelThreads() - 1, run);
 }
 
 }  // namespace medq::engine::kernels

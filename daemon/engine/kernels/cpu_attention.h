@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 
 namespace medq::engine::kernels {
 
@@ -22,5 +23,14 @@ struct CachedAttention {
 // enough to pay for it. Preconditions: heads is a multiple of kv_heads,
 // 0 <= begin < end <= capacity; buffers as sized above.
 void CpuCachedAttention(const CachedAttention& a);
+
+// CpuCachedAttention for each element of `rows` (the sequences of a batched
+// step, each against its own cache): every head of every row is one piece of
+// work, and the pieces are split over KernelThreads() threads when the rows'
+// cache reads together are large enough, so that short contexts of several
+// sequences no longer run on the calling thread alone. Each head's result is
+// the one CpuCachedAttention writes. Preconditions: as CpuCachedAttention's,
+// for each row; outputs do not overlap.
+void CpuCachedAttentionRows(std::span<const CachedAttention> rows);
 
 }  // namespace medq::engine::kernels

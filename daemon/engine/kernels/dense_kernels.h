@@ -59,6 +59,13 @@ using Bf16ToF32Fn = void (*)(const uint16_t* src, int64_t n, float* dst);
 // column. Attention's probabilities times its cached values.
 using VecMatF32Fn = void (*)(const float* p, const float* w, int64_t n, int64_t d, float* y);
 
+// out[j] = silu(gate[j]) · up[j] = gate[j] / (1 + exp(-gate[j])) · up[j] for
+// j in [0, n): the gated MLP's activation. The scalar table takes std::exp;
+// the SIMD tables a polynomial exp within a few float32 ulps of it, so the
+// tables agree to about 1e-6 relative, not bitwise (every row of a step runs
+// the same table, so batch invariance holds).
+using SiluMulF32Fn = void (*)(const float* gate, const float* up, int64_t n, float* out);
+
 struct DenseKernels {
   const char* name;
   MatVecF32Fn matvec_f32;
@@ -69,6 +76,7 @@ struct DenseKernels {
   MatRowsF32Fn matrows_f32;
   MatRowsBf16Fn matrows_bf16;
   VecMatF32Fn vecmat_f32;
+  SiluMulF32Fn silu_mul_f32;
 };
 
 // The portable kernels; run on every x86-64 (and any other) CPU.
@@ -92,6 +100,10 @@ void MatRowsF32Avx2(const float* w, int64_t in, int64_t out, const float* x, int
                     const float* bias, float* y, int64_t row_begin, int64_t row_end);
 void MatRowsBf16Avx2(const uint16_t* w, int64_t in, int64_t out, const float* x, int64_t m,
                      const float* bias, float* y, int64_t row_begin, int64_t row_end);
+
+// The AVX2+FMA table's silu_mul_f32 (activations_avx2.cc, built with -mavx2
+// -mfma), which the AVX-512VL table shares; same precondition.
+void SiluMulAvx2(const float* gate, const float* up, int64_t n, float* out);
 
 // The AVX-512VL table's matrows entries (dense_kernels_rows_avx512.cc, built
 // with -mavx512f -mavx512vl too: tiles of two weight rows and up to four x

@@ -1,5 +1,6 @@
 // Portable dense kernels: plain C++, no intrinsics. Used on CPUs without
 // AVX2/FMA and, through the test switch, to check the SIMD kernels against.
+#include <cmath>
 #include <cstring>
 
 #include "daemon/engine/kernels/dense_kernels.h"
@@ -109,6 +110,12 @@ void VecMatF32(const float* p, const float* w, int64_t n, int64_t d, float* y) {
   }
 }
 
+// The decode step's activation as it was written before the tables had it.
+void SiluMulF32(const float* gate, const float* up, int64_t n, float* out) {
+  for (int64_t j = 0; j < n; ++j)
+    out[j] = gate[j] / (1.0f + std::exp(-gate[j])) * up[j];
+}
+
 // matvec_bf16 and matrows_bf16 here read x as it is.
 void PrepareBf16Rows(const float* x, int64_t m, int64_t in, float* prepared) {
   std::memcpy(prepared, x, static_cast<size_t>(m * in) * sizeof(float));
@@ -117,9 +124,9 @@ void PrepareBf16Rows(const float* x, int64_t m, int64_t in, float* prepared) {
 }  // namespace
 
 const DenseKernels& ScalarKernels() {
-  static constexpr DenseKernels kTable{"scalar",         &MatVecF32,   &MatVecBf16,
-                                       &PrepareBf16Rows, &MatMulBf16,  &ConvertBf16,
-                                       &MatRowsF32,      &MatRowsBf16, &VecMatF32};
+  static constexpr DenseKernels kTable{"scalar",    &MatVecF32,   &MatVecBf16, &PrepareBf16Rows,
+                                       &MatMulBf16, &ConvertBf16, &MatRowsF32, &MatRowsBf16,
+                                       &VecMatF32,  &SiluMulF32};
   return kTable;
 }
 
