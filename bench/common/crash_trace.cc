@@ -2,6 +2,7 @@
 
 #include <execinfo.h>
 #include <signal.h>
+#include <ucontext.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -13,11 +14,24 @@ namespace {
 // Async-signal-safe enough for a dying process: snprintf into a stack
 // buffer, write(2), and backtrace(), which PrintBacktraceOnCrash has already
 // called once so that it does not load libgcc (and allocate) in here.
-void OnFatalSignal(int sig, siginfo_t* info, void*) {
+// backtrace() starts from the handler and loses the faulting frame when the
+// program counter itself is bad (a call through a null pointer: it drops a
+// trailing null frame), so the program counter and the word at the stack
+// pointer (the return address, right after such a call) are named first.
+void OnFatalSignal(int sig, siginfo_t* info, void* context) {
   char line[128];
   const int n = std::snprintf(line, sizeof line, "fatal signal %d at address %p, pid %d\n", sig,
                               info->si_addr, static_cast<int>(getpid()));
   if (n > 0) (void)!write(STDERR_FILENO, line, static_cast<size_t>(n));
+#if defined(__x86_64__)
+  const auto* uc = static_cast<const ucontext_t*>(context);
+  void* at_fault[2] = {reinterpret_cast<void*>(uc->uc_mcontext.gregs[REG_RIP]),
+                       *reinterpret_cast<void* const*>(uc->uc_mcontext.gregs[REG_RSP])};
+  (void)!write(STDERR_FILENO, "program counter, then the word at the stack pointer:\n", 53);
+  backtrace_symbols_fd(at_fault, 2, STDERR_FILENO);
+#else
+  (void)context;
+#endif
   void* frames[64];
   backtrace_symbols_fd(frames, backtrace(frames, 64), STDERR_FILENO);
   raise(sig);  // SA_RESETHAND has put the default action back
