@@ -43,15 +43,6 @@ endforeach()
 set(CMAKE_PREFIX_PATH ${_medq_prefixes})
 find_package(Torch REQUIRED)
 get_filename_component(_medq_torch_lib_dir "${TORCH_LIBRARY}" DIRECTORY)
-# PyPI's LibTorch exports copies of parts of libstdc++ (torch 2.15's
-# libtorch_cpu.so: 142 std::filesystem symbols), and the dynamic linker takes a
-# symbol from the first library in an executable's load order that defines
-# it, for libstdc++'s own calls too. torch 2.11's libtorch.so defines a
-# std::filesystem::remove_all that jumps to address 0: engine_bench and
-# concurrency_bench crashed in it on an H200. Every binary therefore loads
-# libstdc++ ahead of everything else it links, so that the C++ runtime's
-# symbols are the system's own.
-add_link_options("LINKER:--push-state,--no-as-needed" "-lstdc++" "LINKER:--pop-state")
 get_filename_component(_medq_torch_prefix "${TORCH_INSTALL_PREFIX}" REALPATH)
 get_filename_component(_medq_torch_lib_dir "${_medq_torch_lib_dir}" REALPATH)
 if(NOT _medq_torch_lib_dir MATCHES "^${_medq_torch_prefix}" AND NOT TORCH_INSTALL_PREFIX STREQUAL "/usr")
