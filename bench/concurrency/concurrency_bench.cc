@@ -37,6 +37,7 @@
 
 #include "bench/common/bench_daemon.h"
 #include "bench/common/crash_trace.h"
+#include "bench/common/remove_tree.h"
 #include "bench/engine/batch_bench.h"
 #include "bench/engine/in_child.h"
 #include "bench/engine/random_model.h"
@@ -282,7 +283,7 @@ int main(int argc, char** argv) {
   }
   kill(daemon, SIGTERM);
   waitpid(daemon, nullptr, 0);
-  fs::remove_all(dir);
+  medq::bench::RemoveTree(dir.string());
 
   json rows = json::array();
   const double engine_base = Median(engine_ms[0]), daemon_base = Median(daemon_ms[0]);

@@ -21,6 +21,7 @@
 #include <nlohmann/json.hpp>
 
 #include "bench/common/crash_trace.h"
+#include "bench/common/remove_tree.h"
 #include "bench/engine/bandwidth.h"
 #include "bench/engine/batch_bench.h"
 #include "bench/engine/in_child.h"
@@ -142,7 +143,7 @@ int Run(const Options& o) {
     const medq::Status written = medq::bench::WriteRandomModel(shape, dir);
     if (!written.ok()) {
       std::fprintf(stderr, "engine_bench: %s\n", written.error().message.c_str());
-      if (o.keep.empty()) fs::remove_all(root);
+      if (o.keep.empty()) medq::bench::RemoveTree(root.string());
       return 1;
     }
     for (const auto& device : o.batch ? std::vector<std::string>{devices.front()} : devices) {
@@ -175,9 +176,9 @@ int Run(const Options& o) {
         results.push_back(std::move(r));
       }
     }
-    if (o.keep.empty()) fs::remove_all(dir);
+    if (o.keep.empty()) medq::bench::RemoveTree(dir.string());
   }
-  if (o.keep.empty()) fs::remove_all(root);
+  if (o.keep.empty()) medq::bench::RemoveTree(root.string());
   if (o.batch) {
     const medq::bench::BatchBenchOptions& b = o.batch_options;
     const json doc = {{"benchmark", "engine_batch"},

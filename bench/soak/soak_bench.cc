@@ -21,6 +21,7 @@
 #include <nlohmann/json.hpp>
 
 #include "bench/common/bench_daemon.h"
+#include "bench/common/remove_tree.h"
 #include "daemon/engine/engine.h"
 #include "ipc/client.h"
 
@@ -232,7 +233,7 @@ int main(int argc, char** argv) {
 
   kill(daemon, SIGTERM);
   waitpid(daemon, nullptr, 0);
-  fs::remove_all(dir);
+  medq::bench::RemoveTree(dir.string());
 
   const double rss_first = rss_mb.front(), rss_last = rss_mb.back();
   const double rss_base = rss_mb[baseline_at - 1];
