@@ -1,8 +1,9 @@
 #include "daemon/engine/sampling.h"
 
-#include <algorithm>
 #include <cmath>
 #include <limits>
+
+#include "daemon/engine/argmax.h"
 
 namespace medq::engine {
 namespace {
@@ -21,41 +22,6 @@ at::Tensor Penalize(const at::Tensor& logits, const std::vector<int32_t>& histor
   const at::Tensor picked = logits.gather(0, ids);
   const at::Tensor changed = at::where(picked < 0, picked * penalty, picked / penalty);
   return logits.scatter(0, ids, changed);
-}
-
-// at::argmax of a 1-D tensor: the first index of its largest value, or of its
-// first NaN (which LibTorch ranks above every number). A CPU float32 row, the
-// greedy case of every CPU decode step, is scanned here: LibTorch 1.13's
-// argmax takes about 63 us for a 49152-id vocabulary (one dependent compare a
-// element), four running maxima and a second pass for the index about a
-// quarter of that. Other rows go to LibTorch.
-int64_t Argmax(const at::Tensor& row) {
-  if (!row.device().is_cpu() || row.scalar_type() != at::kFloat || row.dim() != 1 ||
-      !row.is_contiguous() || row.numel() == 0) {
-    return row.argmax().item<int64_t>();
-  }
-  const float* p = row.data_ptr<float>();
-  const int64_t n = row.numel();
-  float m[4] = {p[0], p[0], p[0], p[0]};
-  bool nan = false;
-  int64_t i = 0;
-  for (; i + 4 <= n; i += 4) {
-    for (int j = 0; j < 4; ++j) {
-      m[j] = std::max(m[j], p[i + j]);
-      nan |= std::isnan(p[i + j]);
-    }
-  }
-  for (; i < n; ++i) {
-    m[0] = std::max(m[0], p[i]);
-    nan |= std::isnan(p[i]);
-  }
-  // std::max keeps its first argument against a NaN, so m holds the largest
-  // number (or NaN only where p[0] is one, found first below anyway).
-  const float largest = std::max(std::max(m[0], m[1]), std::max(m[2], m[3]));
-  for (i = 0; i < n; ++i) {
-    if (nan ? std::isnan(p[i]) : p[i] == largest) return i;
-  }
-  return 0;  // unreachable: the largest value is in the row
 }
 
 }  // namespace
