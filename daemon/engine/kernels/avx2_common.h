@@ -67,30 +67,39 @@ inline void PrepareBf16X(const float* x, int64_t in, float* split) {
     split[k] = x[k];
 }
 
-// How far ahead of the weights being read a bf16 kernel that streams its rows
-// from memory (the matvec, and the one-row tiles' first pass over a row) asks
-// for the weights to come, once per 64 bytes read. Hardware prefetchers do
-// not cross 4 KiB page boundaries, and most bf16 weights are views of the
+// A prefetch never faults, so the address may lie past the matrix; it is
+// computed as an integer, not as a pointer out of bounds. Hint: _MM_HINT_T0
+// brings the line into every cache level, _MM_HINT_T1 into L2 and below.
+template <_mm_hint Hint = _MM_HINT_T0, typename T>
+inline void PrefetchAt(const T* base, int64_t offset_bytes) {
+  const uintptr_t at = reinterpret_cast<uintptr_t>(base) + static_cast<uintptr_t>(offset_bytes);
+  _mm_prefetch(reinterpret_cast<const char*>(at), Hint);
+}
+
+// How far ahead of the weights being read a kernel that streams its rows from
+// memory (the matvecs, and the bf16 one-row tiles' first pass over a row)
+// asks for the weights to come, once per 64 bytes read. Hardware prefetchers
+// do not cross 4 KiB page boundaries, and most bf16 weights are views of the
 // checkpoint's file mapping, on 4 KiB pages; asking 16 KiB ahead keeps memory
 // streaming across them. engine_bench --batch, bf16, alternating, three
 // rounds on the Zen 4 VM in a slow-memory state: one sequence (distances 0
 // and 2 to 32 KiB) took SmolLM-135M's step from 14.3-14.6 ms to 11.8-12.4
 // and Qwen2.5-0.5B's from 43.6-45.3 to 36.1-37.4, 4 KiB changing nothing; two
-// sequences, 16.3-17.3 to 12.6-13.5 and 49.9-51.8 to 42.0-44.0. f32 has
-// none: its weights are copies on huge pages, and the same prefetch made
-// Qwen's f32 matvec 8 to 10% slower.
-constexpr int64_t kBf16StreamPrefetchBytes = 16384;
+// sequences, 16.3-17.3 to 12.6-13.5 and 49.9-51.8 to 42.0-44.0.
+constexpr int64_t kStreamPrefetchBytes = 16384;
 
-// A prefetch never faults, so the address may lie past the matrix; it is
-// computed as an integer, not as a pointer out of bounds.
+// The stream prefetch fills L2, not L1 (_MM_HINT_T1): a line asked for 16 KiB
+// ahead would otherwise take half of L1 on its way, evicting x and the lines
+// in use. On the same VM (engine_bench --batch, two rounds alternating, read
+// bandwidth 20 to 21 GB/s), one sequence: bf16 SmolLM-135M 8.8 / 10.4 ms a
+// step against 10.8 / 11.3 with _MM_HINT_T0, Qwen2.5-0.5B 36.3 / 35.5
+// against 36.8 / 39.2. f32 weights, copies on huge pages, had no stream
+// prefetch, since one into L1 made Qwen's f32 matvec 8 to 10% slower; into L2
+// it makes it faster: SmolLM 20.8 / 20.5 against 22.9 / 24.7 ms, Qwen 73.1 /
+// 71.5 against 81.4 / 88.4.
 template <typename T>
-inline void PrefetchAt(const T* base, int64_t offset_bytes) {
-  const uintptr_t at = reinterpret_cast<uintptr_t>(base) + static_cast<uintptr_t>(offset_bytes);
-  _mm_prefetch(reinterpret_cast<const char*>(at), _MM_HINT_T0);
-}
-
-inline void PrefetchBf16Stream(const uint16_t* w) {
-  PrefetchAt(w, kBf16StreamPrefetchBytes);
+inline void PrefetchStream(const T* w) {
+  PrefetchAt<_MM_HINT_T1>(w, kStreamPrefetchBytes);
 }
 
 // sum + Σ w[j]·x[j] for j in [k, in), one fused multiply-add at a time: the
