@@ -25,8 +25,9 @@
 // Four x rows are one pass over each pair of weight rows, so every tile
 // streams its rows from memory; two rows read side by side are followed badly
 // by the hardware prefetcher, so each tile asks for the pair of rows after
-// next as it goes (PrefetchNextPair). Two x rows or fewer run the one-row tiles
-// (kMaxOneRowX); an odd last weight row, a tile of one weight row.
+// next as it goes (PrefetchNextPair). Up to kMaxOneRowX x rows (bf16 two, f32
+// one) run the one-row tiles; an odd last weight row, a tile of one weight
+// row.
 #include "daemon/engine/kernels/dense_kernels.h"
 #include "daemon/engine/kernels/dense_kernels_rows.h"
 
@@ -49,11 +50,16 @@ constexpr int kMaxX = 4;
 // Up to this many x rows, the AVX2 table's one-row tiles (MatRows) run
 // instead: one x-row pair is a single tile per weight row, which streams its
 // row as the matvec does, while a two-row tile streams two rows side by side.
-// engine_bench --batch, two threads, two rounds against the AVX2 table: two
-// sequences took 6 of 8 cases longer with 512-bit tiles (SmolLM-135M bf16
-// 14.3 / 14.5 ms against 10.5 / 13.1), and the earlier 256-bit two-row tiles
-// were no better there (bench/engine/README.md).
-constexpr int64_t kMaxOneRowX = 2;
+// bf16 keeps them for two sequences: engine_bench --batch, two threads, two
+// rounds against the AVX2 table, two sequences took 6 of 8 cases longer with
+// 512-bit tiles (SmolLM-135M bf16 14.3 / 14.5 ms against 10.5 / 13.1), and
+// with the tiles' prefetch into L2 (PrefetchNextPair) the dense layers alone
+// (kernels_bench --only matrows) still took Qwen2.5-0.5B's two rows 41.7 ms
+// against 39.1. f32 runs two rows as a 512-bit tile since that prefetch:
+// SmolLM-135M 20.4 ms against 25.0, Qwen2.5-0.5B 71.2 against 88.2 (the
+// one-row tiles read f32 rows without software prefetch).
+template <typename T>
+constexpr int64_t kMaxOneRowX = sizeof(T) == sizeof(uint16_t) ? 2 : 1;
 
 // How many pairs of rows ahead of the tile PrefetchNextPair asks for: the
 // pair after next, so that a pair is requested a whole tile's time before it
@@ -240,7 +246,7 @@ inline void WideRows(const T* wr, int64_t in, int64_t out, const float* x, int64
 template <typename T>
 inline void MatRowsWide(const T* w, int64_t in, int64_t out, const float* x, int64_t m,
                         const float* bias, float* y, int64_t row_begin, int64_t row_end) {
-  if (m <= kMaxOneRowX) return MatRows(w, in, out, x, m, bias, y, row_begin, row_end);
+  if (m <= kMaxOneRowX<T>) return MatRows(w, in, out, x, m, bias, y, row_begin, row_end);
   int64_t r = row_begin;
   for (; r + kRows <= row_end; r += kRows)
     WideRows<kRows>(w + r * in, in, out, x, m, bias, y, r);
@@ -267,7 +273,7 @@ void MatRowsBf16Avx512(const uint16_t* w, int64_t in, int64_t out, const float* 
 // one-row tiles, since the tiles end as the one-row kernel does
 // (AddRemainder, AddTail).
 void PrepareBf16RowsAvx512(const float* x, int64_t m, int64_t in, float* prepared) {
-  const bool wide = m > kMaxOneRowX;
+  const bool wide = m > kMaxOneRowX<uint16_t>;
   for (int64_t i = 0; i < m; ++i) {
     const float* xr = x + i * in;
     float* pr = prepared + i * in;
