@@ -143,7 +143,7 @@ void AttentionBlock(const ModelConfig& c, const LayerWeights& l, size_t layer,
                                            b.qkv.data() + i * qkv_width,
                                            b.attn.data() + i * attn_width));
   }
-  kernels::CpuCachedAttentionRows(b.attention);
+  kernels::CpuCachedAttention(b.attention);
   kernels::MatRowsInto(l.o_proj, b.attn.data(), b.rows, F32(l.o_bias), b.h.data());
   AddResidual(b);
 }

@@ -89,7 +89,7 @@ void CheckAgainstReference(Tables tables) {
     a.begin = c.begin;
     a.end = c.end;
     a.out = out.data();
-    kernels::CpuCachedAttention(a);
+    kernels::CpuCachedAttention({&a, 1});
     const std::vector<double> ref = Reference(a);
     for (size_t i = 0; i < out.size(); ++i) {
       INFO("output " << i);
@@ -99,16 +99,16 @@ void CheckAgainstReference(Tables tables) {
     std::vector<float> one_thread(q.size(), NAN);
     a.out = one_thread.data();
     kernels::SetKernelThreads(1);
-    kernels::CpuCachedAttention(a);
+    kernels::CpuCachedAttention({&a, 1});
     kernels::SetKernelThreads(0);
     REQUIRE(one_thread == out);
   }
 }
 
-// Several sequences' attention in one CpuCachedAttentionRows call, short
-// contexts (on the calling thread) and long ones (heads shared over threads):
-// each row bitwise what CpuCachedAttention gives it alone.
-TEST_CASE("CpuCachedAttentionRows gives each row its CpuCachedAttention result", "[attention]") {
+// Several sequences' attention in one call, short contexts (on the calling
+// thread) and long ones (heads shared over threads): each row bitwise what a
+// call with that row alone gives it.
+TEST_CASE("CpuCachedAttention gives each of several rows its result alone", "[attention]") {
   const int64_t capacity = 300;
   std::mt19937 rng(3);
   for (const std::vector<int64_t>& ends :
@@ -137,11 +137,11 @@ TEST_CASE("CpuCachedAttentionRows gives each row its CpuCachedAttention result",
       a.begin = 0;
       a.end = ends[i];
       a.out = alone[i].data();
-      kernels::CpuCachedAttention(a);
+      kernels::CpuCachedAttention({&a, 1});
       a.out = together[i].data();
       rows.push_back(a);
     }
-    kernels::CpuCachedAttentionRows(rows);
+    kernels::CpuCachedAttention(rows);
     for (size_t i = 0; i < ends.size(); ++i) {
       INFO("row " << i);
       REQUIRE(together[i] == alone[i]);

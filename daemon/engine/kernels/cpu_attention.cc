@@ -45,11 +45,7 @@ void OneHead(const CachedAttention& a, int64_t h, std::vector<float>& scores) {
 
 }  // namespace
 
-void CpuCachedAttention(const CachedAttention& a) {
-  CpuCachedAttentionRows(std::span<const CachedAttention>(&a, 1));
-}
-
-void CpuCachedAttentionRows(std::span<const CachedAttention> rows) {
+void CpuCachedAttention(std::span<const CachedAttention> rows) {
   int64_t bytes = 0, pieces = 0;
   for (const CachedAttention& a : rows) {
     bytes += 2 * a.kv_heads * (a.end - a.begin) * a.head_dim * static_cast<int64_t>(sizeof(float));

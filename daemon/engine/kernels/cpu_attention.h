@@ -16,21 +16,17 @@ struct CachedAttention {
   float* out = nullptr;        // [heads, head_dim]
 };
 
-// For every query head h (which reads kv head h / (heads / kv_heads), as
-// transformers' repeat_kv does): softmax over positions [begin, end) of
-// (q_h · k_s) / sqrt(head_dim) in float32, then out_h = Σ p_s · v_s.
-// Heads are split over KernelThreads() threads when the cache read is large
-// enough to pay for it. Preconditions: heads is a multiple of kv_heads,
-// 0 <= begin < end <= capacity; buffers as sized above.
-void CpuCachedAttention(const CachedAttention& a);
-
-// CpuCachedAttention for each element of `rows` (the sequences of a batched
-// step, each against its own cache): every head of every row is one piece of
-// work, and the pieces are split over KernelThreads() threads when the rows'
-// cache reads together are large enough, so that short contexts of several
-// sequences no longer run on the calling thread alone. Each head's result is
-// the one CpuCachedAttention writes. Preconditions: as CpuCachedAttention's,
-// for each row; outputs do not overlap.
-void CpuCachedAttentionRows(std::span<const CachedAttention> rows);
+// For each element of `rows` (one sequence against its own cache; a batched
+// step passes all of its sequences) and every query head h of it (which reads
+// kv head h / (heads / kv_heads), as transformers' repeat_kv does): softmax
+// over positions [begin, end) of (q_h · k_s) / sqrt(head_dim) in float32,
+// then out_h = Σ p_s · v_s. Every head of every row is one piece of work;
+// the pieces are split over KernelThreads() threads when the rows' cache
+// reads together are large enough to pay for it, so that several sequences'
+// short contexts do not run on the calling thread alone. A head's result
+// does not depend on the other rows or the thread count. Preconditions, for
+// each row: heads is a multiple of kv_heads, 0 <= begin < end <= capacity,
+// buffers as sized above; outputs do not overlap.
+void CpuCachedAttention(std::span<const CachedAttention> rows);
 
 }  // namespace medq::engine::kernels
