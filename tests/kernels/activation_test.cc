@@ -18,11 +18,8 @@ namespace {
 
 void CheckAgainstDouble(Tables tables) {
   KernelMode mode(tables);
+  MEDQ_SKIP_UNLESS_TABLE(tables);
   const std::string kernels = ActiveKernelsName();
-  if (kernels != TableName(tables)) {
-    MEDQ_SKIP("this CPU lacks the " << TableName(tables) << " kernels (" << kernels
-                                    << " would run)");
-  }
   std::vector<float> gate = {0.0f,   -0.0f,  1e-30f, -1e-30f, 1.0f,   -1.0f, 20.0f,
                              -20.0f, 86.9f,  -86.9f, 87.0f,   -87.0f, 88.0f, -88.0f,
                              89.0f,  -89.0f, 100.0f, -100.0f, 1e30f,  -1e30f};

@@ -59,11 +59,8 @@ std::vector<double> Reference(const kernels::CachedAttention& a) {
 
 void CheckAgainstReference(Tables tables) {
   KernelMode mode(tables);
+  MEDQ_SKIP_UNLESS_TABLE(tables);
   const std::string kernels = ActiveKernelsName();
-  if (kernels != TableName(tables)) {
-    MEDQ_SKIP("this CPU lacks the " << TableName(tables) << " kernels (" << kernels
-                                    << " would run)");
-  }
   const int64_t capacity = 320;
   const std::vector<Case> cases = {
       {9, 3, 64, 0, 1},      {9, 3, 64, 0, 200},  {14, 2, 64, 17, 320}, {4, 4, 128, 5, 260},

@@ -2,7 +2,10 @@
 // restoring the runtime choice after, and names the table each choice runs.
 #pragma once
 
+#include <string>
+
 #include "daemon/engine/kernels/kernel_choice.h"
+#include "tests/support/skip.h"
 
 namespace medq::engine {
 
@@ -39,3 +42,15 @@ class KernelMode {
 };
 
 }  // namespace medq::engine
+
+// Ends the calling test function as skipped when the table `tables` names
+// would not run on this CPU (another table would). For use right after a
+// KernelMode for the same tables.
+#define MEDQ_SKIP_UNLESS_TABLE(tables)                                                     \
+  do {                                                                                     \
+    const std::string medq_active_ = ::medq::engine::ActiveKernelsName();                  \
+    if (medq_active_ != ::medq::engine::TableName(tables)) {                               \
+      MEDQ_SKIP("this CPU lacks the " << ::medq::engine::TableName(tables) << " kernels (" \
+                                      << medq_active_ << " would run)");                   \
+    }                                                                                      \
+  } while (false)

@@ -38,11 +38,8 @@ bool BitwiseEqual(const float* a, const float* b, int64_t n) {
 // Skipped (not passed) on a CPU without the table: another table would run.
 void CheckAgainstMatVec(torch::ScalarType dtype, Tables tables) {
   KernelMode mode(tables);
+  MEDQ_SKIP_UNLESS_TABLE(tables);
   const std::string kernels = ActiveKernelsName();
-  if (kernels != TableName(tables)) {
-    MEDQ_SKIP("this CPU lacks the " << TableName(tables) << " kernels (" << kernels
-                                    << " would run)");
-  }
   torch::manual_seed(7);
   for (const Shape& s : Shapes()) {
     const torch::Tensor w = torch::randn({s.out, s.in}).to(dtype);
