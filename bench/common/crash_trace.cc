@@ -27,7 +27,8 @@ void OnFatalSignal(int sig, siginfo_t* info, void* context) {
   const auto* uc = static_cast<const ucontext_t*>(context);
   void* at_fault[2] = {reinterpret_cast<void*>(uc->uc_mcontext.gregs[REG_RIP]),
                        *reinterpret_cast<void* const*>(uc->uc_mcontext.gregs[REG_RSP])};
-  (void)!write(STDERR_FILENO, "program counter, then the word at the stack pointer:\n", 53);
+  static constexpr char kHeading[] = "program counter, then the word at the stack pointer:\n";
+  (void)!write(STDERR_FILENO, kHeading, sizeof kHeading - 1);
   backtrace_symbols_fd(at_fault, 2, STDERR_FILENO);
 #else
   (void)context;
