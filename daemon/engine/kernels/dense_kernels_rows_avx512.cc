@@ -24,8 +24,8 @@
 //
 // Four x rows are one pass over each pair of weight rows, so every tile
 // streams its rows from memory; two rows read side by side are followed badly
-// by the hardware prefetcher, so each tile asks for the pair of rows after
-// next as it goes (PrefetchNextPair). Up to kMaxOneRowX x rows (bf16 two, f32
+// by the hardware prefetcher, so each tile asks for both rows' weights to
+// come as it goes (PrefetchRowStreams). Up to kMaxOneRowX x rows (bf16 two, f32
 // one) run the one-row tiles; an odd last weight row, a tile of one weight
 // row.
 #include "daemon/engine/kernels/dense_kernels.h"
@@ -53,42 +53,35 @@ constexpr int kMaxX = 4;
 // bf16 keeps them for two sequences: engine_bench --batch, two threads, two
 // rounds against the AVX2 table, two sequences took 6 of 8 cases longer with
 // 512-bit tiles (SmolLM-135M bf16 14.3 / 14.5 ms against 10.5 / 13.1), and
-// with the tiles' prefetch into L2 (PrefetchNextPair) the dense layers alone
-// (kernels_bench --only matrows) still took Qwen2.5-0.5B's two rows 41.7 ms
+// with the tiles' earlier prefetch into L2 (of the pair of rows after next)
+// the dense layers alone (kernels_bench --only matrows) still took Qwen2.5-0.5B's two rows 41.7 ms
 // against 39.1. f32 runs two rows as a 512-bit tile since that prefetch:
 // SmolLM-135M 20.4 ms against 25.0, Qwen2.5-0.5B 71.2 against 88.2 (the
 // one-row tiles read f32 rows without software prefetch).
 template <typename T>
 constexpr int64_t kMaxOneRowX = sizeof(T) == sizeof(uint16_t) ? 2 : 1;
 
-// How many pairs of rows ahead of the tile PrefetchNextPair asks for: the
-// pair after next, so that a pair is requested a whole tile's time before it
-// is read. One pair ahead left too little time for this VM's memory latency
-// with four x rows of arithmetic a weight: engine_bench --batch, the two
-// alternating over seven rounds, step time at four sequences 12% less for
-// SmolLM-135M fp32 (median 21.9 against 24.9 ms), 4% bf16, 9% Qwen2.5-0.5B
-// fp32, 6% bf16; at eight, -3% to +2%; less in 37 of the 56 comparisons.
-constexpr int64_t kPairsAhead = 2;
-
 // For a tile of two weight rows at w (in elements each) that has reached
-// element k of each: prefetches the pair kPairsAhead pairs on (2 * in
-// elements a pair) at twice the pace the tile walks a row, so that by the
-// tile's end that pair is on its way. `lines` is the cache lines a row
-// advances per call (one per 64 bytes of weights). Without it, a tile reading
-// two rows at once was 2.5 times slower from memory (two rows of SmolLM's
-// layers against two x rows, bf16, one thread: 25.5 ms against 10.6 ms).
-// Into L2 (_MM_HINT_T1), not L1: the tile's four x rows and its own pair stay
-// in L1. engine_bench --batch, four sequences, two rounds alternating on the
-// Zen 4 VM at 20 to 21 GB/s: SmolLM-135M bf16 13.2 / 12.4 ms a step against
-// 15.2 / 13.7 into L1, fp32 21.8 / 21.4 against 25.5 / 24.3; Qwen2.5-0.5B
-// bf16 44.3 / 43.2 against 49.7 / 49.2, fp32 73.8 / 75.2 against 88.4 /
-// 87.5. Four pairs ahead instead of two was no better.
+// element k of each: asks for each row's weights kStreamPrefetchBytes on,
+// one cache line per 64 bytes the row advances (`lines` a call), into L2
+// (PrefetchStream, as the matvec streams its one row). Both rows run as
+// streams of their own, and the lines asked for are the matrix's rows to
+// come, whichever tile reads them. Without a software prefetch, a tile
+// reading two rows at once was 2.5 times slower from memory (two rows of
+// SmolLM's layers against two x rows, bf16, one thread: 25.5 ms against
+// 10.6 ms). This replaced a prefetch of the pair of rows after next, swept
+// at twice the tile's pace. The dense layers alone (kernels_bench --only
+// matrows), the two alternating three rounds on the 2-core Zen 4 VM: eight x
+// rows faster in all 12 cases (1 to 21%), four in 9 of 12 (SmolLM-135M bf16
+// 12.98 / 13.38 / 14.57 ms against 16.91 / 13.81 / 14.65); engine_bench
+// --batch at four sequences, 15 of 19 rounds faster (SmolLM-135M bf16 6 of
+// 6, by 1 to 5%).
 template <typename T>
-inline void PrefetchNextPair(const T* w, int64_t in, int64_t k, int lines) {
-  const int64_t next = kPairsAhead * 2 * in * static_cast<int64_t>(sizeof(T));
-  const int64_t walked = 2 * k * static_cast<int64_t>(sizeof(T));
-  for (int q = 0; q < 2 * lines; ++q)
-    PrefetchAt<_MM_HINT_T1>(w, next + walked + 64 * q);
+inline void PrefetchRowStreams(const T* w, int64_t in, int64_t k, int lines) {
+  for (int r = 0; r < kRows; ++r) {
+    for (int q = 0; q < lines; ++q)
+      PrefetchStream(reinterpret_cast<const char*>(w + r * in + k) + 64 * q);
+  }
 }
 
 // Loads sixteen floats into a register the compiler must keep: without the
@@ -190,7 +183,7 @@ inline void WideTile(const T* w, int64_t in, const float* x, float* dots) {
   WideSums<R, M> z;
   int64_t k = 0;
   for (; k + 32 <= in; k += 32) {
-    if constexpr (R == kRows) PrefetchNextPair(w, in, k, kLines);
+    if constexpr (R == kRows) PrefetchRowStreams(w, in, k, kLines);
     __m512 wp[R], wq[R];
 #pragma GCC unroll 2
     for (int r = 0; r < R; ++r)
