@@ -54,10 +54,13 @@ constexpr int kMaxX = 4;
 // rounds against the AVX2 table, two sequences took 6 of 8 cases longer with
 // 512-bit tiles (SmolLM-135M bf16 14.3 / 14.5 ms against 10.5 / 13.1), and
 // with the tiles' earlier prefetch into L2 (of the pair of rows after next)
-// the dense layers alone (kernels_bench --only matrows) still took Qwen2.5-0.5B's two rows 41.7 ms
-// against 39.1. f32 runs two rows as a 512-bit tile since that prefetch:
-// SmolLM-135M 20.4 ms against 25.0, Qwen2.5-0.5B 71.2 against 88.2 (the
-// one-row tiles read f32 rows without software prefetch).
+// the dense layers alone (kernels_bench --only matrows) still took
+// Qwen2.5-0.5B's two rows 41.7 ms against 39.1; with PrefetchRowStreams,
+// two SmolLM-135M sequences were faster as a 512-bit tile and two
+// Qwen2.5-0.5B ones slower (bench/engine/README.md). f32 runs two rows as a
+// 512-bit tile since that earlier prefetch: SmolLM-135M 20.4 ms against
+// 25.0, Qwen2.5-0.5B 71.2 against 88.2 (the one-row tiles read f32 rows
+// without software prefetch).
 template <typename T>
 constexpr int64_t kMaxOneRowX = sizeof(T) == sizeof(uint16_t) ? 2 : 1;
 
