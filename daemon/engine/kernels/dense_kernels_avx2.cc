@@ -60,18 +60,15 @@ inline void Dot4(const T* w, int64_t in, const float* x, float out[4]) {
 // One weight row: a single sequential stream, which the hardware prefetcher
 // follows best (four interleaved short rows measured slower). Four
 // accumulators hide the FMA latency. Stream: the row comes from memory (the
-// matvec), so the weights kStreamPrefetchBytes on are asked for as it goes
-// (32 floats are two cache lines); the result is the same either way.
+// matvec), so the weights kStreamPrefetchBytes on are asked for as it goes;
+// the result is the same either way.
 template <bool Stream = false, typename T>
 inline float Dot1(const T* w, int64_t in, const float* x) {
   __m256 a = _mm256_setzero_ps(), b = _mm256_setzero_ps();
   __m256 c = _mm256_setzero_ps(), d = _mm256_setzero_ps();
   int64_t k = 0;
   for (; k + 32 <= in; k += 32) {
-    if constexpr (Stream) {
-      for (int64_t line = 0; line < 32 * static_cast<int64_t>(sizeof(T)); line += 64)
-        PrefetchStream(reinterpret_cast<const char*>(w + k) + line);
-    }
+    if constexpr (Stream) PrefetchStreamBlock(w + k);
     a = _mm256_fmadd_ps(Load8(w + k), _mm256_loadu_ps(x + k), a);
     b = _mm256_fmadd_ps(Load8(w + k + 8), _mm256_loadu_ps(x + k + 8), b);
     c = _mm256_fmadd_ps(Load8(w + k + 16), _mm256_loadu_ps(x + k + 16), c);
@@ -108,7 +105,7 @@ inline float SplitDotBf16(const uint16_t* w, int64_t in, const float* split) {
   __m256 c = _mm256_setzero_ps(), d = _mm256_setzero_ps();
   int64_t k = 0;
   for (; k + 32 <= in; k += 32) {
-    PrefetchStream(w + k);
+    PrefetchStreamBlock(w + k);
     const __m256i r0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + k));
     const __m256i r1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + k + 16));
     a = _mm256_fmadd_ps(_mm256_castsi256_ps(_mm256_slli_epi32(r0, 16)), _mm256_loadu_ps(split + k),

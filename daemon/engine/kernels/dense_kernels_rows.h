@@ -152,7 +152,7 @@ inline void Row(const uint16_t* w, int64_t in, const float* x, float* dots) {
     if constexpr (kPrefetch) {
       Prefetch(w + k);
     } else {
-      PrefetchStream(w + k);
+      PrefetchStreamBlock(w + k);
     }
     AddSplit<M>(w + k, in, x + k, s.a, s.b);
     AddSplit<M>(w + k + 16, in, x + k + 16, s.c, s.d);
@@ -163,7 +163,7 @@ inline void Row(const uint16_t* w, int64_t in, const float* x, float* dots) {
 // The first tile of a row (x rows from i == 0) streams it: f32 without
 // software prefetch (the hardware prefetcher follows its huge pages;
 // prefetching there too measured slower at two x rows), bf16 16 KiB ahead
-// as the matvec does (PrefetchStream). The later ones, which find the
+// as the matvec does (PrefetchStreamBlock). The later ones, which find the
 // row in L1, prefetch the rows to come.
 template <int M, typename T>
 inline void Tile(const T* wr, int64_t in, const float* x, int64_t i, float* dots) {

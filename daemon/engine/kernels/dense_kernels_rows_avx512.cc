@@ -65,9 +65,8 @@ template <typename T>
 constexpr int64_t kMaxOneRowX = sizeof(T) == sizeof(uint16_t) ? 2 : 1;
 
 // For a tile of two weight rows at w (in elements each) that has reached
-// element k of each: asks for each row's weights kStreamPrefetchBytes on,
-// one cache line per 64 bytes the row advances (`lines` a call), into L2
-// (PrefetchStream, as the matvec streams its one row). Both rows run as
+// element k of each: asks for each row's next block kStreamPrefetchBytes on,
+// into L2 (PrefetchStreamBlock, as the matvec streams its one row). Both rows run as
 // streams of their own, and the lines asked for are the matrix's rows to
 // come, whichever tile reads them. Without a software prefetch, a tile
 // reading two rows at once was 2.5 times slower from memory (two rows of
@@ -80,11 +79,9 @@ constexpr int64_t kMaxOneRowX = sizeof(T) == sizeof(uint16_t) ? 2 : 1;
 // --batch at four sequences, 15 of 19 rounds faster (SmolLM-135M bf16 6 of
 // 6, by 1 to 5%).
 template <typename T>
-inline void PrefetchRowStreams(const T* w, int64_t in, int64_t k, int lines) {
-  for (int r = 0; r < kRows; ++r) {
-    for (int q = 0; q < lines; ++q)
-      PrefetchStream(reinterpret_cast<const char*>(w + r * in + k) + 64 * q);
-  }
+inline void PrefetchRowStreams(const T* w, int64_t in, int64_t k) {
+  for (int r = 0; r < kRows; ++r)
+    PrefetchStreamBlock(w + r * in + k);
 }
 
 // Loads sixteen floats into a register the compiler must keep: without the
@@ -182,11 +179,10 @@ inline void WideBlock(const uint16_t* w, __m512* p, __m512* q) {
 // at x, for R = 1 or 2 weight rows. Two rows prefetch the pair to come.
 template <int R, int M, typename T>
 inline void WideTile(const T* w, int64_t in, const float* x, float* dots) {
-  constexpr int kLines = 32 * static_cast<int>(sizeof(T)) / 64;  // per row and block
   WideSums<R, M> z;
   int64_t k = 0;
   for (; k + 32 <= in; k += 32) {
-    if constexpr (R == kRows) PrefetchRowStreams(w, in, k, kLines);
+    if constexpr (R == kRows) PrefetchRowStreams(w, in, k);
     __m512 wp[R], wq[R];
 #pragma GCC unroll 2
     for (int r = 0; r < R; ++r)
