@@ -14,7 +14,8 @@
 //     told apart from how fast the engine runs in the daemon's process
 //     (worker - engine);
 //   - overhead per token: daemon ms per token - engine ms per step, at N;
-//   - with the largest N running, `health` and `queue` round trips.
+//   - with the largest N running, `health` and `queue` round trips, in one
+//     more run after the timed ones, so that they do not slow those.
 // Engine and daemon runs alternate, repetition by repetition, so that drift
 // of the machine hits both; medians and ranges over repetitions. One JSON
 // object on stdout.
@@ -151,6 +152,49 @@ std::vector<double> PollLatency(const std::string& socket, const std::atomic<boo
   return ms;
 }
 
+// What one run of n concurrent generates gave: each client's TokenPace
+// (those that got two tokens or more), and with `poll` the health and queue
+// round trips timed while all n ran.
+struct ClientsRun {
+  std::vector<double> client_ms, worker_ms, poll_ms;
+};
+
+ClientsRun RunClients(const std::string& socket, int n, const Options& o, int64_t vocab,
+                      bool poll) {
+  std::atomic<int> ready{0};
+  std::atomic<bool> stop{false};
+  std::vector<TokenPace> per_client(static_cast<size_t>(n));
+  std::vector<std::thread> threads;
+  for (int c = 0; c < n; ++c) {
+    // Ids: the random model has no tokenizer, so only ids make events.
+    const json params = {{"prompt_ids", Prompt(c + 1, o.prompt_tokens, vocab)},
+                         {"max_tokens", o.tokens},
+                         {"return_ids", true}};
+    threads.emplace_back([&, c, params] {
+      per_client[static_cast<size_t>(c)] = ClientRun(socket, params, ready, n);
+    });
+  }
+  ClientsRun run;
+  std::thread poller;
+  if (poll) {
+    poller = std::thread([&] {
+      while (ready.load() < n)
+        std::this_thread::yield();
+      run.poll_ms = PollLatency(socket, stop);
+    });
+  }
+  for (std::thread& t : threads)
+    t.join();
+  stop = true;
+  if (poller.joinable()) poller.join();
+  for (const TokenPace& p : per_client) {
+    if (p.client_ms == 0) continue;
+    run.client_ms.push_back(p.client_ms);
+    run.worker_ms.push_back(p.worker_ms);
+  }
+  return run;
+}
+
 pid_t StartDaemon(const Options& o, const fs::path& models, const std::string& socket) {
   const int max_clients = *std::max_element(o.clients.begin(), o.clients.end());
   const pid_t pid = medq::bench::StartDaemon(
@@ -228,7 +272,6 @@ int main(int argc, char** argv) {
   const int max_clients = *std::max_element(o.clients.begin(), o.clients.end());
   std::vector<std::vector<double>> engine_ms(o.clients.size()), daemon_ms(o.clients.size()),
       worker_ms(o.clients.size());
-  std::vector<double> poll_ms;
   for (int rep = 0; rep < o.repetitions; ++rep) {
     const json engine = medq::bench::InChild(
         [&] { return medq::bench::MeasureBatch(model_dir, o.dtype, engine_options); });
@@ -243,44 +286,16 @@ int main(int argc, char** argv) {
         if (!c->Call("unload", model, std::chrono::minutes(1)).ok()) Die("unload");
         if (!c->Call("load", model, std::chrono::minutes(5)).ok()) Die("load");
       }
-      std::atomic<int> ready{0};
-      std::atomic<bool> stop{false};
-      std::vector<TokenPace> per_client(static_cast<size_t>(n));
-      std::vector<std::thread> threads;
-      for (int c = 0; c < n; ++c) {
-        // Ids: the random model has no tokenizer, so only ids make events.
-        const json params = {{"prompt_ids", Prompt(c + 1, o.prompt_tokens, shape.vocab)},
-                             {"max_tokens", o.tokens},
-                             {"return_ids", true}};
-        threads.emplace_back([&, c, params] {
-          per_client[static_cast<size_t>(c)] = ClientRun(socket, params, ready, n);
-        });
-      }
-      std::thread poller;
-      std::vector<double> polled;
-      if (n == max_clients) {
-        poller = std::thread([&] {
-          while (ready.load() < n)
-            std::this_thread::yield();
-          polled = PollLatency(socket, stop);
-        });
-      }
-      for (std::thread& t : threads)
-        t.join();
-      stop = true;
-      if (poller.joinable()) poller.join();
-      poll_ms.insert(poll_ms.end(), polled.begin(), polled.end());
-      std::vector<double> client_pace, worker_pace;
-      for (const TokenPace& p : per_client) {
-        if (p.client_ms == 0) continue;
-        client_pace.push_back(p.client_ms);
-        worker_pace.push_back(p.worker_ms);
-      }
-      if (client_pace.empty()) Die("no client got two tokens");
-      daemon_ms[k].push_back(Median(client_pace));
-      worker_ms[k].push_back(Median(worker_pace));
+      const ClientsRun run = RunClients(socket, n, o, shape.vocab, /*poll=*/false);
+      if (run.client_ms.empty()) Die("no client got two tokens");
+      daemon_ms[k].push_back(Median(run.client_ms));
+      worker_ms[k].push_back(Median(run.worker_ms));
     }
   }
+  // The round trips in a pass of their own: the poller's calls wake the
+  // loop and take CPU from the engine, which would skew the rows above.
+  const std::vector<double> poll_ms =
+      RunClients(socket, max_clients, o, shape.vocab, /*poll=*/true).poll_ms;
   kill(daemon, SIGTERM);
   waitpid(daemon, nullptr, 0);
 
