@@ -3,6 +3,14 @@
 #include "daemon/loop/uv_guard.h"
 
 namespace medq::daemon {
+namespace {
+
+// The Handoff whose wake-ups this thread holds back (a WakeOnce is open),
+// and whether a post was held back since.
+thread_local const Handoff* t_holding = nullptr;
+thread_local bool t_held_back = false;
+
+}  // namespace
 
 Handoff::Handoff(uv_loop_t* loop) {
   uv_async_init(loop, &async_, &Handoff::OnAsync);
@@ -45,7 +53,22 @@ void Handoff::PostToLoop(Closure completion) {
     std::lock_guard lock(mu_);
     completions_.push_back(std::move(completion));
   }
+  if (t_holding == this) {
+    t_held_back = true;
+    return;
+  }
   uv_async_send(&async_);
+}
+
+Handoff::WakeOnce::WakeOnce(Handoff& handoff) : handoff_(handoff) {
+  t_holding = &handoff_;
+  t_held_back = false;
+}
+
+Handoff::WakeOnce::~WakeOnce() {
+  t_holding = nullptr;
+  if (t_held_back) uv_async_send(&handoff_.async_);
+  t_held_back = false;
 }
 
 void Handoff::OnAsync(uv_async_t* handle) {

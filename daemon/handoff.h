@@ -8,6 +8,10 @@
 //   - worker -> loop: PostToLoop() queues a completion and wakes the loop with
 //     uv_async_send(); the loop runs every queued completion in one callback
 //     (libuv coalesces sends, so the callback always drains the whole queue).
+//     While a thread holds a WakeOnce, its posts only queue, and the loop is
+//     woken once when it ends: a decode step's tokens, one per sequence, cost
+//     the loop one wake-up rather than one each (each wake-up takes a core
+//     from the engine for a while on a small machine).
 // Closures must not throw. Whatever a closure captures is handed over: the
 // sending thread must not touch it afterwards, and it is destroyed on the
 // thread that runs the closure. So what belongs to the loop (a Responder, a
@@ -54,6 +58,20 @@ class Handoff {
   std::deque<Closure> TakeTasks(std::chrono::steady_clock::time_point wait_until, bool* stopped);
   // Worker thread (or any thread but the loop).
   void PostToLoop(Closure completion);
+
+  // Worker thread (or any thread but the loop): for its lifetime, this
+  // thread's PostToLoop() calls on `handoff` queue without waking the loop;
+  // its end wakes the loop once if any did. Not nested.
+  class WakeOnce {
+   public:
+    explicit WakeOnce(Handoff& handoff);
+    ~WakeOnce();
+    WakeOnce(const WakeOnce&) = delete;
+    WakeOnce& operator=(const WakeOnce&) = delete;
+
+   private:
+    Handoff& handoff_;
+  };
 
  private:
   static void OnAsync(uv_async_t* handle);

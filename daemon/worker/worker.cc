@@ -51,6 +51,7 @@ void Worker::Run() {
       Heartbeat();
     }
     if (generations_.busy()) {
+      const Handoff::WakeOnce one_wake(handoff_);  // the step's tokens, together
       try {
         generations_.Step();
       } catch (const std::exception& e) {
@@ -63,6 +64,7 @@ void Worker::Run() {
       Heartbeat();
     }
     if (embeddings_.busy()) {
+      const Handoff::WakeOnce one_wake(handoff_);
       try {
         embeddings_.Step(Clock::now(), /*flush=*/stopped);
       } catch (const std::exception& e) {

@@ -1,0 +1,105 @@
+#include "daemon/handoff.h"
+
+#include <catch2/catch.hpp>
+#include <future>
+#include <memory>
+#include <thread>
+#include <vector>
+
+namespace medq::daemon {
+namespace {
+
+// A libuv loop run by the test's thread, which plays the loop thread; the
+// worker's side runs on threads the tests start.
+struct LoopFixture {
+  LoopFixture() {
+    uv_loop_init(&loop);
+    uv_timer_init(&loop, &guard);
+    guard.data = this;
+    handoff = std::make_unique<Handoff>(&loop);
+  }
+  ~LoopFixture() {
+    handoff->Close();
+    uv_close(reinterpret_cast<uv_handle_t*>(&guard), nullptr);
+    uv_run(&loop, UV_RUN_DEFAULT);  // lets the handles close
+    uv_loop_close(&loop);
+  }
+  // Runs whatever is ready without waiting.
+  void RunReady() { uv_run(&loop, UV_RUN_NOWAIT); }
+  // Waits for the next wake-up and runs its callbacks; false if none came
+  // within 10 s (a lost wake-up fails the test rather than hanging it).
+  bool RunOnce() {
+    timed_out = false;
+    uv_timer_start(
+        &guard, [](uv_timer_t* t) { static_cast<LoopFixture*>(t->data)->timed_out = true; }, 10000,
+        0);
+    uv_run(&loop, UV_RUN_ONCE);
+    uv_timer_stop(&guard);
+    return !timed_out;
+  }
+
+  uv_loop_t loop;
+  uv_timer_t guard;
+  bool timed_out = false;
+  std::unique_ptr<Handoff> handoff;
+  std::vector<int> ran;  // loop thread only
+};
+
+}  // namespace
+
+TEST_CASE("completions posted by another thread run on the loop, in order", "[handoff]") {
+  LoopFixture f;
+  std::thread worker([&] {
+    for (int i = 0; i < 3; ++i)
+      f.handoff->PostToLoop([&f, i] { f.ran.push_back(i); });
+  });
+  worker.join();
+  REQUIRE(f.RunOnce());
+  CHECK(f.ran == std::vector<int>{0, 1, 2});
+}
+
+TEST_CASE("under a WakeOnce, posts wait for its end and then wake the loop once", "[handoff]") {
+  LoopFixture f;
+  std::promise<void> posted, end_scope;
+  std::thread worker([&] {
+    const Handoff::WakeOnce once(*f.handoff);
+    for (int i = 0; i < 3; ++i)
+      f.handoff->PostToLoop([&f, i] { f.ran.push_back(i); });
+    posted.set_value();
+    end_scope.get_future().wait();
+  });
+  posted.get_future().wait();
+  // Nothing woke the loop: the three completions are only queued.
+  for (int i = 0; i < 5; ++i)
+    f.RunReady();
+  CHECK(f.ran.empty());
+  end_scope.set_value();
+  worker.join();
+  REQUIRE(f.RunOnce());  // the scope's end woke the loop
+  CHECK(f.ran == std::vector<int>{0, 1, 2});
+}
+
+TEST_CASE("a WakeOnce holds back only its own thread's wake-ups", "[handoff]") {
+  LoopFixture f;
+  std::promise<void> held, end_scope;
+  std::thread worker([&] {
+    const Handoff::WakeOnce once(*f.handoff);
+    f.handoff->PostToLoop([&f] { f.ran.push_back(1); });
+    held.set_value();
+    end_scope.get_future().wait();
+  });
+  held.get_future().wait();
+  // Another thread's post wakes the loop at once; the drain takes the queue
+  // as it stands, the held-back completion first.
+  std::thread other([&] { f.handoff->PostToLoop([&f] { f.ran.push_back(2); }); });
+  other.join();
+  REQUIRE(f.RunOnce());
+  CHECK(f.ran == std::vector<int>{1, 2});
+  end_scope.set_value();
+  worker.join();
+  // The scope's end still wakes the loop, with nothing left to run.
+  REQUIRE(f.RunOnce());
+  CHECK(f.ran == std::vector<int>{1, 2});
+}
+
+}  // namespace medq::daemon
