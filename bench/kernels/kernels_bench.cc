@@ -16,6 +16,7 @@
 #include <utility>
 #include <vector>
 
+#include "bench/kernels/attention_sweep.h"
 #include "bench/kernels/model_shapes.h"
 #include "bench/kernels/timing.h"
 #include "daemon/engine/kernels/cpu_linear.h"
@@ -385,6 +386,7 @@ int Run(const Options& o) {
     report["matrows_sweep"] = std::move(cases);
     report["matrows_from_cache"] = MatRowsFromCache(o);
   }
+  if (Wanted(o, "attention")) report["attention"] = AttentionSweep(o.timing);
   std::cout << report.dump(2) << std::endl;
   return 0;
 }
@@ -400,8 +402,9 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber);
   app.add_option("--min-time", options.timing.min_seconds, "Seconds each measurement loops")
       ->check(CLI::PositiveNumber);
-  app.add_option("--only", options.only, "One section: memory, matvec, prefill, models or matrows")
-      ->check(CLI::IsMember({"memory", "matvec", "prefill", "models", "matrows"}));
+  app.add_option("--only", options.only,
+                 "One section: memory, matvec, prefill, models, matrows or attention")
+      ->check(CLI::IsMember({"memory", "matvec", "prefill", "models", "matrows", "attention"}));
   app.add_option("--threads", threads,
                  "LibTorch intra-op threads and Linear()'s threads (default: LibTorch's choice "
                  "and one per core)");
