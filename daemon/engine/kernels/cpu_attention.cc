@@ -43,29 +43,55 @@ void OneHead(const CachedAttention& a, int64_t h, std::vector<float>& scores) {
   ActiveKernels().vecmat_f32(scores.data(), values, n, d, a.out + h * d);
 }
 
+// This thread's scores buffer, reused from call to call.
+std::vector<float>& Scores() {
+  thread_local std::vector<float> scores;
+  return scores;
+}
+
 }  // namespace
 
 void CpuCachedAttention(std::span<const CachedAttention> rows) {
-  int64_t bytes = 0, pieces = 0;
+  int64_t bytes = 0, groups = 0, heads = 0;
   for (const CachedAttention& a : rows) {
     bytes += 2 * a.kv_heads * (a.end - a.begin) * a.head_dim * static_cast<int64_t>(sizeof(float));
-    pieces += a.heads;
+    groups += a.kv_heads;
+    heads += a.heads;
   }
-  // A row's heads are consecutive pieces: piece p is head p - first of the
-  // row whose heads start at first.
-  const auto run = [rows](int64_t piece) {
-    thread_local std::vector<float> scores;
-    for (const CachedAttention& a : rows) {
-      if (piece < a.heads) return OneHead(a, piece, scores);
-      piece -= a.heads;
-    }
-  };
   if (bytes < kMinBytesToShare) {
-    for (int64_t p = 0; p < pieces; ++p)
-      run(p);
+    std::vector<float>& scores = Scores();
+    for (const CachedAttention& a : rows) {
+      for (int64_t h = 0; h < a.heads; ++h)
+        OneHead(a, h, scores);
+    }
     return;
   }
-  ShareWork(pieces, KernelThreads() - 1, run);
+  // A piece of work is a kv group (one kv head of one row, with the query
+  // heads that read it, one after another on one thread) where there are
+  // enough groups to share evenly: the group's keys and values then come from
+  // memory once, and its other heads find them in the core's cache (a step
+  // of four SmolLM-135M sequences' attention 14 to 20% faster, measured with
+  // kernels_bench --only attention). Otherwise (one SmolLM-135M sequence: 3
+  // groups for 2 threads) a piece is one query head, for balance.
+  const int threads = KernelThreads();
+  const bool by_group = groups >= 2 * threads || groups % threads == 0;
+  // A row's pieces are consecutive: piece p is piece p - first of the row
+  // whose pieces start at first.
+  const auto run = [rows, by_group](int64_t piece) {
+    std::vector<float>& scores = Scores();
+    for (const CachedAttention& a : rows) {
+      const int64_t in_row = by_group ? a.kv_heads : a.heads;
+      if (piece >= in_row) {
+        piece -= in_row;
+        continue;
+      }
+      const int64_t per_piece = by_group ? a.heads / a.kv_heads : 1;
+      for (int64_t h = piece * per_piece; h < (piece + 1) * per_piece; ++h)
+        OneHead(a, h, scores);
+      return;
+    }
+  };
+  ShareWork(by_group ? groups : heads, threads - 1, run);
 }
 
 }  // namespace medq::engine::kernels

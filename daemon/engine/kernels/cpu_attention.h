@@ -20,11 +20,12 @@ struct CachedAttention {
 // step passes all of its sequences) and every query head h of it (which reads
 // kv head h / (heads / kv_heads), as transformers' repeat_kv does): softmax
 // over positions [begin, end) of (q_h · k_s) / sqrt(head_dim) in float32,
-// then out_h = Σ p_s · v_s. Every head of every row is one piece of work;
-// the pieces are split over KernelThreads() threads when the rows' cache
-// reads together are large enough to pay for it, so that several sequences'
-// short contexts do not run on the calling thread alone. A head's result
-// does not depend on the other rows or the thread count. Preconditions, for
+// then out_h = Σ p_s · v_s. The heads are split over KernelThreads()
+// threads when the rows' cache reads together are large enough to pay for
+// it, so that several sequences' short contexts do not run on the calling
+// thread alone: a kv head's query heads together where that balances, else
+// each head on its own. A head's result does not depend on the other rows,
+// the split or the thread count. Preconditions, for
 // each row: heads is a multiple of kv_heads, 0 <= begin < end <= capacity,
 // buffers as sized above; outputs do not overlap.
 void CpuCachedAttention(std::span<const CachedAttention> rows);
