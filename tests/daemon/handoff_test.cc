@@ -45,6 +45,33 @@ struct LoopFixture {
   std::vector<int> ran;  // loop thread only
 };
 
+// A worker thread that opens a WakeOnce, posts completions recording `values`
+// into f.ran, and keeps the scope open until End().
+class HoldingWorker {
+ public:
+  HoldingWorker(LoopFixture& f, std::vector<int> values)
+      : thread_([this, &f, values] {
+          const Handoff::WakeOnce once(*f.handoff);
+          for (const int v : values)
+            f.handoff->PostToLoop([&f, v] { f.ran.push_back(v); });
+          posted_.set_value();
+          end_.get_future().wait();
+        }) {
+    posted_.get_future().wait();
+  }
+  ~HoldingWorker() { End(); }
+  // Closes the scope and joins the thread.
+  void End() {
+    if (!thread_.joinable()) return;
+    end_.set_value();
+    thread_.join();
+  }
+
+ private:
+  std::promise<void> posted_, end_;
+  std::thread thread_;  // last: starts once the promises exist
+};
+
 }  // namespace
 
 TEST_CASE("completions posted by another thread run on the loop, in order", "[handoff]") {
@@ -60,43 +87,26 @@ TEST_CASE("completions posted by another thread run on the loop, in order", "[ha
 
 TEST_CASE("under a WakeOnce, posts wait for its end and then wake the loop once", "[handoff]") {
   LoopFixture f;
-  std::promise<void> posted, end_scope;
-  std::thread worker([&] {
-    const Handoff::WakeOnce once(*f.handoff);
-    for (int i = 0; i < 3; ++i)
-      f.handoff->PostToLoop([&f, i] { f.ran.push_back(i); });
-    posted.set_value();
-    end_scope.get_future().wait();
-  });
-  posted.get_future().wait();
+  HoldingWorker worker(f, {0, 1, 2});
   // Nothing woke the loop: the three completions are only queued.
   for (int i = 0; i < 5; ++i)
     f.RunReady();
   CHECK(f.ran.empty());
-  end_scope.set_value();
-  worker.join();
+  worker.End();
   REQUIRE(f.RunOnce());  // the scope's end woke the loop
   CHECK(f.ran == std::vector<int>{0, 1, 2});
 }
 
 TEST_CASE("a WakeOnce holds back only its own thread's wake-ups", "[handoff]") {
   LoopFixture f;
-  std::promise<void> held, end_scope;
-  std::thread worker([&] {
-    const Handoff::WakeOnce once(*f.handoff);
-    f.handoff->PostToLoop([&f] { f.ran.push_back(1); });
-    held.set_value();
-    end_scope.get_future().wait();
-  });
-  held.get_future().wait();
+  HoldingWorker worker(f, {1});
   // Another thread's post wakes the loop at once; the drain takes the queue
   // as it stands, the held-back completion first.
   std::thread other([&] { f.handoff->PostToLoop([&f] { f.ran.push_back(2); }); });
   other.join();
   REQUIRE(f.RunOnce());
   CHECK(f.ran == std::vector<int>{1, 2});
-  end_scope.set_value();
-  worker.join();
+  worker.End();
   // The scope's end still wakes the loop, with nothing left to run.
   REQUIRE(f.RunOnce());
   CHECK(f.ran == std::vector<int>{1, 2});
