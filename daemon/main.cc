@@ -8,12 +8,14 @@
 
 #include "common/version.h"
 #include "daemon/config.h"
+#include "daemon/engine/blas_threads.h"
 #include "daemon/logging.h"
 #include "daemon/loop/open_files.h"
 #include "daemon/loop/server.h"
 
 int main(int argc, char** argv) {
-  std::signal(SIGPIPE, SIG_IGN);  // a client that vanished is an error value, not a signal
+  medq::engine::QuietBlasThreads();  // first: it sets an environment variable
+  std::signal(SIGPIPE, SIG_IGN);     // a client that vanished is an error value, not a signal
   medq::daemon::ConfigOutcome outcome = medq::daemon::LoadConfig(argc, argv);
   if (auto* exit_now = std::get_if<medq::daemon::ExitNow>(&outcome)) return exit_now->status;
   auto& config = std::get<medq::daemon::Config>(outcome);

@@ -42,6 +42,7 @@
 #include "bench/engine/batch_bench.h"
 #include "bench/engine/in_child.h"
 #include "bench/engine/random_model.h"
+#include "daemon/engine/blas_threads.h"
 #include "ipc/client.h"
 
 namespace {
@@ -209,6 +210,7 @@ pid_t StartDaemon(const Options& o, const fs::path& models, const std::string& s
 }  // namespace
 
 int main(int argc, char** argv) {
+  medq::engine::QuietBlasThreads();  // first: as medqd does
   medq::bench::PrintBacktraceOnCrash();
   Options o;
   CLI::App app{"concurrency_bench: concurrent clients through medqd against the engine's batch"};

@@ -31,6 +31,7 @@
 
 #include "bench/embeddings/corpus.h"
 #include "bench/kernels/timing.h"
+#include "daemon/engine/blas_threads.h"
 #include "daemon/engine/embedding.h"
 #include "daemon/engine/engine.h"
 #include "daemon/engine/runtime.h"
@@ -154,6 +155,7 @@ struct Bench {
 }  // namespace
 
 int main(int argc, char** argv) {
+  medq::engine::QuietBlasThreads();  // first: as medqd does
   Options o;
   CLI::App app{"embed_bench: texts/s of tokenize + Embed for a sentence-transformers folder"};
   app.add_option("--model", o.model, "sentence-transformers folder")->capture_default_str();

@@ -26,6 +26,7 @@
 #include "bench/engine/batch_bench.h"
 #include "bench/engine/in_child.h"
 #include "bench/engine/random_model.h"
+#include "daemon/engine/blas_threads.h"
 #include "daemon/engine/device_memory.h"
 #include "daemon/engine/engine.h"
 #include "daemon/engine/kernels/kernel_choice.h"
@@ -208,6 +209,7 @@ int Run(const Options& o) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  medq::engine::QuietBlasThreads();  // first: as medqd does
   medq::bench::PrintBacktraceOnCrash();
   Options o;
   CLI::App app{"Engine benchmark on random-weight SmolLM-135M / Qwen2.5-0.5B shaped models"};

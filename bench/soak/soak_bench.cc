@@ -22,6 +22,7 @@
 
 #include "bench/common/bench_daemon.h"
 #include "bench/common/remove_tree.h"
+#include "daemon/engine/blas_threads.h"
 #include "daemon/engine/engine.h"
 #include "ipc/client.h"
 
@@ -109,6 +110,7 @@ double DriftPct(double from, double to) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  medq::engine::QuietBlasThreads();  // first: as medqd does
   CLI::App app{"soak_bench: sequential and concurrent generations through medqd"};
   std::string model = std::string(MEDQ_SHARED_DIR_DEFAULT) + "/fixtures/models/tiny-llama";
   std::string medqd = MEDQ_BINARY_DIR "/daemon/medqd";

@@ -13,6 +13,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "daemon/engine/blas_threads.h"
 #include "daemon/engine/engine.h"
 #include "daemon/tokenizer/tokenizer.h"
 
@@ -122,6 +123,7 @@ int Run(const Options& o) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  medq::engine::QuietBlasThreads();  // first: as medqd does
   Options o;
   CLI::App app{"Run a Hugging Face model directory with the medq engine (no daemon)"};
   app.add_option("model_dir", o.model_dir, "Model directory (config.json + safetensors)")
