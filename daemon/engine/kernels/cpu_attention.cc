@@ -69,10 +69,10 @@ void CpuCachedAttention(std::span<const CachedAttention> rows) {
   // A piece of work is a kv group (one kv head of one row, with the query
   // heads that read it, one after another on one thread) where there are
   // enough groups to share evenly: the group's keys and values then come from
-  // memory once, and its other heads find them in the core's cache (a step
-  // of four SmolLM-135M sequences' attention 14 to 20% faster, measured with
-  // kernels_bench --only attention). Otherwise (one SmolLM-135M sequence: 3
-  // groups for 2 threads) a piece is one query head, for balance.
+  // memory once, and its other heads find them in the core's cache (four
+  // SmolLM-135M sequences' attention 15% faster at 64 positions and 19% at
+  // 512, kernels_bench --only attention). Otherwise (one SmolLM-135M
+  // sequence: 3 groups for 2 threads) a piece is one query head, for balance.
   const int threads = KernelThreads();
   const bool by_group = groups >= 2 * threads || groups % threads == 0;
   // A row's pieces are consecutive: piece p is piece p - first of the row

@@ -25,9 +25,9 @@ struct CachedAttention {
 // it, so that several sequences' short contexts do not run on the calling
 // thread alone: a kv head's query heads together where that balances, else
 // each head on its own. A head's result does not depend on the other rows,
-// the split or the thread count. Preconditions, for
-// each row: heads is a multiple of kv_heads, 0 <= begin < end <= capacity,
-// buffers as sized above; outputs do not overlap.
+// the split or the thread count. Preconditions, for each row: heads is a
+// multiple of kv_heads, 0 <= begin < end <= capacity, buffers as sized
+// above; outputs do not overlap.
 void CpuCachedAttention(std::span<const CachedAttention> rows);
 
 }  // namespace medq::engine::kernels
