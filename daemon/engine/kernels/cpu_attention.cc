@@ -43,12 +43,6 @@ void OneHead(const CachedAttention& a, int64_t h, std::vector<float>& scores) {
   ActiveKernels().vecmat_f32(scores.data(), values, n, d, a.out + h * d);
 }
 
-// This thread's scores buffer, reused from call to call.
-std::vector<float>& Scores() {
-  thread_local std::vector<float> scores;
-  return scores;
-}
-
 }  // namespace
 
 void CpuCachedAttention(std::span<const CachedAttention> rows) {
@@ -58,27 +52,20 @@ void CpuCachedAttention(std::span<const CachedAttention> rows) {
     groups += a.kv_heads;
     heads += a.heads;
   }
-  if (bytes < kMinBytesToShare) {
-    std::vector<float>& scores = Scores();
-    for (const CachedAttention& a : rows) {
-      for (int64_t h = 0; h < a.heads; ++h)
-        OneHead(a, h, scores);
-    }
-    return;
-  }
   // A piece of work is a kv group (one kv head of one row, with the query
   // heads that read it, one after another on one thread) where there are
-  // enough groups to share evenly: the group's keys and values then come from
-  // memory once, and its other heads find them in the core's cache (four
-  // SmolLM-135M sequences' attention 15% faster at 64 positions and 19% at
-  // 512, kernels_bench --only attention). Otherwise (one SmolLM-135M
-  // sequence: 3 groups for 2 threads) a piece is one query head, for balance.
+  // enough groups to share evenly: the group's keys and values then come
+  // from memory once, and its other heads find them in the core's cache
+  // (four SmolLM-135M sequences' attention 15% faster at 64 positions and
+  // 19% at 512, kernels_bench --only attention). Otherwise (one SmolLM-135M
+  // sequence: 3 groups for 2 threads) a piece is one query head, for
+  // balance. Below kMinBytesToShare the pieces run in order on this thread.
   const int threads = KernelThreads();
   const bool by_group = groups >= 2 * threads || groups % threads == 0;
   // A row's pieces are consecutive: piece p is piece p - first of the row
   // whose pieces start at first.
   const auto run = [rows, by_group](int64_t piece) {
-    std::vector<float>& scores = Scores();
+    thread_local std::vector<float> scores;
     for (const CachedAttention& a : rows) {
       const int64_t in_row = by_group ? a.kv_heads : a.heads;
       if (piece >= in_row) {
@@ -91,7 +78,13 @@ void CpuCachedAttention(std::span<const CachedAttention> rows) {
       return;
     }
   };
-  ShareWork(by_group ? groups : heads, threads - 1, run);
+  const int64_t pieces = by_group ? groups : heads;
+  if (bytes < kMinBytesToShare) {
+    for (int64_t p = 0; p < pieces; ++p)
+      run(p);
+    return;
+  }
+  ShareWork(pieces, threads - 1, run);
 }
 
 }  // namespace medq::engine::kernels

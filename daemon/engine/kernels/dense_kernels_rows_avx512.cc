@@ -66,12 +66,12 @@ constexpr int64_t kMaxOneRowX = sizeof(T) == sizeof(uint16_t) ? 2 : 1;
 
 // For a tile of two weight rows at w (in elements each) that has reached
 // element k of each: asks for each row's next block kStreamPrefetchBytes on,
-// into L2 (PrefetchStreamBlock, as the matvec streams its one row). Both rows run as
-// streams of their own, and the lines asked for are the matrix's rows to
-// come, whichever tile reads them. Without a software prefetch, a tile
-// reading two rows at once was 2.5 times slower from memory (two rows of
-// SmolLM's layers against two x rows, bf16, one thread: 25.5 ms against
-// 10.6 ms). This replaced a prefetch of the pair of rows after next, swept
+// into L2 (PrefetchStreamBlock, as the matvec streams its one row). Both
+// rows run as streams of their own, and the lines asked for are the
+// matrix's rows to come, whichever tile reads them. Without a software
+// prefetch, a tile reading two rows at once was 2.5 times slower from
+// memory (two rows of SmolLM's layers against two x rows, bf16, one
+// thread: 25.5 ms against 10.6 ms). This replaced a prefetch of the pair of rows after next, swept
 // at twice the tile's pace. The dense layers alone (kernels_bench --only
 // matrows), the two alternating three rounds on the 2-core Zen 4 VM: eight x
 // rows faster in all 12 cases (1 to 21%), four in 9 of 12 (SmolLM-135M bf16
@@ -176,7 +176,8 @@ inline void WideBlock(const uint16_t* w, __m512* p, __m512* q) {
 
 // dots[r * M + i] = the one-row kernel's dot product (Dot1 for f32,
 // SplitDotBf16 for bf16) of weight row r (at w + r * in) and x row i of the M
-// at x, for R = 1 or 2 weight rows. Two rows prefetch the pair to come.
+// at x, for R = 1 or 2 weight rows. Two rows prefetch both rows' weights to
+// come (PrefetchRowStreams).
 template <int R, int M, typename T>
 inline void WideTile(const T* w, int64_t in, const float* x, float* dots) {
   WideSums<R, M> z;
