@@ -17,8 +17,11 @@
 //   - with the largest N running, `health` and `queue` round trips, in one
 //     more run after the timed ones, so that they do not slow those.
 // Engine and daemon runs alternate, repetition by repetition, so that drift
-// of the machine hits both; medians and ranges over repetitions. One JSON
-// object on stdout.
+// of the machine hits both, and which goes first flips each repetition;
+// after each engine child exits the next run waits --settle-ms (a VM that
+// hands freed memory back to its host runs slower for some seconds after a
+// large free). Medians and ranges over repetitions. One JSON object on
+// stdout.
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -58,20 +61,23 @@ struct Options {
   std::vector<int> clients = {1, 2, 4, 8};
   int tokens = 64;
   int prompt_tokens = 16;
-  int repetitions = 3;
+  int repetitions = 4;  // even: as many runs with the engine first as with the daemon
   int threads = 0;
   bool reload = false;
+  int settle_ms = 15000;  // after each engine child's exit
   std::string medqd = MEDQ_BINARY_DIR "/daemon/medqd";
 };
 
-json Summary(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return {{"median", v[v.size() / 2]}, {"min", v.front()}, {"max", v.back()}};
-}
-
+// The middle value; of an even count, the mean of the middle two.
 double Median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
+  const size_t mid = v.size() / 2;
+  return v.size() % 2 == 1 ? v[mid] : (v[mid - 1] + v[mid]) / 2;
+}
+
+json Summary(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return {{"median", Median(v)}, {"min", v.front()}, {"max", v.back()}};
 }
 
 double Percentile(std::vector<double> v, double p) {
@@ -227,6 +233,9 @@ int main(int argc, char** argv) {
   app.add_flag("--reload", o.reload,
                "Unload and load the model before each daemon run, so that its weights are as "
                "freshly allocated as the engine's");
+  app.add_option("--settle-ms", o.settle_ms,
+                 "Pause after each engine child exits, before the next run")
+      ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
 
   medq::bench::ModelShape shape;
@@ -274,12 +283,19 @@ int main(int argc, char** argv) {
   const int max_clients = *std::max_element(o.clients.begin(), o.clients.end());
   std::vector<std::vector<double>> engine_ms(o.clients.size()), daemon_ms(o.clients.size()),
       worker_ms(o.clients.size());
-  for (int rep = 0; rep < o.repetitions; ++rep) {
+  const auto run_engine = [&] {
     const json engine = medq::bench::InChild(
         [&] { return medq::bench::MeasureBatch(model_dir, o.dtype, engine_options); });
     if (engine.contains("error")) Die("engine: " + engine["error"].get<std::string>());
-    for (size_t k = 0; k < o.clients.size(); ++k) {
+    for (size_t k = 0; k < o.clients.size(); ++k)
       engine_ms[k].push_back(engine["batch"][k]["step_ms"]["median"].get<double>());
+    // The child's exit frees its copy of the weights; on a VM that hands
+    // freed memory back to its host, the next seconds run slower (see
+    // bench/engine/README.md), so the next run waits them out.
+    std::this_thread::sleep_for(std::chrono::milliseconds(o.settle_ms));
+  };
+  const auto run_daemon = [&] {
+    for (size_t k = 0; k < o.clients.size(); ++k) {
       const int n = o.clients[k];
       if (o.reload) {
         auto c = medq::ipc::Client::Connect(socket);
@@ -292,6 +308,19 @@ int main(int argc, char** argv) {
       if (run.client_ms.empty()) Die("no client got two tokens");
       daemon_ms[k].push_back(Median(run.client_ms));
       worker_ms[k].push_back(Median(run.worker_ms));
+    }
+  };
+  // The order flips each repetition (engine first, then daemon first), so
+  // that whatever the machine does after one side's run (the child's exit
+  // freeing its copy of the weights, say) does not always fall on the same
+  // side.
+  for (int rep = 0; rep < o.repetitions; ++rep) {
+    if (rep % 2 == 0) {
+      run_engine();
+      run_daemon();
+    } else {
+      run_daemon();
+      run_engine();
     }
   }
   // The round trips in a pass of their own: the poller's calls wake the
@@ -323,7 +352,10 @@ int main(int argc, char** argv) {
                     {"worker_minus_engine_ms_per_token", Summary(in_worker)},
                     {"aggregate_ratio_to_first", n * daemon_base / Median(daemon_ms[k])},
                     {"latency_ratio_to_first", Median(daemon_ms[k]) / daemon_base},
-                    {"engine_aggregate_ratio_to_first", n * engine_base / Median(engine_ms[k])}});
+                    {"engine_aggregate_ratio_to_first", n * engine_base / Median(engine_ms[k])},
+                    // In run order: even repetitions ran the engine first.
+                    {"each_repetition",
+                     {{"engine_step_ms", engine_ms[k]}, {"daemon_ms_per_token", daemon_ms[k]}}}});
   }
   const json out = {{"benchmark", "concurrency"},
                     {"shape", o.shape},
@@ -333,6 +365,7 @@ int main(int argc, char** argv) {
                     {"prompt_tokens", o.prompt_tokens},
                     {"repetitions", o.repetitions},
                     {"reload", o.reload},
+                    {"settle_ms", o.settle_ms},
                     {"rows", rows},
                     {"health_and_queue_ms_with_" + std::to_string(max_clients) + "_running",
                      {{"calls", poll_ms.size()},
