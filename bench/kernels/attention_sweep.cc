@@ -1,8 +1,9 @@
 #include "bench/kernels/attention_sweep.h"
 
+#include <torch/torch.h>
+
 #include <cstdint>
 #include <iostream>
-#include <random>
 #include <vector>
 
 #include "bench/kernels/model_shapes.h"
@@ -15,27 +16,19 @@ using nlohmann::json;
 
 // One row's buffers for one layer: its query, cache and output.
 struct RowLayer {
-  std::vector<float> q, keys, values, out;
+  torch::Tensor q, keys, values, out;
 };
 
-std::vector<float> Random(size_t n, std::mt19937& gen) {
-  std::normal_distribution<float> dist(0.0f, 1.0f);
-  std::vector<float> v(n);
-  for (float& x : v)
-    x = dist(gen);
-  return v;
-}
-
 json Case(const TimingOptions& timing, const ModelShape& m, int64_t rows, int64_t context) {
-  std::mt19937 gen(7);
+  torch::manual_seed(7);
   const int64_t d = m.head_dim;
-  const auto cache = static_cast<size_t>(m.kv_heads * context * d);
+  const int64_t cache = m.kv_heads * context * d;
   // [layer][row]
   std::vector<std::vector<RowLayer>> state(static_cast<size_t>(m.layers));
   for (auto& layer : state) {
     for (int64_t r = 0; r < rows; ++r) {
-      layer.push_back({Random(static_cast<size_t>(m.heads * d), gen), Random(cache, gen),
-                       Random(cache, gen), std::vector<float>(static_cast<size_t>(m.heads * d))});
+      layer.push_back({torch::randn({m.heads * d}), torch::randn({cache}), torch::randn({cache}),
+                       torch::empty({m.heads * d})});
     }
   }
   std::vector<engine::kernels::CachedAttention> calls;
@@ -44,16 +37,16 @@ json Case(const TimingOptions& timing, const ModelShape& m, int64_t rows, int64_
       calls.clear();
       for (RowLayer& row : layer) {
         engine::kernels::CachedAttention a;
-        a.q = row.q.data();
-        a.keys = row.keys.data();
-        a.values = row.values.data();
+        a.q = row.q.data_ptr<float>();
+        a.keys = row.keys.data_ptr<float>();
+        a.values = row.values.data_ptr<float>();
         a.heads = m.heads;
         a.kv_heads = m.kv_heads;
         a.capacity = context;
         a.head_dim = d;
         a.begin = 0;
         a.end = context;
-        a.out = row.out.data();
+        a.out = row.out.data_ptr<float>();
         calls.push_back(a);
       }
       engine::kernels::CpuCachedAttention(calls);
