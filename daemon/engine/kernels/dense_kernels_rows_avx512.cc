@@ -71,13 +71,13 @@ constexpr int64_t kMaxOneRowX = sizeof(T) == sizeof(uint16_t) ? 2 : 1;
 // matrix's rows to come, whichever tile reads them. Without a software
 // prefetch, a tile reading two rows at once was 2.5 times slower from
 // memory (two rows of SmolLM's layers against two x rows, bf16, one
-// thread: 25.5 ms against 10.6 ms). This replaced a prefetch of the pair of rows after next, swept
-// at twice the tile's pace. The dense layers alone (kernels_bench --only
-// matrows), the two alternating three rounds on the 2-core Zen 4 VM: eight x
-// rows faster in all 12 cases (1 to 21%), four in 9 of 12 (SmolLM-135M bf16
-// 12.98 / 13.38 / 14.57 ms against 16.91 / 13.81 / 14.65); engine_bench
-// --batch at four sequences, 15 of 19 rounds faster (SmolLM-135M bf16 6 of
-// 6, by 1 to 5%).
+// thread: 25.5 ms against 10.6 ms). This replaced a prefetch of the pair of
+// rows after next, swept at twice the tile's pace. The dense layers alone
+// (kernels_bench --only matrows), the two alternating three rounds on the
+// 2-core Zen 4 VM: eight x rows faster in all 12 cases (1 to 21%), four in
+// 9 of 12 (SmolLM-135M bf16 12.98 / 13.38 / 14.57 ms against 16.91 / 13.81
+// / 14.65); engine_bench --batch at four sequences, 15 of 19 rounds faster
+// (SmolLM-135M bf16 6 of 6, by 1 to 5%).
 template <typename T>
 inline void PrefetchRowStreams(const T* w, int64_t in, int64_t k) {
   for (int r = 0; r < kRows; ++r)
@@ -179,10 +179,11 @@ inline void WideBlock(const uint16_t* w, __m512* p, __m512* q) {
 // the tile's order. Each is HorizontalSum((a + b) + (c + d)) of its pair,
 // as Sums::Finish makes it, with the same additions of the same operands
 // (so bitwise the one-row kernel's), but the eight go through the
-// additions together, in 512-bit registers: 29 instructions against some
-// 100 a pair at a time, which took 5 to 10% of a four-row step of
-// SmolLM-135M's bf16 layers (kernels_bench --only matrows, the reductions
-// left out for one measurement).
+// additions together, in 512-bit registers: 29 instructions (bf16; f32
+// shuffles its halves first, 16 more) against some 100 a pair at a time,
+// which took 5 to 10% of a four-row step of SmolLM-135M's bf16 layers
+// (kernels_bench --only matrows, the reductions left out for one
+// measurement).
 template <typename T>
 inline void FinishFullTile(const WideSums<kRows, kMaxX>& z, float* dots) {
   // e = (a + b) | (c + d) for each pair: for bf16 p = a | c and q = b | d;
