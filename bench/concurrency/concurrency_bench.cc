@@ -13,6 +13,10 @@
 //     that what the socket, the loop and the events add (client - worker) is
 //     told apart from how fast the engine runs in the daemon's process
 //     (worker - engine);
+//   - how far apart the clients' first tokens came (0 when all started in
+//     one step) and the pace of the client whose first token came first,
+//     each repetition: a later start puts its prompt into the first
+//     client's window;
 //   - overhead per token: daemon ms per token - engine ms per step, at N;
 //   - with the largest N running, `health` and `queue` round trips, in one
 //     more run after the timed ones, so that they do not slow those.
@@ -110,6 +114,7 @@ std::vector<int32_t> Prompt(int client, int length, int64_t vocab) {
 struct TokenPace {
   double client_ms = 0;
   double worker_ms = 0;
+  Clock::time_point first;  // when its first token came
 };
 
 // One generate on its own connection.
@@ -140,7 +145,7 @@ TokenPace ClientRun(const std::string& socket, const json& params, std::atomic<i
   }
   if (count < 2) return {};
   return {std::chrono::duration<double, std::milli>(last - first).count() / (count - 1),
-          decode_ms / (count - 1)};
+          decode_ms / (count - 1), first};
 }
 
 // Round trips of `health` and `queue` on one connection until `stop`.
@@ -160,10 +165,14 @@ std::vector<double> PollLatency(const std::string& socket, const std::atomic<boo
 }
 
 // What one run of n concurrent generates gave: each client's TokenPace
-// (those that got two tokens or more), and with `poll` the health and queue
-// round trips timed while all n ran.
+// (those that got two tokens or more); how far apart their first tokens
+// came (0 when all started in one step) and the pace of the client whose
+// first token came first (whose window holds the prompts of any that
+// started later); and with `poll` the health and queue round trips timed
+// while all n ran.
 struct ClientsRun {
   std::vector<double> client_ms, worker_ms, poll_ms;
+  double start_spread_ms = 0, first_client_ms = 0;
 };
 
 ClientsRun RunClients(const std::string& socket, int n, const Options& o, int64_t vocab,
@@ -194,10 +203,19 @@ ClientsRun RunClients(const std::string& socket, int n, const Options& o, int64_
     t.join();
   stop = true;
   if (poller.joinable()) poller.join();
+  const TokenPace* earliest = nullptr;
+  const TokenPace* latest = nullptr;
   for (const TokenPace& p : per_client) {
     if (p.client_ms == 0) continue;
     run.client_ms.push_back(p.client_ms);
     run.worker_ms.push_back(p.worker_ms);
+    if (earliest == nullptr || p.first < earliest->first) earliest = &p;
+    if (latest == nullptr || p.first > latest->first) latest = &p;
+  }
+  if (earliest != nullptr) {
+    run.start_spread_ms =
+        std::chrono::duration<double, std::milli>(latest->first - earliest->first).count();
+    run.first_client_ms = earliest->client_ms;
   }
   return run;
 }
@@ -282,7 +300,8 @@ int main(int argc, char** argv) {
 
   const int max_clients = *std::max_element(o.clients.begin(), o.clients.end());
   std::vector<std::vector<double>> engine_ms(o.clients.size()), daemon_ms(o.clients.size()),
-      worker_ms(o.clients.size());
+      worker_ms(o.clients.size()), start_spread_ms(o.clients.size()),
+      first_client_ms(o.clients.size());
   const auto run_engine = [&] {
     const json engine = medq::bench::InChild(
         [&] { return medq::bench::MeasureBatch(model_dir, o.dtype, engine_options); });
@@ -308,6 +327,8 @@ int main(int argc, char** argv) {
       if (run.client_ms.empty()) Die("no client got two tokens");
       daemon_ms[k].push_back(Median(run.client_ms));
       worker_ms[k].push_back(Median(run.worker_ms));
+      start_spread_ms[k].push_back(run.start_spread_ms);
+      first_client_ms[k].push_back(run.first_client_ms);
     }
   };
   // The order flips each repetition (engine first, then daemon first), so
@@ -355,7 +376,10 @@ int main(int argc, char** argv) {
                     {"engine_aggregate_ratio_to_first", n * engine_base / Median(engine_ms[k])},
                     // In run order: even repetitions ran the engine first.
                     {"each_repetition",
-                     {{"engine_step_ms", engine_ms[k]}, {"daemon_ms_per_token", daemon_ms[k]}}}});
+                     {{"engine_step_ms", engine_ms[k]},
+                      {"daemon_ms_per_token", daemon_ms[k]},
+                      {"daemon_first_client_ms_per_token", first_client_ms[k]},
+                      {"daemon_start_spread_ms", start_spread_ms[k]}}}});
   }
   const json out = {{"benchmark", "concurrency"},
                     {"shape", o.shape},
