@@ -122,6 +122,11 @@ void AddConfigKeys(CLI::App& app, Config& c) {
          "Prompt tokens read per step, so that running generations keep producing tokens "
          "while a long prompt is read")
       ->check(CLI::Range(1, 1 << 20));
+  AddKey(app, "batch_wait_ms", c.batch_wait_ms,
+         "With max_concurrent above 1: how long a generation that finds none running waits "
+         "for others to start with it, so that generations sent together read their prompts "
+         "in one step; 0 starts it at once")
+      ->check(CLI::Range(0, 10000));
   AddKey(app, "threads", c.threads, "CPU threads of the engine's kernels; 0 uses every core")
       ->check(CLI::Range(0, 1024));
   AddKey(app, "aging_s", c.aging_s,
@@ -300,6 +305,7 @@ std::string FormatConfig(const Config& c) {
   out << "queue_timeout_s = " << c.queue_timeout_s << "\n";
   out << "max_concurrent = " << c.max_concurrent << "\n";
   out << "prefill_chunk_tokens = " << c.prefill_chunk_tokens << "\n";
+  out << "batch_wait_ms = " << c.batch_wait_ms << "\n";
   out << "threads = " << c.threads << "\n";
   out << "aging_s = " << c.aging_s << "\n";
   out << "models_dir = \"" << c.models_dir << "\"\n";

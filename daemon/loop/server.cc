@@ -45,6 +45,8 @@ WorkerOptions MakeWorkerOptions(const Config& c) {
   o.generation.cleanup_after_each = c.cleanup == "after-each";
   o.generation.batch.prefill_chunk_tokens = c.prefill_chunk_tokens;
   o.generation.batch.prefill_budget_tokens = c.prefill_chunk_tokens;
+  o.batch_wait = std::chrono::milliseconds(c.batch_wait_ms);
+  o.max_concurrent = c.max_concurrent;
   o.embed.limits = BatchLimits{c.embed_max_batch, c.embed_max_padding};
   o.embed.batch_timeout = std::chrono::milliseconds(c.embed_batch_timeout_ms);
   o.embed.cleanup_after_each = c.cleanup == "after-each";

@@ -48,6 +48,8 @@ class Generations {
 
   // True while any generation waits for admission or runs.
   bool busy() const { return !waiting_.empty() || !running_.empty(); }
+  // How many wait for admission or run.
+  int count() const { return static_cast<int>(waiting_.size() + running_.size()); }
 
   // One step of everything, as the header comment says.
   void Step();

@@ -15,6 +15,8 @@ using Clock = std::chrono::steady_clock;
 Worker::Worker(Handoff& handoff, WorkerOptions options)
     : handoff_(handoff),
       threads_(options.threads),
+      batch_wait_(options.batch_wait),
+      max_concurrent_(options.max_concurrent),
       models_(std::move(options.load)),
       generations_(models_, std::move(options.generation)),
       embeddings_(models_, std::move(options.embed), [this] { return generations_.busy(); }) {}
@@ -45,11 +47,13 @@ void Worker::Run() {
     std::deque<Handoff::Closure> tasks = handoff_.TakeTasks(wait_until, &stopped);
     busy_ = true;
     Heartbeat();
+    const bool none_running = !generations_.busy();
     // The Scheduler's tasks catch what their work throws; nothing escapes them.
     for (Handoff::Closure& task : tasks) {
       task();
       Heartbeat();
     }
+    if (none_running && generations_.busy()) GatherStarts(&stopped);
     if (generations_.busy()) {
       const Handoff::WakeOnce one_wake(handoff_);  // the step's tokens, together
       try {
@@ -76,6 +80,28 @@ void Worker::Run() {
     }
     busy_ = false;
     if (stopped && tasks.empty() && !generations_.busy() && !embeddings_.busy()) break;
+  }
+}
+
+// Generations sent together reach the worker a little apart: each is read,
+// checked and queued by the loop in turn, and on a small CPU the engine's
+// threads, once a step runs, leave the loop and the clients little time.
+// Were the first one's steps begun at once, the others' prompts would be
+// read in its later steps, and its tokens would wait for them: steps of
+// prompt reading in the middle of its output. So a generation that finds none running waits up to
+// batch_wait_ for more, and those that come start with it: their prompts are read together in the
+// first step, as one batch. The wait ends as soon as max_concurrent_ have started (no more can
+// come), on stop, or at batch_wait_. Other tasks that come meanwhile run in their order.
+void Worker::GatherStarts(bool* stopped) {
+  if (batch_wait_.count() <= 0 || max_concurrent_ <= 1) return;
+  const auto until = Clock::now() + batch_wait_;
+  while (!*stopped && generations_.count() < max_concurrent_) {
+    std::deque<Handoff::Closure> tasks = handoff_.TakeTasks(until, stopped);
+    if (tasks.empty()) return;  // the wait is over
+    for (Handoff::Closure& task : tasks) {
+      task();
+      Heartbeat();
+    }
   }
 }
 

@@ -6,8 +6,11 @@
 // (worker/generations.h), then runs an embedding batch when one is due
 // (worker/embeddings.h). It sleeps only when nothing runs, and then only
 // until the next batch is due. A task therefore waits at most one step, and
-// an embedding batch at most one generation step past its due time. See handoff.h for the contract
-// between the threads; the loop's side of it is loop/scheduler.h.
+// an embedding batch at most one generation step past its due time. One
+// exception: a generation that finds no generation running may wait up to
+// `batch_wait` for others to start with it (see GatherStarts). See
+// handoff.h for the contract between the threads; the loop's side of it is
+// loop/scheduler.h.
 #pragma once
 
 #include <atomic>
@@ -26,6 +29,11 @@ struct WorkerOptions {
   LoadPolicy load;
   GenerationPolicy generation;
   EmbedPolicy embed;
+  // How long a generation that finds none running waits for more to start
+  // in the same step (0: none), and how many can run at once (the loop's
+  // max_concurrent: the wait ends when that many have started).
+  std::chrono::milliseconds batch_wait{0};
+  int max_concurrent = 1;
 };
 
 class Worker {
@@ -54,11 +62,14 @@ class Worker {
 
  private:
   void Run();
+  void GatherStarts(bool* stopped);
   void Heartbeat();
   static int64_t NowMs();
 
   Handoff& handoff_;
   int threads_;
+  std::chrono::milliseconds batch_wait_;
+  int max_concurrent_;
   ModelStore models_;
   Generations generations_;
   Embeddings embeddings_;

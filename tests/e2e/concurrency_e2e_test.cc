@@ -106,6 +106,36 @@ TEST_CASE("max_concurrent 2: two run at once, three wait in order, each equals i
   }
 }
 
+TEST_CASE("generations sent together start in one step, the wait ending when the batch is full",
+          "[e2e][concurrency]") {
+  ModelRepo repo;
+  // A wait far longer than the test's own pauses.
+  DaemonProcess d(DaemonArgs(repo, {"--max-concurrent", "2", "--batch-wait-ms", "10000"}));
+  RawClient a(d.socket()), b(d.socket());
+  const auto t0 = std::chrono::steady_clock::now();
+  SendGenerate(a, "a", SampledParams(0, 8));
+  // No generation runs: the first waits for another to start with it...
+  CHECK_FALSE(TokenWithin(a, "a", 700ms));
+  SendGenerate(b, "b", SampledParams(1, 8));
+  // ...and the second fills the batch (max_concurrent 2), so both start now,
+  // long before the wait would have ended.
+  AwaitFirstToken(a, "a");
+  CHECK(std::chrono::steady_clock::now() - t0 < 5s);
+  CHECK(Collect(a, "a").final()["event"] == "done");
+  CHECK(Collect(b, "b").final()["event"] == "done");
+}
+
+TEST_CASE("with max_concurrent 1 a generation never waits for others to start with it",
+          "[e2e][concurrency]") {
+  ModelRepo repo;
+  DaemonProcess d(DaemonArgs(repo, {"--batch-wait-ms", "10000"}));
+  RawClient a(d.socket());
+  const auto t0 = std::chrono::steady_clock::now();
+  SendGenerate(a, "a", SampledParams(0, 4));
+  CHECK(Collect(a, "a").final()["event"] == "done");
+  CHECK(std::chrono::steady_clock::now() - t0 < 5s);
+}
+
 TEST_CASE("cancelling one sequence mid-batch leaves the others unchanged", "[e2e][concurrency]") {
   ModelRepo repo;
   DaemonProcess d(DaemonArgs(repo, {"--max-concurrent", "3"}));
