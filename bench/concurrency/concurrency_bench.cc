@@ -36,6 +36,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <latch>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -117,13 +118,14 @@ struct TokenPace {
   Clock::time_point first;  // when its first token came
 };
 
-// One generate on its own connection.
-TokenPace ClientRun(const std::string& socket, const json& params, std::atomic<int>& ready, int n) {
+// One generate on its own connection, sent once every client has connected
+// (`connected` counts them down). The clients block until then rather than
+// spin: spinning threads would take the cores from the daemon just when it
+// reads the first requests, and real clients do not spin.
+TokenPace ClientRun(const std::string& socket, const json& params, std::latch& connected) {
   auto client = medq::ipc::Client::Connect(socket);
   if (!client.ok()) Die(client.error().message);
-  ++ready;
-  while (ready.load() < n)
-    std::this_thread::yield();
+  connected.arrive_and_wait();
   auto id = client->Send("generate", params);
   if (!id.ok()) Die(id.error().message);
   Clock::time_point first, last;
@@ -177,7 +179,7 @@ struct ClientsRun {
 
 ClientsRun RunClients(const std::string& socket, int n, const Options& o, int64_t vocab,
                       bool poll) {
-  std::atomic<int> ready{0};
+  std::latch connected(n);
   std::atomic<bool> stop{false};
   std::vector<TokenPace> per_client(static_cast<size_t>(n));
   std::vector<std::thread> threads;
@@ -187,15 +189,14 @@ ClientsRun RunClients(const std::string& socket, int n, const Options& o, int64_
                          {"max_tokens", o.tokens},
                          {"return_ids", true}};
     threads.emplace_back([&, c, params] {
-      per_client[static_cast<size_t>(c)] = ClientRun(socket, params, ready, n);
+      per_client[static_cast<size_t>(c)] = ClientRun(socket, params, connected);
     });
   }
   ClientsRun run;
   std::thread poller;
   if (poll) {
     poller = std::thread([&] {
-      while (ready.load() < n)
-        std::this_thread::yield();
+      connected.wait();
       run.poll_ms = PollLatency(socket, stop);
     });
   }
@@ -282,12 +283,12 @@ int main(int argc, char** argv) {
   g_daemon = daemon;
   {  // load and warm up
     auto c = medq::ipc::Client::Connect(socket);
-    std::atomic<int> ready{0};
+    std::latch alone(1);
     ClientRun(socket,
               {{"prompt_ids", Prompt(0, o.prompt_tokens, shape.vocab)},
                {"max_tokens", 4},
                {"return_ids", true}},
-              ready, 1);
+              alone);
   }
 
   medq::bench::BatchBenchOptions engine_options;
