@@ -124,8 +124,8 @@ void AddConfigKeys(CLI::App& app, Config& c) {
       ->check(CLI::Range(1, 1 << 20));
   AddKey(app, "batch_wait_ms", c.batch_wait_ms,
          "With max_concurrent above 1: how long a generation that finds none running waits "
-         "for others to start with it, so that generations sent together read their prompts "
-         "in one step; 0 starts it at once")
+         "for another to start with it, anew after each that comes, so that generations sent "
+         "together read their prompts in one step; 0 starts it at once")
       ->check(CLI::Range(0, 10000));
   AddKey(app, "threads", c.threads, "CPU threads of the engine's kernels; 0 uses every core")
       ->check(CLI::Range(0, 1024));

@@ -30,7 +30,7 @@ struct Config {
   double queue_timeout_s = 300;
   int max_concurrent = 1;          // generations decoded at once; 1: the generation lock
   int prefill_chunk_tokens = 512;  // prompt tokens read per step
-  int batch_wait_ms = 5;           // an idle worker's wait for generations to start together
+  int batch_wait_ms = 5;           // an idle worker's wait for the next generation to start with
   int threads = 0;                 // CPU threads of the engine's kernels; 0: one per core
   double aging_s = 60;             // a waiting job moves up one priority class per aging_s
 

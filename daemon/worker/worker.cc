@@ -88,20 +88,26 @@ void Worker::Run() {
 // threads, once a step runs, leave the loop and the clients little time.
 // Were the first one's steps begun at once, the others' prompts would be
 // read in its later steps, and its tokens would wait for them: steps of
-// prompt reading in the middle of its output. So a generation that finds none running waits up to
-// batch_wait_ for more, and those that come start with it: their prompts are read together in the
-// first step, as one batch. The wait ends as soon as max_concurrent_ have started (no more can
-// come), on stop, or at batch_wait_. Other tasks that come meanwhile run in their order.
+// prompt reading in the middle of its output. So a generation that finds
+// none running waits for more, and those that come start with it: their
+// prompts are read together in the first step, as one batch. The wait ends
+// once batch_wait_ has passed with no other generation coming (each one
+// that comes starts it anew, so the whole wait is at most max_concurrent_
+// times batch_wait_), once max_concurrent_ have started (no more can come),
+// or on stop. Other tasks that come meanwhile run in their order.
 void Worker::GatherStarts(bool* stopped) {
   if (batch_wait_.count() <= 0 || max_concurrent_ <= 1) return;
-  const auto until = Clock::now() + batch_wait_;
+  auto until = Clock::now() + batch_wait_;
   while (!*stopped && generations_.count() < max_concurrent_) {
     std::deque<Handoff::Closure> tasks = handoff_.TakeTasks(until, stopped);
     if (tasks.empty()) return;  // the wait is over
+    const int before = generations_.count();
     for (Handoff::Closure& task : tasks) {
       task();
       Heartbeat();
     }
+    // Another came: more may be on their way.
+    if (generations_.count() > before) until = Clock::now() + batch_wait_;
   }
 }
 

@@ -7,8 +7,8 @@
 // (worker/embeddings.h). It sleeps only when nothing runs, and then only
 // until the next batch is due. A task therefore waits at most one step, and
 // an embedding batch at most one generation step past its due time. One
-// exception: a generation that finds no generation running may wait up to
-// `batch_wait` for others to start with it (see GatherStarts). See
+// exception: a generation that finds no generation running may wait, a few
+// `batch_wait` at most, for others to start with it (see GatherStarts). See
 // handoff.h for the contract between the threads; the loop's side of it is
 // loop/scheduler.h.
 #pragma once
@@ -29,9 +29,10 @@ struct WorkerOptions {
   LoadPolicy load;
   GenerationPolicy generation;
   EmbedPolicy embed;
-  // How long a generation that finds none running waits for more to start
-  // in the same step (0: none), and how many can run at once (the loop's
-  // max_concurrent: the wait ends when that many have started).
+  // How long a generation that finds none running waits for another to
+  // start in the same step, anew after each that comes (0: no wait), and
+  // how many can run at once (the loop's max_concurrent: the wait ends when
+  // that many have started).
   std::chrono::milliseconds batch_wait{0};
   int max_concurrent = 1;
 };

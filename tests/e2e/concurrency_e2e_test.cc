@@ -125,6 +125,22 @@ TEST_CASE("generations sent together start in one step, the wait ending when the
   CHECK(Collect(b, "b").final()["event"] == "done");
 }
 
+TEST_CASE("each generation that comes during the wait begins it anew", "[e2e][concurrency]") {
+  ModelRepo repo;
+  DaemonProcess d(DaemonArgs(repo, {"--max-concurrent", "3", "--batch-wait-ms", "1500"}));
+  RawClient a(d.socket()), b(d.socket());
+  SendGenerate(a, "a", SampledParams(0, 8));
+  CHECK_FALSE(TokenWithin(a, "a", 1000ms));
+  // The second comes 1 s into the wait, which now lasts until 1.5 s after
+  // it: without the new start the first would run from 1.5 s on.
+  SendGenerate(b, "b", SampledParams(1, 8));
+  CHECK_FALSE(TokenWithin(a, "a", 1000ms));
+  // No third comes (max_concurrent 3): both start when the wait ends.
+  AwaitFirstToken(a, "a");
+  CHECK(Collect(a, "a").final()["event"] == "done");
+  CHECK(Collect(b, "b").final()["event"] == "done");
+}
+
 TEST_CASE("with max_concurrent 1 a generation never waits for others to start with it",
           "[e2e][concurrency]") {
   ModelRepo repo;
