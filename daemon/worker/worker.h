@@ -7,10 +7,10 @@
 // (worker/embeddings.h). It sleeps only when nothing runs, and then only
 // until the next batch is due. A task therefore waits at most one step, and
 // an embedding batch at most one generation step past its due time. One
-// exception: a generation that finds no generation running may wait, a few
-// `batch_wait` at most, for others to start with it (see GatherStarts). See
-// handoff.h for the contract between the threads; the loop's side of it is
-// loop/scheduler.h.
+// exception: a generation that finds no generation running may wait for
+// others to start with it, at most max_concurrent times `batch_wait` (see
+// GatherStarts). See handoff.h for the contract between the threads; the
+// loop's side of it is loop/scheduler.h.
 #pragma once
 
 #include <atomic>
