@@ -282,7 +282,6 @@ int main(int argc, char** argv) {
   const pid_t daemon = StartDaemon(o, dir / "models", socket);
   g_daemon = daemon;
   {  // load and warm up
-    auto c = medq::ipc::Client::Connect(socket);
     std::latch alone(1);
     ClientRun(socket,
               {{"prompt_ids", Prompt(0, o.prompt_tokens, shape.vocab)},

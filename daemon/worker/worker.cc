@@ -48,11 +48,7 @@ void Worker::Run() {
     busy_ = true;
     Heartbeat();
     const bool none_running = !generations_.busy();
-    // The Scheduler's tasks catch what their work throws; nothing escapes them.
-    for (Handoff::Closure& task : tasks) {
-      task();
-      Heartbeat();
-    }
+    RunTasks(tasks);
     if (none_running && generations_.busy()) GatherStarts(&stopped);
     if (generations_.busy()) {
       const Handoff::WakeOnce one_wake(handoff_);  // the step's tokens, together
@@ -102,12 +98,17 @@ void Worker::GatherStarts(bool* stopped) {
     std::deque<Handoff::Closure> tasks = handoff_.TakeTasks(until, stopped);
     if (tasks.empty()) return;  // the wait is over
     const int before = generations_.count();
-    for (Handoff::Closure& task : tasks) {
-      task();
-      Heartbeat();
-    }
+    RunTasks(tasks);
     // Another came: more may be on their way.
     if (generations_.count() > before) until = Clock::now() + batch_wait_;
+  }
+}
+
+void Worker::RunTasks(std::deque<Handoff::Closure>& tasks) {
+  // The Scheduler's tasks catch what their work throws; nothing escapes them.
+  for (Handoff::Closure& task : tasks) {
+    task();
+    Heartbeat();
   }
 }
 

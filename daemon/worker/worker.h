@@ -15,6 +15,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <deque>
 #include <thread>
 
 #include "daemon/handoff.h"
@@ -63,6 +64,7 @@ class Worker {
 
  private:
   void Run();
+  void RunTasks(std::deque<Handoff::Closure>& tasks);
   void GatherStarts(bool* stopped);
   void Heartbeat();
   static int64_t NowMs();

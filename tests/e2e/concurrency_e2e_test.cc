@@ -106,7 +106,7 @@ TEST_CASE("max_concurrent 2: two run at once, three wait in order, each equals i
   }
 }
 
-TEST_CASE("generations sent together start in one step, the wait ending when the batch is full",
+TEST_CASE("a generation that finds none running waits for another, until the batch is full",
           "[e2e][concurrency]") {
   ModelRepo repo;
   // A wait far longer than the test's own pauses.
