@@ -2,7 +2,8 @@
 // daemon adds on top of the engine's batch. For a random-weight model of a
 // real shape and each count of concurrent clients N (1, 2, 4, 8 by default):
 //   - engine: the continuous batch alone with N sequences, in a child
-//     process (bench/engine/batch_bench.h): ms per step;
+//     process that loads the model once and stays up
+//     (bench/engine/resident_child.h, ServeBatchSteps): ms per step;
 //   - daemon: N clients on their own connections send one generate each at
 //     the same moment to a medqd with max_concurrent = the largest N; each
 //     client's ms per token is the time between its first and last token
@@ -20,12 +21,13 @@
 //   - overhead per token: daemon ms per token - engine ms per step, at N;
 //   - with the largest N running, `health` and `queue` round trips, in one
 //     more run after the timed ones, so that they do not slow those.
-// Engine and daemon runs alternate, repetition by repetition, so that drift
-// of the machine hits both, and which goes first flips each repetition;
-// after each engine child exits the next run waits --settle-ms (a VM that
-// hands freed memory back to its host runs slower for some seconds after a
-// large free). Medians and ranges over repetitions. One JSON object on
-// stdout.
+// Each engine run and the daemon run of the same N are paired back to back,
+// so that the machine's drift (its speed moves by several percent within
+// minutes) hits both alike; which of the two goes first flips each
+// repetition. Both processes stay up throughout, with the model loaded: no
+// large free happens between runs (a VM that hands freed memory back to
+// its host runs slower for some seconds after one). Medians and ranges over
+// repetitions. One JSON object on stdout.
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -38,6 +40,7 @@
 #include <iostream>
 #include <latch>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -48,8 +51,8 @@
 #include "bench/common/crash_trace.h"
 #include "bench/common/remove_tree.h"
 #include "bench/engine/batch_bench.h"
-#include "bench/engine/in_child.h"
 #include "bench/engine/random_model.h"
+#include "bench/engine/resident_child.h"
 #include "daemon/engine/blas_threads.h"
 #include "ipc/client.h"
 
@@ -69,7 +72,7 @@ struct Options {
   int repetitions = 4;  // even: as many runs with the engine first as with the daemon
   int threads = 0;
   bool reload = false;
-  int settle_ms = 15000;  // after each engine child's exit
+  bool control = false;  // a second engine child beside the first
   std::string medqd = MEDQ_BINARY_DIR "/daemon/medqd";
 };
 
@@ -249,12 +252,13 @@ int main(int argc, char** argv) {
   app.add_option("--repetitions", o.repetitions, "Repetitions")->capture_default_str();
   app.add_option("--threads", o.threads, "Engine threads (0: every core)")->capture_default_str();
   app.add_option("--medqd", o.medqd, "medqd binary")->capture_default_str();
+  app.add_flag("--control", o.control,
+               "Time a second engine child, loaded as the first, in each repetition too: how "
+               "far apart two identical engines in two processes run is as finely as the "
+               "daemon's overhead can be told on this machine");
   app.add_flag("--reload", o.reload,
-               "Unload and load the model before each daemon run, so that its weights are as "
-               "freshly allocated as the engine's");
-  app.add_option("--settle-ms", o.settle_ms,
-                 "Pause after each engine child exits, before the next run")
-      ->capture_default_str();
+               "Unload and load the model before each daemon run (the engines load theirs "
+               "once)");
   CLI11_PARSE(app, argc, argv);
 
   medq::bench::ModelShape shape;
@@ -278,6 +282,38 @@ int main(int argc, char** argv) {
     c["eos_token_id"] = shape.vocab - 1;
     std::ofstream(config) << c.dump(2);
   }
+  medq::bench::BatchBenchOptions engine_options;
+  engine_options.prompt_tokens = o.prompt_tokens;
+  engine_options.decode_steps = o.tokens;
+  engine_options.threads = o.threads;
+  engine_options.device = o.device;
+  // Forked first, while this process has no other thread. Each loads the
+  // model before the next process starts.
+  const auto serve = [&](int in, int out) {
+    medq::bench::ServeBatchSteps(model_dir, o.dtype, engine_options, in, out);
+  };
+  medq::bench::ResidentChild engine(serve);
+  if (const auto ready = engine.ReadLine(); ready != "ready") {
+    Die("engine: " + ready.value_or("the child exited"));
+  }
+  std::optional<medq::bench::ResidentChild> control;
+  if (o.control) {
+    control.emplace(serve);
+    if (const auto ready = control->ReadLine(); ready != "ready") {
+      Die("control engine: " + ready.value_or("the child exited"));
+    }
+  }
+  // One repetition of n sequences in an engine child: ms per step.
+  const auto step_ms = [&](medq::bench::ResidentChild& child, int n, int rep) {
+    const auto reply = child.Ask(std::to_string(n) + " " + std::to_string(12345 + 1000 * rep));
+    if (!reply || reply->rfind("error", 0) == 0) {
+      Die("engine: " + reply.value_or("the child exited"));
+    }
+    return std::stod(*reply);
+  };
+  step_ms(engine, 1, 0);  // warm-up, as the daemon's below
+  if (control) step_ms(*control, 1, 0);
+
   const std::string socket = (dir / "medq.sock").string();
   const pid_t daemon = StartDaemon(o, dir / "models", socket);
   g_daemon = daemon;
@@ -290,58 +326,46 @@ int main(int argc, char** argv) {
               alone);
   }
 
-  medq::bench::BatchBenchOptions engine_options;
-  engine_options.sequences = o.clients;
-  engine_options.prompt_tokens = o.prompt_tokens;
-  engine_options.decode_steps = o.tokens;
-  engine_options.repetitions = 1;
-  engine_options.threads = o.threads;
-  engine_options.device = o.device;
-
   const int max_clients = *std::max_element(o.clients.begin(), o.clients.end());
   std::vector<std::vector<double>> engine_ms(o.clients.size()), daemon_ms(o.clients.size()),
       worker_ms(o.clients.size()), start_spread_ms(o.clients.size()),
-      first_client_ms(o.clients.size());
-  const auto run_engine = [&] {
-    const json engine = medq::bench::InChild(
-        [&] { return medq::bench::MeasureBatch(model_dir, o.dtype, engine_options); });
-    if (engine.contains("error")) Die("engine: " + engine["error"].get<std::string>());
-    for (size_t k = 0; k < o.clients.size(); ++k)
-      engine_ms[k].push_back(engine["batch"][k]["step_ms"]["median"].get<double>());
-    // The child's exit frees its copy of the weights; on a VM that hands
-    // freed memory back to its host, the next seconds run slower (see
-    // bench/engine/README.md), so the next run waits them out.
-    std::this_thread::sleep_for(std::chrono::milliseconds(o.settle_ms));
+      first_client_ms(o.clients.size()), control_ms(o.clients.size());
+  const auto run_engine = [&](size_t k, int rep) {
+    engine_ms[k].push_back(step_ms(engine, o.clients[k], rep));
   };
-  const auto run_daemon = [&] {
-    for (size_t k = 0; k < o.clients.size(); ++k) {
-      const int n = o.clients[k];
-      if (o.reload) {
-        auto c = medq::ipc::Client::Connect(socket);
-        if (!c.ok()) Die(c.error().message);
-        const medq::Params model = {{"model", o.shape}};
-        if (!c->Call("unload", model, std::chrono::minutes(1)).ok()) Die("unload");
-        if (!c->Call("load", model, std::chrono::minutes(5)).ok()) Die("load");
-      }
-      const ClientsRun run = RunClients(socket, n, o, shape.vocab, /*poll=*/false);
-      if (run.client_ms.empty()) Die("no client got two tokens");
-      daemon_ms[k].push_back(Median(run.client_ms));
-      worker_ms[k].push_back(Median(run.worker_ms));
-      start_spread_ms[k].push_back(run.start_spread_ms);
-      first_client_ms[k].push_back(run.first_client_ms);
+  const auto run_control = [&](size_t k, int rep) {
+    if (control) control_ms[k].push_back(step_ms(*control, o.clients[k], rep));
+  };
+  const auto run_daemon = [&](size_t k) {
+    const int n = o.clients[k];
+    if (o.reload) {
+      auto c = medq::ipc::Client::Connect(socket);
+      if (!c.ok()) Die(c.error().message);
+      const medq::Params model = {{"model", o.shape}};
+      if (!c->Call("unload", model, std::chrono::minutes(1)).ok()) Die("unload");
+      if (!c->Call("load", model, std::chrono::minutes(5)).ok()) Die("load");
     }
+    const ClientsRun run = RunClients(socket, n, o, shape.vocab, /*poll=*/false);
+    if (run.client_ms.empty()) Die("no client got two tokens");
+    daemon_ms[k].push_back(Median(run.client_ms));
+    worker_ms[k].push_back(Median(run.worker_ms));
+    start_spread_ms[k].push_back(run.start_spread_ms);
+    first_client_ms[k].push_back(run.first_client_ms);
   };
-  // The order flips each repetition (engine first, then daemon first), so
-  // that whatever the machine does after one side's run (the child's exit
-  // freeing its copy of the weights, say) does not always fall on the same
-  // side.
+  // The engine's and the daemon's runs of each N back to back; which goes
+  // first flips each repetition. The control engine, if any, takes the other
+  // end: engine, daemon, control, then control, daemon, engine.
   for (int rep = 0; rep < o.repetitions; ++rep) {
-    if (rep % 2 == 0) {
-      run_engine();
-      run_daemon();
-    } else {
-      run_daemon();
-      run_engine();
+    for (size_t k = 0; k < o.clients.size(); ++k) {
+      if (rep % 2 == 0) {
+        run_engine(k, rep);
+        run_daemon(k);
+        run_control(k, rep);
+      } else {
+        run_control(k, rep);
+        run_daemon(k);
+        run_engine(k, rep);
+      }
     }
   }
   // The round trips in a pass of their own: the poller's calls wake the
@@ -362,24 +386,33 @@ int main(int argc, char** argv) {
       delivery.push_back(daemon_ms[k][r] - worker_ms[k][r]);
       in_worker.push_back(worker_ms[k][r] - engine_ms[k][r]);
     }
-    rows.push_back({{"clients", n},
-                    {"engine_step_ms", Summary(engine_ms[k])},
-                    {"daemon_ms_per_token", Summary(daemon_ms[k])},
-                    {"daemon_aggregate_tok_s", Summary(aggregate)},
-                    {"daemon_per_client_tok_s", 1000.0 / Median(daemon_ms[k])},
-                    {"overhead_ms_per_token", Summary(overhead)},
-                    {"daemon_worker_ms_per_token", Summary(worker_ms[k])},
-                    {"delivery_ms_per_token", Summary(delivery)},
-                    {"worker_minus_engine_ms_per_token", Summary(in_worker)},
-                    {"aggregate_ratio_to_first", n * daemon_base / Median(daemon_ms[k])},
-                    {"latency_ratio_to_first", Median(daemon_ms[k]) / daemon_base},
-                    {"engine_aggregate_ratio_to_first", n * engine_base / Median(engine_ms[k])},
-                    // In run order: even repetitions ran the engine first.
-                    {"each_repetition",
-                     {{"engine_step_ms", engine_ms[k]},
-                      {"daemon_ms_per_token", daemon_ms[k]},
-                      {"daemon_first_client_ms_per_token", first_client_ms[k]},
-                      {"daemon_start_spread_ms", start_spread_ms[k]}}}});
+    json row = {{"clients", n},
+                {"engine_step_ms", Summary(engine_ms[k])},
+                {"daemon_ms_per_token", Summary(daemon_ms[k])},
+                {"daemon_aggregate_tok_s", Summary(aggregate)},
+                {"daemon_per_client_tok_s", 1000.0 / Median(daemon_ms[k])},
+                {"overhead_ms_per_token", Summary(overhead)},
+                {"daemon_worker_ms_per_token", Summary(worker_ms[k])},
+                {"delivery_ms_per_token", Summary(delivery)},
+                {"worker_minus_engine_ms_per_token", Summary(in_worker)},
+                {"aggregate_ratio_to_first", n * daemon_base / Median(daemon_ms[k])},
+                {"latency_ratio_to_first", Median(daemon_ms[k]) / daemon_base},
+                {"engine_aggregate_ratio_to_first", n * engine_base / Median(engine_ms[k])},
+                // In run order: even repetitions ran the engine first.
+                {"each_repetition",
+                 {{"engine_step_ms", engine_ms[k]},
+                  {"daemon_ms_per_token", daemon_ms[k]},
+                  {"daemon_first_client_ms_per_token", first_client_ms[k]},
+                  {"daemon_start_spread_ms", start_spread_ms[k]}}}};
+    if (control) {
+      // Two identical engines, each in a process of its own.
+      std::vector<double> apart;
+      for (size_t r = 0; r < control_ms[k].size(); ++r)
+        apart.push_back(control_ms[k][r] - engine_ms[k][r]);
+      row["control_minus_engine_ms_per_token"] = Summary(apart);
+      row["each_repetition"]["control_step_ms"] = control_ms[k];
+    }
+    rows.push_back(std::move(row));
   }
   const json out = {{"benchmark", "concurrency"},
                     {"shape", o.shape},
@@ -389,7 +422,7 @@ int main(int argc, char** argv) {
                     {"prompt_tokens", o.prompt_tokens},
                     {"repetitions", o.repetitions},
                     {"reload", o.reload},
-                    {"settle_ms", o.settle_ms},
+                    {"control", o.control},
                     {"rows", rows},
                     {"health_and_queue_ms_with_" + std::to_string(max_clients) + "_running",
                      {{"calls", poll_ms.size()},

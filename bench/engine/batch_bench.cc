@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <sstream>
 
+#include "bench/engine/resident_child.h"
 #include "daemon/engine/batch.h"
 #include "daemon/engine/engine.h"
 
@@ -95,6 +97,30 @@ json MeasureBatch(const std::filesystem::path& dir, const std::string& dtype,
     per_n.push_back(std::move(r));
   }
   return {{"device", engine::Info(**model).device}, {"dtype", dtype}, {"batch", per_n}};
+}
+
+void ServeBatchSteps(const std::filesystem::path& dir, const std::string& dtype,
+                     const BatchBenchOptions& o, int in, int out) {
+  LineIo io(in, out);
+  engine::InitWorkerThread(o.threads);
+  auto model = engine::LoadModel(dir, {o.device, dtype});
+  if (!model.ok()) {
+    io.Write("error: " + model.error().message);
+    return;
+  }
+  if (!io.Write("ready")) return;
+  while (const std::optional<std::string> request = io.Read()) {
+    std::istringstream fields(*request);
+    int n = 0;
+    uint64_t seed = 0;
+    if (!(fields >> n >> seed) || n < 1) {
+      io.Write("error: bad request '" + *request + "'");
+      continue;
+    }
+    std::string error;
+    const double ms = TimeSteps(*model, n, o, seed, &error);
+    if (!io.Write(ms < 0 ? "error: " + error : std::to_string(ms))) return;
+  }
 }
 
 }  // namespace medq::bench

@@ -30,4 +30,13 @@ struct BatchBenchOptions {
 nlohmann::json MeasureBatch(const std::filesystem::path& dir, const std::string& dtype,
                             const BatchBenchOptions& options);
 
+// The same measurement on request, for a child that stays up
+// (resident_child.h): initialises the engine's worker thread, loads `dir`
+// once and writes "ready" (or "error: " and why) to `out`. Then, for each
+// line "N SEED" read from `in`, times one repetition of N sequences whose
+// prompts come from SEED (`options.sequences` and `repetitions` unused) and
+// answers with its ms per step, or "error: " and why, until `in` ends.
+void ServeBatchSteps(const std::filesystem::path& dir, const std::string& dtype,
+                     const BatchBenchOptions& options, int in, int out);
+
 }  // namespace medq::bench

@@ -1,0 +1,98 @@
+#include "bench/engine/resident_child.h"
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <csignal>
+
+namespace medq::bench {
+namespace {
+
+// Appends what `fd` has to `buffered` until it holds a newline; returns the
+// line before it (removed from `buffered`), or nullopt at the end of input.
+std::optional<std::string> ReadLineFrom(int fd, std::string& buffered) {
+  for (;;) {
+    const size_t newline = buffered.find('\n');
+    if (newline != std::string::npos) {
+      std::string line = buffered.substr(0, newline);
+      buffered.erase(0, newline + 1);
+      return line;
+    }
+    char buf[4096];
+    const ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return std::nullopt;
+    buffered.append(buf, static_cast<size_t>(n));
+  }
+}
+
+bool WriteAll(int fd, std::string text) {
+  size_t off = 0;
+  while (off < text.size()) {
+    const ssize_t n = ::write(fd, text.data() + off, text.size() - off);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    off += static_cast<size_t>(n);
+  }
+  return true;
+}
+
+}  // namespace
+
+ResidentChild::ResidentChild(const std::function<void(int in, int out)>& serve) {
+  int requests[2], replies[2];
+  if (::pipe(requests) != 0) return;
+  if (::pipe(replies) != 0) {
+    ::close(requests[0]);
+    ::close(requests[1]);
+    return;
+  }
+  pid_ = ::fork();
+  if (pid_ == 0) {
+    ::close(requests[1]);
+    ::close(replies[0]);
+    serve(requests[0], replies[1]);
+    ::_exit(0);
+  }
+  ::close(requests[0]);
+  ::close(replies[1]);
+  if (pid_ < 0) {
+    ::close(requests[1]);
+    ::close(replies[0]);
+    return;
+  }
+  to_child_ = requests[1];
+  from_child_ = replies[0];
+}
+
+ResidentChild::~ResidentChild() {
+  if (to_child_ >= 0) ::close(to_child_);
+  if (from_child_ >= 0) ::close(from_child_);
+  if (pid_ > 0) ::waitpid(pid_, nullptr, 0);
+}
+
+std::optional<std::string> ResidentChild::Ask(const std::string& request) {
+  if (to_child_ < 0) return std::nullopt;
+  // A child that is gone must not kill the caller with SIGPIPE.
+  const auto previous = std::signal(SIGPIPE, SIG_IGN);
+  const bool sent = WriteAll(to_child_, request + "\n");
+  std::signal(SIGPIPE, previous);
+  if (!sent) return std::nullopt;
+  return ReadLine();
+}
+
+std::optional<std::string> ResidentChild::ReadLine() {
+  if (from_child_ < 0) return std::nullopt;
+  return ReadLineFrom(from_child_, buffered_);
+}
+
+std::optional<std::string> LineIo::Read() {
+  return ReadLineFrom(in_, buffered_);
+}
+
+bool LineIo::Write(const std::string& line) {
+  return WriteAll(out_, line + "\n");
+}
+
+}  // namespace medq::bench

@@ -1,0 +1,57 @@
+// A measuring child process that stays up between measurements. InChild
+// (in_child.h) forks a child per measurement, and its exit frees the model's
+// copy of the weights; a VM that hands freed memory back to its host then
+// runs slower for some seconds, so the next measurement had to wait them
+// out, and measurements meant to be compared ended up a minute apart. A
+// resident child loads once and answers request after request, so that two
+// sides of a comparison can run back to back.
+#pragma once
+
+#include <sys/types.h>
+
+#include <functional>
+#include <optional>
+#include <string>
+
+namespace medq::bench {
+
+class ResidentChild {
+ public:
+  // Forks; the child runs serve(in, out), which reads request lines from the
+  // fd `in` and writes one reply line per request to the fd `out` (LineIo
+  // below), until `in` ends; then the child exits. Fork before the caller
+  // starts any thread: only the forking thread lives on in the child.
+  explicit ResidentChild(const std::function<void(int in, int out)>& serve);
+  // Ends the child's input and waits for it to exit.
+  ~ResidentChild();
+  ResidentChild(const ResidentChild&) = delete;
+  ResidentChild& operator=(const ResidentChild&) = delete;
+
+  // Sends one request line (no newline in it) and returns the child's reply
+  // line, or nullopt when the child is gone.
+  std::optional<std::string> Ask(const std::string& request);
+  // The child's next line without a request (its first, "ready" say).
+  std::optional<std::string> ReadLine();
+
+ private:
+  pid_t pid_ = -1;
+  int to_child_ = -1;
+  int from_child_ = -1;
+  std::string buffered_;
+};
+
+// Line input and output on a pair of fds, for the child's side.
+class LineIo {
+ public:
+  LineIo(int in, int out) : in_(in), out_(out) {}
+  // The next line without its newline; nullopt at the end of input.
+  std::optional<std::string> Read();
+  // Writes `line` and a newline; false when the reader is gone.
+  bool Write(const std::string& line);
+
+ private:
+  int in_, out_;
+  std::string buffered_;
+};
+
+}  // namespace medq::bench
