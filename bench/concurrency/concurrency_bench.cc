@@ -1,9 +1,10 @@
 // concurrency_bench: what several clients get from one medqd, and what the
 // daemon adds on top of the engine's batch. For a random-weight model of a
 // real shape and each count of concurrent clients N (1, 2, 4, 8 by default):
-//   - engine: the continuous batch alone with N sequences, in a child
-//     process that loads the model once and stays up
-//     (bench/engine/resident_child.h, ServeBatchSteps): ms per step;
+//   - engine: the continuous batch alone with N sequences, in a process of
+//     its own (this program again, --serve-engine) that loads the model
+//     once and stays up (bench/engine/resident_child.h, ServeBatchSteps):
+//     ms per step;
 //   - daemon: N clients on their own connections send one generate each at
 //     the same moment to a medqd with max_concurrent = the largest N; each
 //     client's ms per token is the time between its first and last token
@@ -73,6 +74,9 @@ struct Options {
   int threads = 0;
   bool reload = false;
   bool control = false;  // a second engine child beside the first
+  // Set in the engine's child: serve timings of the model there
+  // (ServeBatchSteps) on standard input and output.
+  std::string serve_engine;
   std::string medqd = MEDQ_BINARY_DIR "/daemon/medqd";
 };
 
@@ -224,6 +228,17 @@ ClientsRun RunClients(const std::string& socket, int n, const Options& o, int64_
   return run;
 }
 
+// What the engine's child times: o.tokens steps of prompts of
+// o.prompt_tokens, on o.threads threads.
+medq::bench::BatchBenchOptions EngineOptions(const Options& o) {
+  medq::bench::BatchBenchOptions e;
+  e.prompt_tokens = o.prompt_tokens;
+  e.decode_steps = o.tokens;
+  e.threads = o.threads;
+  e.device = o.device;
+  return e;
+}
+
 pid_t StartDaemon(const Options& o, const fs::path& models, const std::string& socket) {
   const int max_clients = *std::max_element(o.clients.begin(), o.clients.end());
   const pid_t pid = medq::bench::StartDaemon(
@@ -259,7 +274,15 @@ int main(int argc, char** argv) {
   app.add_flag("--reload", o.reload,
                "Unload and load the model before each daemon run (the engines load theirs "
                "once)");
+  // The engine's child is this program again, with this option (no group:
+  // not in --help).
+  app.add_option("--serve-engine", o.serve_engine)->group("");
   CLI11_PARSE(app, argc, argv);
+  if (!o.serve_engine.empty()) {
+    medq::bench::ServeBatchSteps(o.serve_engine, o.dtype, EngineOptions(o), STDIN_FILENO,
+                                 STDOUT_FILENO);
+    return 0;
+  }
 
   medq::bench::ModelShape shape;
   for (const medq::bench::ModelShape& s : medq::bench::BenchShapes()) {
@@ -282,16 +305,14 @@ int main(int argc, char** argv) {
     c["eos_token_id"] = shape.vocab - 1;
     std::ofstream(config) << c.dump(2);
   }
-  medq::bench::BatchBenchOptions engine_options;
-  engine_options.prompt_tokens = o.prompt_tokens;
-  engine_options.decode_steps = o.tokens;
-  engine_options.threads = o.threads;
-  engine_options.device = o.device;
-  // Forked first, while this process has no other thread. Each loads the
-  // model before the next process starts.
-  const auto serve = [&](int in, int out) {
-    medq::bench::ServeBatchSteps(model_dir, o.dtype, engine_options, in, out);
-  };
+  // Each loads the model before the next process starts.
+  std::vector<std::string> serve = {"/proc/self/exe", "--serve-engine", model_dir.string()};
+  for (const std::string& arg :
+       {"--dtype=" + o.dtype, "--device=" + o.device, "--tokens=" + std::to_string(o.tokens),
+        "--prompt-tokens=" + std::to_string(o.prompt_tokens),
+        "--threads=" + std::to_string(o.threads)}) {
+    serve.push_back(arg);
+  }
   medq::bench::ResidentChild engine(serve);
   if (const auto ready = engine.ReadLine(); ready != "ready") {
     Die("engine: " + ready.value_or("the child exited"));

@@ -30,7 +30,7 @@ struct BatchBenchOptions {
 nlohmann::json MeasureBatch(const std::filesystem::path& dir, const std::string& dtype,
                             const BatchBenchOptions& options);
 
-// The same measurement on request, for a child that stays up
+// The same measurement on request, for a program that stays up
 // (resident_child.h): initialises the engine's worker thread, loads `dir`
 // once and writes "ready" (or "error: " and why) to `out`. Then, for each
 // line "N SEED" read from `in`, times one repetition of N sequences whose

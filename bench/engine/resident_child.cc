@@ -1,5 +1,6 @@
 #include "bench/engine/resident_child.h"
 
+#include <fcntl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -40,20 +41,27 @@ bool WriteAll(int fd, std::string text) {
 
 }  // namespace
 
-ResidentChild::ResidentChild(const std::function<void(int in, int out)>& serve) {
+ResidentChild::ResidentChild(const std::vector<std::string>& argv) {
   int requests[2], replies[2];
-  if (::pipe(requests) != 0) return;
-  if (::pipe(replies) != 0) {
+  if (::pipe2(requests, O_CLOEXEC) != 0) return;
+  if (::pipe2(replies, O_CLOEXEC) != 0) {
     ::close(requests[0]);
     ::close(requests[1]);
     return;
   }
+  std::vector<char*> args;
+  for (const std::string& a : argv)
+    args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
   pid_ = ::fork();
   if (pid_ == 0) {
-    ::close(requests[1]);
-    ::close(replies[0]);
-    serve(requests[0], replies[1]);
-    ::_exit(0);
+    // Between fork and exec only async-signal-safe calls. dup2 clears
+    // O_CLOEXEC on the copies; every other pipe end closes at exec.
+    if (::dup2(requests[0], STDIN_FILENO) < 0 || ::dup2(replies[1], STDOUT_FILENO) < 0) {
+      ::_exit(127);
+    }
+    ::execv(args[0], args.data());
+    ::_exit(127);
   }
   ::close(requests[0]);
   ::close(replies[1]);

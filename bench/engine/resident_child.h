@@ -4,24 +4,26 @@
 // runs slower for some seconds, so the next measurement had to wait them
 // out, and measurements meant to be compared ended up a minute apart. A
 // resident child loads once and answers request after request, so that two
-// sides of a comparison can run back to back.
+// sides of a comparison can run back to back. It is a program of its own
+// (executed, not only forked), so that it starts as fresh a process as a
+// daemon it is compared with.
 #pragma once
 
 #include <sys/types.h>
 
-#include <functional>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace medq::bench {
 
 class ResidentChild {
  public:
-  // Forks; the child runs serve(in, out), which reads request lines from the
-  // fd `in` and writes one reply line per request to the fd `out` (LineIo
-  // below), until `in` ends; then the child exits. Fork before the caller
-  // starts any thread: only the forking thread lives on in the child.
-  explicit ResidentChild(const std::function<void(int in, int out)>& serve);
+  // Runs the program argv[0] with `argv`, its standard input and output
+  // pipes from and to this object: it reads request lines from its input
+  // and writes one reply line per request (LineIo below), until its input
+  // ends. When it cannot be started, Ask and ReadLine give nullopt.
+  explicit ResidentChild(const std::vector<std::string>& argv);
   // Ends the child's input and waits for it to exit.
   ~ResidentChild();
   ResidentChild(const ResidentChild&) = delete;
