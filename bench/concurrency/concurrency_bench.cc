@@ -279,8 +279,11 @@ int main(int argc, char** argv) {
   app.add_option("--serve-engine", o.serve_engine)->group("");
   CLI11_PARSE(app, argc, argv);
   if (!o.serve_engine.empty()) {
-    medq::bench::ServeBatchSteps(o.serve_engine, o.dtype, EngineOptions(o), STDIN_FILENO,
-                                 STDOUT_FILENO);
+    // Replies go to the pipe that standard output was; anything else that
+    // writes to standard output (a log line) goes to standard error instead.
+    const int replies = dup(STDOUT_FILENO);
+    if (replies < 0 || dup2(STDERR_FILENO, STDOUT_FILENO) < 0) return 1;
+    medq::bench::ServeBatchSteps(o.serve_engine, o.dtype, EngineOptions(o), STDIN_FILENO, replies);
     return 0;
   }
 

@@ -28,7 +28,7 @@ std::optional<std::string> ReadLineFrom(int fd, std::string& buffered) {
   }
 }
 
-bool WriteAll(int fd, std::string text) {
+bool WriteAll(int fd, const std::string& text) {
   size_t off = 0;
   while (off < text.size()) {
     const ssize_t n = ::write(fd, text.data() + off, text.size() - off);
