@@ -6,25 +6,22 @@
 
 #include <cerrno>
 #include <csignal>
+#include <string_view>
 
 namespace medq::bench {
 namespace {
 
-// Appends what `fd` has to `buffered` until it holds a newline; returns the
-// line before it (removed from `buffered`), or nullopt at the end of input.
-std::optional<std::string> ReadLineFrom(int fd, std::string& buffered) {
+// The next line of `lines`, reading `fd` into it until one is complete;
+// nullopt at the end of input (or past the longest line).
+std::optional<std::string> ReadLineFrom(int fd, ipc::LineBuffer& lines) {
   for (;;) {
-    const size_t newline = buffered.find('\n');
-    if (newline != std::string::npos) {
-      std::string line = buffered.substr(0, newline);
-      buffered.erase(0, newline + 1);
-      return line;
-    }
+    if (std::optional<std::string> line = lines.NextLine()) return line;
     char buf[4096];
     const ssize_t n = ::read(fd, buf, sizeof buf);
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return std::nullopt;
-    buffered.append(buf, static_cast<size_t>(n));
+    if (n <= 0 || !lines.Append(std::string_view(buf, static_cast<size_t>(n)))) {
+      return std::nullopt;
+    }
   }
 }
 
@@ -92,11 +89,11 @@ std::optional<std::string> ResidentChild::Ask(const std::string& request) {
 
 std::optional<std::string> ResidentChild::ReadLine() {
   if (from_child_ < 0) return std::nullopt;
-  return ReadLineFrom(from_child_, buffered_);
+  return ReadLineFrom(from_child_, lines_);
 }
 
 std::optional<std::string> LineIo::Read() {
-  return ReadLineFrom(in_, buffered_);
+  return ReadLineFrom(in_, lines_);
 }
 
 bool LineIo::Write(const std::string& line) {

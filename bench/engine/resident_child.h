@@ -15,7 +15,12 @@
 #include <string>
 #include <vector>
 
+#include "ipc/line_buffer.h"
+
 namespace medq::bench {
+
+// The longest request or reply line, without its newline.
+inline constexpr size_t kMaxChildLine = 64 * 1024;
 
 class ResidentChild {
  public:
@@ -39,7 +44,7 @@ class ResidentChild {
   pid_t pid_ = -1;
   int to_child_ = -1;
   int from_child_ = -1;
-  std::string buffered_;
+  ipc::LineBuffer lines_{kMaxChildLine};
 };
 
 // Line input and output on a pair of fds, for the child's side.
@@ -53,7 +58,7 @@ class LineIo {
 
  private:
   int in_, out_;
-  std::string buffered_;
+  ipc::LineBuffer lines_{kMaxChildLine};
 };
 
 }  // namespace medq::bench
