@@ -229,7 +229,8 @@ ClientsRun RunClients(const std::string& socket, int n, const Options& o, int64_
 }
 
 // What the engine's child times: o.tokens steps of prompts of
-// o.prompt_tokens, on o.threads threads.
+// o.prompt_tokens, on o.threads threads. The child reads them from the
+// arguments EngineArgs gives it, so the two change together.
 medq::bench::BatchBenchOptions EngineOptions(const Options& o) {
   medq::bench::BatchBenchOptions e;
   e.prompt_tokens = o.prompt_tokens;
@@ -237,6 +238,18 @@ medq::bench::BatchBenchOptions EngineOptions(const Options& o) {
   e.threads = o.threads;
   e.device = o.device;
   return e;
+}
+
+// The command line of the engine's child: this program, serving the model
+// at `model` with what EngineOptions reads.
+std::vector<std::string> EngineArgs(const Options& o, const fs::path& model) {
+  return {"/proc/self/exe",
+          "--serve-engine=" + model.string(),
+          "--dtype=" + o.dtype,
+          "--device=" + o.device,
+          "--tokens=" + std::to_string(o.tokens),
+          "--prompt-tokens=" + std::to_string(o.prompt_tokens),
+          "--threads=" + std::to_string(o.threads)};
 }
 
 pid_t StartDaemon(const Options& o, const fs::path& models, const std::string& socket) {
@@ -309,13 +322,7 @@ int main(int argc, char** argv) {
     std::ofstream(config) << c.dump(2);
   }
   // Each loads the model before the next process starts.
-  std::vector<std::string> serve = {"/proc/self/exe", "--serve-engine", model_dir.string()};
-  for (const std::string& arg :
-       {"--dtype=" + o.dtype, "--device=" + o.device, "--tokens=" + std::to_string(o.tokens),
-        "--prompt-tokens=" + std::to_string(o.prompt_tokens),
-        "--threads=" + std::to_string(o.threads)}) {
-    serve.push_back(arg);
-  }
+  const std::vector<std::string> serve = EngineArgs(o, model_dir);
   medq::bench::ResidentChild engine(serve);
   if (const auto ready = engine.ReadLine(); ready != "ready") {
     Die("engine: " + ready.value_or("the child exited"));
