@@ -53,35 +53,49 @@ at::Tensor RmsNorm(const at::Tensor& x, const at::Tensor& weight, double eps) {
   return Mul(normed, weight);
 }
 
-at::Tensor SelfAttention(const Model& m, const LayerWeights& l, size_t layer_index,
-                         const at::Tensor& qkv, KvCache* cache, const at::Tensor& cos,
-                         const at::Tensor& sin, const AttentionPlan& plan) {
+HeadsQkv RotateQkv(const Model& m, const LayerWeights& l, const at::Tensor& qkv,
+                   const at::Tensor& cos, const at::Tensor& sin) {
   const ModelConfig& c = m.config;
   const int64_t b = qkv.size(0), t = qkv.size(1);
   // [B, T, heads * D] -> [B, heads, T, D]
   const int64_t q_out = c.num_heads * c.head_dim, kv_out = c.num_kv_heads * c.head_dim;
-  const at::Tensor v =
-      qkv.narrow(-1, q_out + kv_out, kv_out).view({b, t, c.num_kv_heads, c.head_dim});
-  at::Tensor q, k;
+  HeadsQkv h;
+  h.v = qkv.narrow(-1, q_out + kv_out, kv_out)
+            .view({b, t, c.num_kv_heads, c.head_dim})
+            .transpose(1, 2);
   if (c.qk_norm) {
-    q = RmsNorm(qkv.narrow(-1, 0, q_out).view({b, t, c.num_heads, c.head_dim}), l.q_norm,
+    const at::Tensor q = RmsNorm(qkv.narrow(-1, 0, q_out).view({b, t, c.num_heads, c.head_dim}),
+                                 l.q_norm, c.rms_norm_eps);
+    const at::Tensor k =
+        RmsNorm(qkv.narrow(-1, q_out, kv_out).view({b, t, c.num_kv_heads, c.head_dim}), l.k_norm,
                 c.rms_norm_eps);
-    k = RmsNorm(qkv.narrow(-1, q_out, kv_out).view({b, t, c.num_kv_heads, c.head_dim}), l.k_norm,
-                c.rms_norm_eps);
-    q = ApplyRope(q.transpose(1, 2), cos, sin);
-    k = ApplyRope(k.transpose(1, 2), cos, sin);
+    h.q = ApplyRope(q.transpose(1, 2), cos, sin);
+    h.k = ApplyRope(k.transpose(1, 2), cos, sin);
   } else {
     // q and k sit side by side in qkv: one rotation for both heads' sets.
     const at::Tensor qk = ApplyRope(qkv.narrow(-1, 0, q_out + kv_out)
                                         .view({b, t, c.num_heads + c.num_kv_heads, c.head_dim})
                                         .transpose(1, 2),
                                     cos, sin);
-    q = qk.narrow(1, 0, c.num_heads);
-    k = qk.narrow(1, c.num_heads, c.num_kv_heads);
+    h.q = qk.narrow(1, 0, c.num_heads);
+    h.k = qk.narrow(1, c.num_heads, c.num_kv_heads);
   }
-  const LayerKv kv = StoreKv(cache, layer_index, k, v.transpose(1, 2));
-  const at::Tensor out = Attention(q, kv.keys, kv.values, plan);
+  return h;
+}
+
+at::Tensor AttendCached(const Model& m, size_t layer_index, const HeadsQkv& h, KvCache* cache,
+                        const AttentionPlan& plan) {
+  const ModelConfig& c = m.config;
+  const int64_t b = h.q.size(0), t = h.q.size(2);
+  const LayerKv kv = StoreKv(cache, layer_index, h.k, h.v);
+  const at::Tensor out = Attention(h.q, kv.keys, kv.values, plan);
   return out.transpose(1, 2).reshape({b, t, c.num_heads * c.head_dim});
+}
+
+at::Tensor SelfAttention(const Model& m, const LayerWeights& l, size_t layer_index,
+                         const at::Tensor& qkv, KvCache* cache, const at::Tensor& cos,
+                         const at::Tensor& sin, const AttentionPlan& plan) {
+  return AttendCached(m, layer_index, RotateQkv(m, l, qkv, cos, sin), cache, plan);
 }
 
 // x += down_proj(silu(gate) * up), over post_norm(x).

@@ -16,7 +16,9 @@ at::Tensor RopeInvFreq(const ModelConfig& config);
 void RopeTables(const at::Tensor& inv_freq, int64_t positions, at::Device device,
                 at::ScalarType dtype, at::Tensor* cos, at::Tensor* sin);
 
-// x * cos + rotate_half(x) * sin for x [..., T, head_dim], cos/sin [T, head_dim].
+// x * cos + rotate_half(x) * sin for x [..., T, head_dim], cos/sin [T,
+// head_dim] or any shape that broadcasts against x (a row of positions per
+// batch row: [B, 1, T, head_dim]).
 at::Tensor ApplyRope(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin);
 
 }  // namespace medq::engine
