@@ -24,8 +24,8 @@ namespace medq::engine {
 // sequence's solo step. Otherwise (CUDA, other dtypes, the test switch off)
 // LibTorch ops: one batched linear per projection and one RoPE for all rows,
 // cache write and attention per sequence; row i equals the solo step up to
-// float rounding. Preconditions: N >= 1, caches distinct one-sequence caches with
-// room for one more position, ids in [0, vocab). Call under
+// float rounding. Preconditions: N >= 1, caches distinct one-sequence caches
+// with room for one more position, ids in [0, vocab). Call under
 // c10::InferenceMode. Throws c10::Error on LibTorch failures (out of memory).
 at::Tensor ForwardRows(const Model& model, std::span<const int64_t> ids,
                        const at::Tensor& device_ids, std::span<KvCache* const> caches);

@@ -6,13 +6,18 @@
 // and, on a GPU, a kernel launch. The per-layer count is the difference
 // between the model and the same model cut to its first layer, so that the
 // embedding, final norm and lm_head cancel. The bound fails the test when a
-// layer grows; the count is printed for the record.
+// layer grows; the count is printed for the record. The batched step
+// (ForwardRows) is counted the same way, and what each sequence beyond the
+// first adds to a layer is bounded too.
 #include <ATen/record_function.h>
 
 #include <atomic>
 #include <catch2/catch.hpp>
+#include <memory>
 #include <string_view>
+#include <vector>
 
+#include "daemon/engine/batch_forward.h"
 #include "daemon/engine/decode_step.h"
 #include "daemon/engine/model.h"
 #include "daemon/engine/torch_version.h"
@@ -85,15 +90,41 @@ int64_t OpsPerDecodeStep(const Model& m, std::string* names) {
   return ops;
 }
 
+// The ops of one batched decode step of n sequences (ForwardRows), each after
+// a short prefill of its own length, on the generic path.
+int64_t OpsPerBatchedStep(const Model& m, int64_t n, std::string* names) {
+  c10::InferenceMode guard;
+  const ScopedSwitch generic_path(&SetCpuDecodeStepEnabled, false, true);
+  std::vector<std::unique_ptr<KvCache>> caches;
+  std::vector<KvCache*> pointers;
+  std::vector<int64_t> ids;
+  for (int64_t i = 0; i < n; ++i) {
+    caches.push_back(std::make_unique<KvCache>(m, 1, 8));
+    Forward(m, at::arange(1, 3 + i, at::kLong).view({1, -1}), *caches.back(),
+            LogitsFor::kLastPosition);
+    pointers.push_back(caches.back().get());
+    ids.push_back(5 + i);
+  }
+  OpCounter counter;
+  ForwardRows(m, ids, at::Tensor(), pointers);
+  *names = OpCounter::Names();
+  return counter.count();
+}
+
 #if MEDQ_TORCH_AT_LEAST(2, 5)
 // rms_norm (1 op, x2), qkv and gate_up projections (2), one rotation for q
 // and k (5), the KV cache writes (2), fused attention (1), silu * up (2);
 // o_proj and down_proj add into the residual stream inside the projection.
 constexpr int64_t kOpsPerLayer = 14;
+// What one more sequence adds to a batched step's layer: its KV cache
+// writes (2) and its attention (1); the q/k norms and RoPE run once for
+// all rows.
+constexpr int64_t kOpsPerExtraSequence = 3;
 #else
 // LibTorch 1.13: RMSNorm in six ops and attention in five (no rms_norm, no
 // grouped-query scaled_dot_product_attention).
 constexpr int64_t kOpsPerLayer = 28;
+constexpr int64_t kOpsPerExtraSequence = 7;
 #endif
 
 TEST_CASE("a generic decode step dispatches at most a fixed number of ops per layer",
@@ -119,6 +150,40 @@ TEST_CASE("a generic decode step dispatches at most a fixed number of ops per la
     CHECK(per_layer <= kOpsPerLayer);
   }
   CHECK(measured > 0);  // the bound was checked on some model
+}
+
+TEST_CASE("a batched generic step adds only cache writes and attention per sequence",
+          "[engine][ops][batch]") {
+  // Two and four sequences: from two rows on, every projection takes the same
+  // path (on the CPU one row takes the own matrix-vector kernels, which
+  // dispatch fewer ops than at::linear), so what four add over two is their
+  // two more sequences' own ops.
+  constexpr int64_t kFew = 2, kMore = 4;
+  int measured = 0;
+  for (const auto& dir : ModelFolders()) {
+    const auto model = MustLoad(dir, "fp32");
+    ++measured;
+    Model first = *model;
+    first.weights.layers.resize(1);
+    const auto layers = static_cast<int64_t>(model->weights.layers.size());
+    REQUIRE(layers >= 2);
+    int64_t per_layer[2] = {0, 0};
+    const int64_t sizes[2] = {kFew, kMore};
+    for (int s = 0; s < 2; ++s) {
+      std::string names, first_names;
+      const int64_t ops = OpsPerBatchedStep(*model, sizes[s], &names);
+      const int64_t first_ops = OpsPerBatchedStep(first, sizes[s], &first_names);
+      INFO(sizes[s] << " sequences, ops of the whole step: " << names);
+      CHECK((ops - first_ops) % (layers - 1) == 0);  // every layer the same
+      per_layer[s] = (ops - first_ops) / (layers - 1);
+      CHECK(per_layer[s] > 0);
+    }
+    WARN("batched op count: " << dir.filename().string() << ": " << per_layer[0]
+                              << " ops per layer for " << kFew << " sequences, " << per_layer[1]
+                              << " for " << kMore);
+    CHECK(per_layer[1] - per_layer[0] <= (kMore - kFew) * kOpsPerExtraSequence);
+  }
+  CHECK(measured > 0);
 }
 
 }  // namespace
