@@ -11,6 +11,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "bench/common/write_all.h"
+
 namespace medq::bench {
 
 // Forks, runs `fn` in the child, returns its JSON plus the child's peak RSS.
@@ -21,13 +23,7 @@ nlohmann::json InChild(Fn fn) {
   const pid_t pid = ::fork();
   if (pid == 0) {
     ::close(fds[0]);
-    const std::string text = fn().dump();
-    size_t off = 0;
-    while (off < text.size()) {
-      const ssize_t n = ::write(fds[1], text.data() + off, text.size() - off);
-      if (n <= 0) break;
-      off += static_cast<size_t>(n);
-    }
+    WriteAll(fds[1], fn().dump());  // a short reply is the parent's parse error
     ::close(fds[1]);
     ::_exit(0);
   }

@@ -8,6 +8,8 @@
 #include <csignal>
 #include <string_view>
 
+#include "bench/common/write_all.h"
+
 namespace medq::bench {
 namespace {
 
@@ -23,17 +25,6 @@ std::optional<std::string> ReadLineFrom(int fd, ipc::LineBuffer& lines) {
       return std::nullopt;
     }
   }
-}
-
-bool WriteAll(int fd, const std::string& text) {
-  size_t off = 0;
-  while (off < text.size()) {
-    const ssize_t n = ::write(fd, text.data() + off, text.size() - off);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    off += static_cast<size_t>(n);
-  }
-  return true;
 }
 
 }  // namespace
