@@ -323,20 +323,19 @@ int main(int argc, char** argv) {
   }
   // Each loads the model before the next process starts.
   const std::vector<std::string> serve = EngineArgs(o, model_dir);
-  medq::bench::ResidentChild engine(serve);
-  if (const auto ready = engine.ReadLine(); ready != "ready") {
-    Die("engine: " + ready.value_or("the child exited"));
-  }
-  std::optional<medq::bench::ResidentChild> control;
-  if (o.control) {
-    control.emplace(serve);
-    if (const auto ready = control->ReadLine(); ready != "ready") {
-      Die("control engine: " + ready.value_or("the child exited"));
+  const auto await_ready = [](medq::bench::ResidentChild& child, const std::string& name) {
+    if (const auto ready = child.ReadLine(); ready != "ready") {
+      Die(name + ": " + ready.value_or("the child exited"));
     }
-  }
+  };
+  medq::bench::ResidentChild engine(serve);
+  await_ready(engine, "engine");
+  std::optional<medq::bench::ResidentChild> control;
+  if (o.control) await_ready(control.emplace(serve), "control engine");
   // One repetition of n sequences in an engine child: ms per step.
   const auto step_ms = [&](medq::bench::ResidentChild& child, int n, int rep) {
-    const auto reply = child.Ask(std::to_string(n) + " " + std::to_string(12345 + 1000 * rep));
+    const auto reply =
+        child.Ask(std::to_string(n) + " " + std::to_string(medq::bench::RepetitionSeed(rep)));
     if (!reply || reply->rfind("error", 0) == 0) {
       Die("engine: " + reply.value_or("the child exited"));
     }

@@ -75,7 +75,7 @@ json MeasureBatch(const std::filesystem::path& dir, const std::string& dtype,
     std::vector<double> step_ms, aggregate, per_sequence;
     for (int rep = 0; rep < o.repetitions; ++rep) {
       std::string error;
-      const double ms = TimeSteps(*model, n, o, 12345 + 1000 * static_cast<uint64_t>(rep), &error);
+      const double ms = TimeSteps(*model, n, o, RepetitionSeed(rep), &error);
       if (ms < 0) return {{"error", error}};
       step_ms.push_back(ms);
       aggregate.push_back(n * 1000.0 / ms);

@@ -3,6 +3,7 @@
 // a CUDA device.
 #pragma once
 
+#include <cstdint>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -20,6 +21,12 @@ struct BatchBenchOptions {
   int threads = 0;
   std::string device = "cpu";  // or cuda:N
 };
+
+// The seed of repetition `rep`'s prompts: MeasureBatch's, and what a
+// ServeBatchSteps client sends, so that both time the same prompts.
+inline uint64_t RepetitionSeed(int rep) {
+  return 12345 + 1000 * static_cast<uint64_t>(rep);
+}
 
 // Runs in a child process (it initialises the engine's worker thread): loads
 // `dir` on `options.device` with `dtype` and, for each batch size N, `repetitions`
