@@ -18,6 +18,8 @@ constexpr const char* kArchitectures[] = {"LlamaForCausalLM", "MistralForCausalL
 
 using nlohmann::json;
 
+constexpr const char* kRopeParameters = "rope_parameters";
+
 // eos_token_id / bos_token_id: an int, a list of ints, or null.
 Result<std::vector<int32_t>> TokenIds(const json& j, const std::string& key,
                                       const std::string& source) {
@@ -46,19 +48,22 @@ Result<std::vector<int32_t>> TokenIds(const json& j, const std::string& key,
   return ids;
 }
 
-Result<RopeScaling> ParseRopeScaling(const json& config, const ConfigReader& r) {
+// The scaling of RoPE from `field` (rope_scaling, or transformers 5's
+// rope_parameters): absent, null or rope_type "default" is none.
+Result<RopeScaling> ParseRopeScaling(const json& config, const std::string& field,
+                                     const ConfigReader& r) {
   RopeScaling rs;
-  const auto it = config.find("rope_scaling");
+  const auto it = config.find(field);
   if (it == config.end() || it->is_null()) return rs;
-  if (!it->is_object()) return r.Fail("rope_scaling", "is not an object");
+  if (!it->is_object()) return r.Fail(field, "is not an object");
   std::string type;
   if (it->contains("rope_type") && (*it)["rope_type"].is_string()) {
     type = (*it)["rope_type"].get<std::string>();
   } else if (it->contains("type") && (*it)["type"].is_string()) {
     type = (*it)["type"].get<std::string>();
   }
-  const ConfigReader sub(*it, r.source() + ": rope_scaling");
-  if (type == "default") return rs;
+  const ConfigReader sub(*it, r.source() + ": " + field);
+  if (type == "default" || (type.empty() && field == kRopeParameters)) return rs;
   if (type == "linear") {
     rs.type = RopeScalingType::kLinear;
   } else if (type == "llama3") {
@@ -68,15 +73,35 @@ Result<RopeScaling> ParseRopeScaling(const json& config, const ConfigReader& r) 
     MEDQ_ASSIGN_OR_RETURN(rs.original_max_position_embeddings,
                           sub.Int("original_max_position_embeddings", 1, int64_t{1} << 30, 8192));
     if (rs.high_freq_factor <= rs.low_freq_factor) {
-      return r.Fail("rope_scaling", "has high_freq_factor <= low_freq_factor");
+      return r.Fail(field, "has high_freq_factor <= low_freq_factor");
     }
   } else {
-    return r.Fail("rope_scaling",
+    return r.Fail(field,
                   "has type '" + type + "', which is not supported (supported: linear, llama3)");
   }
-  if (!sub.Has("factor")) return r.Fail("rope_scaling", "has no 'factor'");
+  if (!sub.Has("factor")) return r.Fail(field, "has no 'factor'");
   MEDQ_ASSIGN_OR_RETURN(rs.factor, sub.Positive("factor", 1e6, 1.0));
   return rs;
+}
+
+// RoPE's base and scaling. transformers 5 writes both into one object,
+// rope_parameters ({"rope_theta": ..., "rope_type": ..., and the scaling's
+// keys}); earlier versions wrote rope_theta and rope_scaling at the top
+// level. A config with rope_parameters is read from it alone, as transformers
+// 5 does (it turns the older keys into that object on load); one without,
+// from the older keys.
+Status ParseRope(const json& config, const ConfigReader& r, ModelConfig& c) {
+  const auto params = config.find(kRopeParameters);
+  if (params == config.end() || params->is_null()) {
+    MEDQ_ASSIGN_OR_RETURN(c.rope_theta, r.Positive("rope_theta", 1e12, 10000.0));
+    MEDQ_ASSIGN_OR_RETURN(c.rope_scaling, ParseRopeScaling(config, "rope_scaling", r));
+    return Status::Ok();
+  }
+  if (!params->is_object()) return r.Fail(kRopeParameters, "is not an object");
+  const ConfigReader sub(*params, r.source() + ": " + kRopeParameters);
+  MEDQ_ASSIGN_OR_RETURN(c.rope_theta, sub.Positive("rope_theta", 1e12, 10000.0));
+  MEDQ_ASSIGN_OR_RETURN(c.rope_scaling, ParseRopeScaling(config, kRopeParameters, r));
+  return Status::Ok();
 }
 
 }  // namespace
@@ -138,8 +163,7 @@ Result<ModelConfig> ParseModelConfig(const json& config, const json* generation_
   MEDQ_ASSIGN_OR_RETURN(c.max_position_embeddings,
                         r.Int("max_position_embeddings", 1, int64_t{1} << 24, 2048));
   MEDQ_ASSIGN_OR_RETURN(c.rms_norm_eps, r.Positive("rms_norm_eps", 1.0, 1e-6));
-  MEDQ_ASSIGN_OR_RETURN(c.rope_theta, r.Positive("rope_theta", 1e12, 10000.0));
-  MEDQ_ASSIGN_OR_RETURN(c.rope_scaling, ParseRopeScaling(config, r));
+  MEDQ_RETURN_IF_ERROR(ParseRope(config, r, c));
   MEDQ_ASSIGN_OR_RETURN(c.tie_word_embeddings, r.Bool("tie_word_embeddings", false));
   if (r.Has("hidden_act")) {
     const auto& act = config.at("hidden_act");
@@ -162,8 +186,12 @@ Result<ModelConfig> ParseModelConfig(const json& config, const json* generation_
     MEDQ_ASSIGN_OR_RETURN(sliding, r.Bool("use_sliding_window", false));
     if (sliding) return r.Fail("use_sliding_window", "is true, which is not supported");
   }
-  if (r.Has("torch_dtype") && config.at("torch_dtype").is_string()) {
-    c.torch_dtype = config.at("torch_dtype").get<std::string>();
+  // The stored dtype: torch_dtype, or dtype as transformers 5 names it.
+  for (const char* key : {"torch_dtype", "dtype"}) {
+    if (r.Has(key) && config.at(key).is_string()) {
+      c.torch_dtype = config.at(key).get<std::string>();
+      break;
+    }
   }
 
   MEDQ_ASSIGN_OR_RETURN(c.eos_ids, TokenIds(config, "eos_token_id", source));

@@ -60,6 +60,56 @@ TEST_CASE("head_dim, eos lists and generation_config override", "[engine][config
   CHECK(r->rope_scaling.type == RopeScalingType::kLinear);
 }
 
+// transformers 5 writes rope_theta and the scaling into rope_parameters, and
+// torch_dtype as dtype.
+TEST_CASE("transformers 5 configs: rope_parameters and dtype", "[engine][config]") {
+  auto legacy = FixtureConfig("tiny-llama3");
+  auto j = legacy;
+  nlohmann::json params = j["rope_scaling"];
+  params["rope_theta"] = j["rope_theta"];
+  j.erase("rope_scaling");
+  j.erase("rope_theta");
+  j["rope_parameters"] = params;
+  j["dtype"] = j["torch_dtype"];
+  j.erase("torch_dtype");
+  auto old_way = ParseModelConfig(legacy, nullptr, "config.json");
+  auto new_way = ParseModelConfig(j, nullptr, "config.json");
+  REQUIRE(old_way.ok());
+  REQUIRE(new_way.ok());
+  CHECK(new_way->rope_theta == old_way->rope_theta);
+  CHECK(new_way->rope_theta == 500000.0);
+  CHECK(new_way->rope_scaling.type == RopeScalingType::kLlama3);
+  CHECK(new_way->rope_scaling.factor == old_way->rope_scaling.factor);
+  CHECK(new_way->rope_scaling.low_freq_factor == old_way->rope_scaling.low_freq_factor);
+  CHECK(new_way->rope_scaling.high_freq_factor == old_way->rope_scaling.high_freq_factor);
+  CHECK(new_way->rope_scaling.original_max_position_embeddings ==
+        old_way->rope_scaling.original_max_position_embeddings);
+  CHECK(new_way->torch_dtype == "bfloat16");
+
+  SECTION("rope_parameters is read alone, as transformers 5 reads it") {
+    j["rope_theta"] = 10.0;
+    j["rope_parameters"] = {{"rope_type", "default"}, {"rope_theta", 1e6}};
+    auto r = ParseModelConfig(j, nullptr, "config.json");
+    REQUIRE(r.ok());
+    CHECK(r->rope_theta == 1e6);
+    CHECK(r->rope_scaling.type == RopeScalingType::kNone);
+  }
+  SECTION("bad values inside rope_parameters name the key") {
+    j["rope_parameters"] = {{"rope_type", "default"}, {"rope_theta", -1}};
+    auto r = ParseModelConfig(j, nullptr, "config.json");
+    REQUIRE_FALSE(r.ok());
+    CHECK_THAT(r.error().message, Catch::Contains("rope_parameters: 'rope_theta'"));
+    j["rope_parameters"] = {{"rope_type", "yarn"}, {"rope_theta", 1e4}, {"factor", 4}};
+    r = ParseModelConfig(j, nullptr, "config.json");
+    REQUIRE_FALSE(r.ok());
+    CHECK_THAT(r.error().message, Catch::Contains("'rope_parameters' has type 'yarn'"));
+    j["rope_parameters"] = 3;
+    r = ParseModelConfig(j, nullptr, "config.json");
+    REQUIRE_FALSE(r.ok());
+    CHECK_THAT(r.error().message, Catch::Contains("'rope_parameters' is not an object"));
+  }
+}
+
 TEST_CASE("missing or absurd config values are refused naming the key",
           "[engine][config][corrupt]") {
   auto j = FixtureConfig("tiny-llama");
