@@ -55,11 +55,16 @@ inline std::map<std::string, at::Tensor> ReadTensors(const fs::path& path) {
   return out;
 }
 
-// Fixture model folders holding a config.json (the LoRA adapter folder has none).
+// Fixture model folders holding a config.json (the LoRA adapter folder has
+// none): the shared fixtures, and the project's own (data/models, made by
+// tools/model_fixtures: a Qwen3 with q/k norms, saved by transformers 5).
 inline std::vector<fs::path> ModelFolders() {
   std::vector<fs::path> out;
-  for (const auto& e : fs::directory_iterator(medq::test::SharedDir() / "fixtures" / "models")) {
-    if (e.is_directory() && fs::exists(e.path() / "config.json")) out.push_back(e.path());
+  for (const fs::path& root : {medq::test::SharedDir() / "fixtures" / "models",
+                               fs::path(MEDQ_ENGINE_TEST_DATA) / "models"}) {
+    for (const auto& e : fs::directory_iterator(root)) {
+      if (e.is_directory() && fs::exists(e.path() / "config.json")) out.push_back(e.path());
+    }
   }
   std::sort(out.begin(), out.end());
   return out;
