@@ -98,6 +98,15 @@ Status ParseRope(const json& config, const ConfigReader& r, ModelConfig& c) {
     return Status::Ok();
   }
   if (!params->is_object()) return r.Fail(kRopeParameters, "is not an object");
+  // Models with several attention types (Gemma 3) write one object per
+  // type; none of the supported architectures does, and reading one of them
+  // as the whole would be a guess.
+  for (const auto& [key, value] : params->items()) {
+    if (value.is_object()) {
+      return r.Fail(kRopeParameters,
+                    "holds one object per attention type ('" + key + "'), which is not supported");
+    }
+  }
   const ConfigReader sub(*params, r.source() + ": " + kRopeParameters);
   MEDQ_ASSIGN_OR_RETURN(c.rope_theta, sub.Positive("rope_theta", 1e12, 10000.0));
   MEDQ_ASSIGN_OR_RETURN(c.rope_scaling, ParseRopeScaling(config, kRopeParameters, r));

@@ -103,6 +103,10 @@ TEST_CASE("transformers 5 configs: rope_parameters and dtype", "[engine][config]
     r = ParseModelConfig(j, nullptr, "config.json");
     REQUIRE_FALSE(r.ok());
     CHECK_THAT(r.error().message, Catch::Contains("'rope_parameters' has type 'yarn'"));
+    j["rope_parameters"] = {{"full_attention", {{"rope_type", "default"}, {"rope_theta", 1e6}}}};
+    r = ParseModelConfig(j, nullptr, "config.json");
+    REQUIRE_FALSE(r.ok());
+    CHECK_THAT(r.error().message, Catch::Contains("one object per attention type"));
     j["rope_parameters"] = 3;
     r = ParseModelConfig(j, nullptr, "config.json");
     REQUIRE_FALSE(r.ok());
