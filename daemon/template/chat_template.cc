@@ -49,14 +49,27 @@ medq::Result<SpecialTokens> SpecialTokensFromConfig(const nlohmann::json& config
   return t;
 }
 
+namespace {
+
+// A tokenizer_config.json as a JSON object.
+medq::Result<nlohmann::json> ReadTokenizerConfig(const std::filesystem::path& path) {
+  const std::string where = path.string();
+  auto text = medq::ReadWholeFile(path);
+  if (!text.ok()) return std::move(text).error();
+  nlohmann::json config = nlohmann::json::parse(*text, nullptr, false);
+  if (config.is_discarded()) return InvalidRequest(where + ": not valid JSON");
+  if (!config.is_object()) return InvalidRequest(where + ": not a JSON object");
+  return config;
+}
+
+}  // namespace
+
 medq::Result<ChatTemplate> ChatTemplate::FromTokenizerConfig(
     const std::filesystem::path& tokenizer_config_json, std::string_view template_name) {
   const std::string where = tokenizer_config_json.string();
-  auto text = medq::ReadWholeFile(tokenizer_config_json);
-  if (!text.ok()) return std::move(text).error();
-  const nlohmann::json config = nlohmann::json::parse(*text, nullptr, false);
-  if (config.is_discarded()) return InvalidRequest(where + ": not valid JSON");
-  if (!config.is_object()) return InvalidRequest(where + ": not a JSON object");
+  auto read = ReadTokenizerConfig(tokenizer_config_json);
+  if (!read.ok()) return std::move(read).error();
+  const nlohmann::json config = std::move(read).value();
   const auto it = config.find("chat_template");
   if (it == config.end() || it->is_null()) {
     return InvalidRequest(where +
@@ -96,6 +109,48 @@ medq::Result<ChatTemplate> ChatTemplate::FromTokenizerConfig(
   if (!tokens.ok()) return InvalidRequest(where + ": " + tokens.error().message);
   medq::Result<ChatTemplate> t = FromSource(std::move(source), std::move(tokens).value());
   if (!t.ok()) return InvalidRequest(where + ": " + t.error().message);
+  return t;
+}
+
+medq::Result<ChatTemplate> ChatTemplate::FromModelDir(const std::filesystem::path& dir,
+                                                      std::string_view template_name) {
+  namespace fs = std::filesystem;
+  const fs::path config_path = dir / "tokenizer_config.json";
+  const fs::path default_file = dir / "chat_template.jinja";
+  const fs::path named_dir = dir / "additional_chat_templates";
+  std::error_code ec;
+  bool has_files = fs::is_regular_file(default_file, ec);
+  if (!has_files && fs::is_directory(named_dir, ec)) {
+    for (const auto& entry : fs::directory_iterator(named_dir, ec)) {
+      if (entry.path().extension() == ".jinja" && entry.is_regular_file(ec)) has_files = true;
+    }
+  }
+  if (!has_files) return FromTokenizerConfig(config_path, template_name);
+
+  // A name is one file name under the folder, never a path.
+  const bool plain_name = !template_name.empty() && template_name != "." && template_name != ".." &&
+                          template_name.find_first_of("/\\") == std::string_view::npos;
+  const fs::path file = template_name == "default"
+                            ? default_file
+                            : named_dir / (std::string(template_name) + ".jinja");
+  if (!plain_name || !fs::is_regular_file(file, ec)) {
+    return InvalidRequest(dir.string() + ": has no chat template named '" +
+                          std::string(template_name) +
+                          "' (its templates are chat_template.jinja and "
+                          "additional_chat_templates/*.jinja)");
+  }
+  auto source = medq::ReadWholeFile(file);
+  if (!source.ok()) return std::move(source).error();
+  SpecialTokens tokens;
+  if (fs::exists(config_path, ec)) {
+    auto config = ReadTokenizerConfig(config_path);
+    if (!config.ok()) return std::move(config).error();
+    auto read = SpecialTokensFromConfig(*config);
+    if (!read.ok()) return InvalidRequest(config_path.string() + ": " + read.error().message);
+    tokens = std::move(read).value();
+  }
+  auto t = FromSource(std::move(source).value(), std::move(tokens));
+  if (!t.ok()) return InvalidRequest(file.string() + ": " + t.error().message);
   return t;
 }
 

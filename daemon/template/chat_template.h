@@ -1,5 +1,5 @@
 // ChatTemplate: renders a Hugging Face chat template (the Jinja2 text in
-// tokenizer_config.json) into the prompt string, byte for byte as Python
+// tokenizer_config.json or chat_template.jinja) into the prompt string, byte for byte as Python
 // transformers does with Jinja2 (sandboxed, trim_blocks, lstrip_blocks,
 // loop controls, json.dumps-based `tojson`, raise_exception, strftime_now).
 //
@@ -59,6 +59,18 @@ class ChatTemplate {
   static medq::Result<ChatTemplate> FromTokenizerConfig(
       const std::filesystem::path& tokenizer_config_json,
       std::string_view template_name = "default");
+
+  // Loads the chat template of a Hugging Face model folder as transformers
+  // does. Template files, where the folder has any, are the templates, and
+  // tokenizer_config.json's chat_template is then not read: chat_template.jinja
+  // is "default", additional_chat_templates/NAME.jinja is NAME (transformers
+  // 5 saves templates this way, and no longer in the config). Without them,
+  // FromTokenizerConfig(dir / "tokenizer_config.json", template_name). The
+  // special tokens come from tokenizer_config.json where it exists. Fails
+  // with kInvalidRequest (naming the file or folder) as FromTokenizerConfig
+  // does, and when no template is named `template_name`.
+  static medq::Result<ChatTemplate> FromModelDir(const std::filesystem::path& dir,
+                                                 std::string_view template_name = "default");
 
   // Parses `source`. Fails with kInvalidRequest on a syntax error; the message
   // gives the line and column.

@@ -204,8 +204,9 @@ Result<LoadedModel> ModelStore::Load(const std::string& name, const fs::path& di
     if (!tok.ok()) return std::move(tok).error();
     m.tokenizer = std::move(*tok);
   }
-  if (fs::exists(dir / "tokenizer_config.json")) {
-    auto tmpl = chat::ChatTemplate::FromTokenizerConfig(dir / "tokenizer_config.json");
+  if (fs::exists(dir / "tokenizer_config.json") || fs::exists(dir / "chat_template.jinja") ||
+      fs::exists(dir / "additional_chat_templates")) {
+    auto tmpl = chat::ChatTemplate::FromModelDir(dir);
     if (tmpl.ok()) {
       m.chat_template = std::move(*tmpl);
     } else {

@@ -3,6 +3,7 @@
 #include <signal.h>
 
 #include <catch2/catch.hpp>
+#include <filesystem>
 #include <fstream>
 #include <thread>
 
@@ -170,6 +171,42 @@ TEST_CASE("chat prompts go through the model's chat template", "[e2e][generate]"
   // tiny-llama's tokenizer (mistral_v1) has no template: chat mode is refused.
   Run refused = Generate(d.socket(), {{"model", "tiny-llama"}, {"prompt", "Hi"}, {"mode", "chat"}});
   CHECK(refused.final()["code"] == "INVALID_REQUEST");
+}
+
+// transformers 5 saves a tokenizer's chat template as chat_template.jinja
+// and leaves it out of tokenizer_config.json: such a folder chats as the one
+// with the template in its config.
+TEST_CASE("a chat template in chat_template.jinja is the model's template", "[e2e][generate]") {
+  namespace fs = std::filesystem;
+  ModelRepo repo;
+  const fs::path folder = repo.dir() / "tiny-qwen2-jinja";
+  fs::create_directories(folder);
+  for (const char* name : {"config.json", "generation_config.json", "model.safetensors"})
+    fs::create_symlink(ModelFixture("tiny-qwen2") / name, folder / name);
+  fs::create_symlink(TokenizerFixture("qwen3") / "tokenizer.json", folder / "tokenizer.json");
+  std::ifstream config_in(TokenizerFixture("qwen3") / "tokenizer_config.json");
+  json config = json::parse(config_in);
+  std::ofstream(folder / "chat_template.jinja") << config.at("chat_template").get<std::string>();
+  config.erase("chat_template");
+  std::ofstream(folder / "tokenizer_config.json") << config.dump();
+
+  DaemonProcess d(DaemonArgs(repo));
+  auto client = ipc::Client::Connect(d.socket());
+  REQUIRE(client.ok());
+  const json messages = json::array(
+      {{{"role", "system"}, {"content", "Be brief."}}, {{"role", "user"}, {"content", "Hi"}}});
+  auto from_config =
+      client->Call("apply-template", {{"model", "tiny-qwen2"}, {"messages", messages}});
+  auto from_file =
+      client->Call("apply-template", {{"model", "tiny-qwen2-jinja"}, {"messages", messages}});
+  REQUIRE(from_config.ok());
+  REQUIRE(from_file.ok());
+  CHECK((*from_file)["result"]["prompt"] == (*from_config)["result"]["prompt"]);
+  CHECK((*from_file)["result"]["ids"] == (*from_config)["result"]["ids"]);
+  Run run = Generate(d.socket(),
+                     {{"model", "tiny-qwen2-jinja"}, {"messages", messages}, {"max_tokens", 1}});
+  REQUIRE(run.final()["event"] == "done");
+  CHECK(run.final()["usage"]["prompt_tokens"] == (*from_config)["result"]["ids"].size());
 }
 
 TEST_CASE("invalid generate requests name the field", "[e2e][generate]") {

@@ -31,6 +31,30 @@ std::vector<fs::path> ChatFixtureDirs() {
   return dirs;
 }
 
+// Every row of dir/chat.jsonl renders with `tmpl` to its `rendered` field.
+void CheckRows(const ChatTemplate& tmpl, const fs::path& dir) {
+  std::ifstream in(dir / "chat.jsonl");
+  REQUIRE(in.good());
+  std::string line;
+  int row = 0;
+  while (std::getline(in, line)) {
+    if (line.empty()) continue;
+    ++row;
+    const auto rec = nlohmann::ordered_json::parse(line);
+    TemplateInputs inputs;
+    inputs.messages = rec.at("messages");
+    inputs.add_generation_prompt = rec.at("add_generation_prompt").get<bool>();
+    if (rec.contains("tools")) inputs.tools = rec.at("tools");
+    if (rec.contains("template_kwargs")) inputs.extra = rec.at("template_kwargs");
+    const auto rendered = tmpl.Render(inputs);
+    INFO("row " << row << ": " << line.substr(0, 300));
+    INFO("render error: " << (rendered.ok() ? std::string() : rendered.error().message));
+    REQUIRE(rendered.ok());
+    CHECK(*rendered == rec.at("rendered").get<std::string>());
+  }
+  CHECK(row > 0);
+}
+
 }  // namespace
 
 TEST_CASE("chat.jsonl fixtures render byte for byte", "[template][fixtures]") {
@@ -44,25 +68,33 @@ TEST_CASE("chat.jsonl fixtures render byte for byte", "[template][fixtures]") {
     INFO("tokenizer " << name);
     INFO("load error: " << (tmpl.ok() ? std::string() : tmpl.error().message));
     REQUIRE(tmpl.ok());
-    std::ifstream in(dir / "chat.jsonl");
-    REQUIRE(in.good());
-    std::string line;
-    int row = 0;
-    while (std::getline(in, line)) {
-      if (line.empty()) continue;
-      ++row;
-      const auto rec = nlohmann::ordered_json::parse(line);
-      TemplateInputs inputs;
-      inputs.messages = rec.at("messages");
-      inputs.add_generation_prompt = rec.at("add_generation_prompt").get<bool>();
-      if (rec.contains("tools")) inputs.tools = rec.at("tools");
-      if (rec.contains("template_kwargs")) inputs.extra = rec.at("template_kwargs");
-      const auto rendered = tmpl->Render(inputs);
-      INFO("row " << row << ": " << line.substr(0, 300));
-      INFO("render error: " << (rendered.ok() ? std::string() : rendered.error().message));
-      REQUIRE(rendered.ok());
-      CHECK(*rendered == rec.at("rendered").get<std::string>());
-    }
-    CHECK(row > 0);
+    CheckRows(*tmpl, dir);
+  }
+}
+
+// The same fixtures saved as transformers 5 saves a tokenizer: the template
+// in chat_template.jinja, none in tokenizer_config.json (its special tokens
+// stay there). A model folder read that way renders the same bytes.
+TEST_CASE("chat.jsonl fixtures render the same from chat_template.jinja", "[template][fixtures]") {
+  const std::vector<fs::path> dirs = ChatFixtureDirs();
+  REQUIRE(dirs.size() >= 3);
+  for (const fs::path& dir : dirs) {
+    INFO("tokenizer " << dir.filename().string());
+    std::ifstream config_in(dir / "tokenizer_config.json");
+    nlohmann::json config = nlohmann::json::parse(config_in);
+    REQUIRE(config.at("chat_template").is_string());
+    const fs::path folder =
+        fs::temp_directory_path() / ("medq_jinja_" + dir.filename().string() + "_" +
+                                     std::to_string(reinterpret_cast<uintptr_t>(&config)));
+    fs::create_directories(folder);
+    std::ofstream(folder / "chat_template.jinja") << config.at("chat_template").get<std::string>();
+    config.erase("chat_template");
+    std::ofstream(folder / "tokenizer_config.json") << config.dump();
+    auto tmpl = ChatTemplate::FromModelDir(folder);
+    INFO("load error: " << (tmpl.ok() ? std::string() : tmpl.error().message));
+    REQUIRE(tmpl.ok());
+    CheckRows(*tmpl, dir);
+    std::error_code ec;
+    fs::remove_all(folder, ec);
   }
 }
