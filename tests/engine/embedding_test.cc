@@ -24,11 +24,13 @@
 #include "daemon/engine/embedding.h"
 #include "daemon/tokenizer/tokenizer.h"
 #include "tests/support/skip.h"
+#include "tests/support/temp_dir.h"
 
 namespace medq::engine::test {
 namespace {
 
 namespace fs = std::filesystem;
+using medq::test::TempDir;
 using nlohmann::json;
 using Batch = std::vector<std::vector<int32_t>>;
 using Vectors = std::vector<std::vector<float>>;
@@ -45,26 +47,6 @@ void WriteJson(const fs::path& path, const json& j) {
   std::ofstream out(path);
   out << j.dump(2);
 }
-
-// A fresh directory under the system's temp dir, removed at scope exit.
-class TempDir {
- public:
-  TempDir() {
-    static int counter = 0;
-    path_ = fs::temp_directory_path() /
-            ("medq-embedding-test-" + std::to_string(::getpid()) + "-" + std::to_string(counter++));
-    fs::remove_all(path_);
-    fs::create_directories(path_);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
-};
 
 // Copies the committed folder `name` to dir/name and returns the copy.
 fs::path CopyFolder(const std::string& name, const fs::path& dir) {

@@ -43,18 +43,6 @@ std::filesystem::path MedqPath() {
   return std::filesystem::path(MEDQ_BINARY_DIR) / "cli/medq";
 }
 
-TempDir::TempDir() {
-  // Short: Unix socket paths are limited to 107 bytes.
-  std::string tmpl = "/tmp/medqt.XXXXXX";
-  REQUIRE(mkdtemp(tmpl.data()) != nullptr);
-  path_ = tmpl;
-}
-
-TempDir::~TempDir() {
-  std::error_code ec;
-  std::filesystem::remove_all(path_, ec);
-}
-
 DaemonProcess::DaemonProcess(std::vector<std::string> extra_args, std::chrono::milliseconds startup,
                              bool wait_until_ready, unsigned open_file_limit) {
   socket_ = (dir_.path() / "medq.sock").string();

@@ -10,24 +10,13 @@
 #include <string>
 #include <vector>
 
+#include "tests/support/temp_dir.h"
+
 namespace medq::test {
 
 // Paths of the built binaries (from MEDQ_BINARY_DIR).
 std::filesystem::path MedqdPath();
 std::filesystem::path MedqPath();
-
-// A temporary directory removed with its contents on destruction.
-class TempDir {
- public:
-  TempDir();
-  ~TempDir();
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  const std::filesystem::path& path() const { return path_; }
-
- private:
-  std::filesystem::path path_;
-};
 
 class DaemonProcess {
  public:

@@ -12,6 +12,7 @@
 
 #include "daemon/template/chat_template.h"
 #include "tests/support/fixtures.h"
+#include "tests/support/temp_dir.h"
 
 namespace {
 
@@ -83,10 +84,8 @@ TEST_CASE("chat.jsonl fixtures render the same from chat_template.jinja", "[temp
     std::ifstream config_in(dir / "tokenizer_config.json");
     nlohmann::json config = nlohmann::json::parse(config_in);
     REQUIRE(config.at("chat_template").is_string());
-    const fs::path folder =
-        fs::temp_directory_path() / ("medq_jinja_" + dir.filename().string() + "_" +
-                                     std::to_string(reinterpret_cast<uintptr_t>(&config)));
-    fs::create_directories(folder);
+    const medq::test::TempDir temp;
+    const fs::path& folder = temp.path();
     std::ofstream(folder / "chat_template.jinja") << config.at("chat_template").get<std::string>();
     config.erase("chat_template");
     std::ofstream(folder / "tokenizer_config.json") << config.dump();
@@ -94,7 +93,5 @@ TEST_CASE("chat.jsonl fixtures render the same from chat_template.jinja", "[temp
     INFO("load error: " << (tmpl.ok() ? std::string() : tmpl.error().message));
     REQUIRE(tmpl.ok());
     CheckRows(*tmpl, dir);
-    std::error_code ec;
-    fs::remove_all(folder, ec);
   }
 }

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "daemon/template/chat_template.h"
+#include "tests/support/temp_dir.h"
 
 namespace {
 
@@ -16,27 +17,17 @@ namespace fs = std::filesystem;
 using medq::chat::ChatTemplate;
 using medq::chat::TemplateInputs;
 
-// A temporary model folder, removed at scope exit.
+// A temporary model folder (removed at scope exit) with `text` at `name`.
 class TempFolder {
  public:
-  TempFolder() {
-    path_ = fs::temp_directory_path() /
-            ("medq_model_dir_test_" + std::to_string(reinterpret_cast<uintptr_t>(this)));
-    fs::remove_all(path_);
-    fs::create_directories(path_);
-  }
-  ~TempFolder() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
   void Write(const fs::path& name, const std::string& text) const {
-    fs::create_directories((path_ / name).parent_path());
-    std::ofstream(path_ / name) << text;
+    fs::create_directories((path() / name).parent_path());
+    std::ofstream(path() / name) << text;
   }
-  const fs::path& path() const { return path_; }
+  const fs::path& path() const { return dir_.path(); }
 
  private:
-  fs::path path_;
+  medq::test::TempDir dir_;
 };
 
 // The render of one user message "hi", or the error message.
