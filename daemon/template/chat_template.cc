@@ -1,6 +1,7 @@
 #include "daemon/template/chat_template.h"
 
 #include <new>
+#include <optional>
 
 #include "common/file_read.h"
 #include "daemon/template/ast.h"
@@ -62,6 +63,22 @@ medq::Result<nlohmann::json> ReadTokenizerConfig(const std::filesystem::path& pa
   return config;
 }
 
+// `source` parsed, with the special tokens of `config` (none when null).
+// Errors name `config_where` (a token) or `source_where` (the template).
+medq::Result<ChatTemplate> WithTokens(std::string source, const nlohmann::json* config,
+                                      const std::string& config_where,
+                                      const std::string& source_where) {
+  SpecialTokens tokens;
+  if (config != nullptr) {
+    medq::Result<SpecialTokens> read = SpecialTokensFromConfig(*config);
+    if (!read.ok()) return InvalidRequest(config_where + ": " + read.error().message);
+    tokens = std::move(read).value();
+  }
+  medq::Result<ChatTemplate> t = ChatTemplate::FromSource(std::move(source), std::move(tokens));
+  if (!t.ok()) return InvalidRequest(source_where + ": " + t.error().message);
+  return t;
+}
+
 }  // namespace
 
 medq::Result<ChatTemplate> ChatTemplate::FromTokenizerConfig(
@@ -105,11 +122,7 @@ medq::Result<ChatTemplate> ChatTemplate::FromTokenizerConfig(
   } else {
     return InvalidRequest(where + ": chat_template must be a string or a list of named templates");
   }
-  medq::Result<SpecialTokens> tokens = SpecialTokensFromConfig(config);
-  if (!tokens.ok()) return InvalidRequest(where + ": " + tokens.error().message);
-  medq::Result<ChatTemplate> t = FromSource(std::move(source), std::move(tokens).value());
-  if (!t.ok()) return InvalidRequest(where + ": " + t.error().message);
-  return t;
+  return WithTokens(std::move(source), &config, where, where);
 }
 
 medq::Result<ChatTemplate> ChatTemplate::FromModelDir(const std::filesystem::path& dir,
@@ -122,7 +135,8 @@ medq::Result<ChatTemplate> ChatTemplate::FromModelDir(const std::filesystem::pat
   bool has_files = fs::is_regular_file(default_file, ec);
   if (!has_files && fs::is_directory(named_dir, ec)) {
     for (const auto& entry : fs::directory_iterator(named_dir, ec)) {
-      if (entry.path().extension() == ".jinja" && entry.is_regular_file(ec)) has_files = true;
+      has_files = entry.path().extension() == ".jinja" && entry.is_regular_file(ec);
+      if (has_files) break;
     }
   }
   if (!has_files) return FromTokenizerConfig(config_path, template_name);
@@ -141,17 +155,14 @@ medq::Result<ChatTemplate> ChatTemplate::FromModelDir(const std::filesystem::pat
   }
   auto source = medq::ReadWholeFile(file);
   if (!source.ok()) return std::move(source).error();
-  SpecialTokens tokens;
+  std::optional<nlohmann::json> config;
   if (fs::exists(config_path, ec)) {
-    auto config = ReadTokenizerConfig(config_path);
-    if (!config.ok()) return std::move(config).error();
-    auto read = SpecialTokensFromConfig(*config);
-    if (!read.ok()) return InvalidRequest(config_path.string() + ": " + read.error().message);
-    tokens = std::move(read).value();
+    auto read = ReadTokenizerConfig(config_path);
+    if (!read.ok()) return std::move(read).error();
+    config = std::move(read).value();
   }
-  auto t = FromSource(std::move(source).value(), std::move(tokens));
-  if (!t.ok()) return InvalidRequest(file.string() + ": " + t.error().message);
-  return t;
+  return WithTokens(std::move(source).value(), config ? &*config : nullptr, config_path.string(),
+                    file.string());
 }
 
 medq::Result<ChatTemplate> ChatTemplate::FromSource(std::string source, SpecialTokens tokens) {

@@ -1,7 +1,8 @@
 // ChatTemplate: renders a Hugging Face chat template (the Jinja2 text in
-// tokenizer_config.json or chat_template.jinja) into the prompt string, byte for byte as Python
-// transformers does with Jinja2 (sandboxed, trim_blocks, lstrip_blocks,
-// loop controls, json.dumps-based `tojson`, raise_exception, strftime_now).
+// tokenizer_config.json or chat_template.jinja) into the prompt string, byte
+// for byte as Python transformers does with Jinja2 (sandboxed, trim_blocks,
+// lstrip_blocks, loop controls, json.dumps-based `tojson`, raise_exception,
+// strftime_now).
 //
 // Thread safety: a ChatTemplate is immutable after creation; Render may be
 // called from any number of threads at once. Copies share the parsed tree.

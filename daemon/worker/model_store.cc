@@ -204,14 +204,10 @@ Result<LoadedModel> ModelStore::Load(const std::string& name, const fs::path& di
     if (!tok.ok()) return std::move(tok).error();
     m.tokenizer = std::move(*tok);
   }
-  if (fs::exists(dir / "tokenizer_config.json") || fs::exists(dir / "chat_template.jinja") ||
-      fs::exists(dir / "additional_chat_templates")) {
-    auto tmpl = chat::ChatTemplate::FromModelDir(dir);
-    if (tmpl.ok()) {
-      m.chat_template = std::move(*tmpl);
-    } else {
-      spdlog::debug("{}: no usable chat template ({})", name, tmpl.error().message);
-    }
+  if (auto tmpl = chat::ChatTemplate::FromModelDir(dir); tmpl.ok()) {
+    m.chat_template = std::move(*tmpl);
+  } else {
+    spdlog::debug("{}: no usable chat template ({})", name, tmpl.error().message);
   }
   m.load_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
   return m;
