@@ -49,21 +49,23 @@ Result<std::vector<int32_t>> TokenIds(const json& j, const std::string& key,
 }
 
 // The scaling of RoPE from `field` (rope_scaling, or transformers 5's
-// rope_parameters): absent, null or rope_type "default" is none.
+// rope_parameters): absent, null or rope_type "default" is none; an object
+// that names no type has `untyped` (transformers 5 reads rope_parameters
+// so as "default"; an untyped rope_scaling is refused).
 Result<RopeScaling> ParseRopeScaling(const json& config, const std::string& field,
-                                     const ConfigReader& r) {
+                                     const std::string& untyped, const ConfigReader& r) {
   RopeScaling rs;
   const auto it = config.find(field);
   if (it == config.end() || it->is_null()) return rs;
   if (!it->is_object()) return r.Fail(field, "is not an object");
-  std::string type;
+  std::string type = untyped;
   if (it->contains("rope_type") && (*it)["rope_type"].is_string()) {
     type = (*it)["rope_type"].get<std::string>();
   } else if (it->contains("type") && (*it)["type"].is_string()) {
     type = (*it)["type"].get<std::string>();
   }
   const ConfigReader sub(*it, r.source() + ": " + field);
-  if (type == "default" || (type.empty() && field == kRopeParameters)) return rs;
+  if (type == "default") return rs;
   if (type == "linear") {
     rs.type = RopeScalingType::kLinear;
   } else if (type == "llama3") {
@@ -94,7 +96,7 @@ Status ParseRope(const json& config, const ConfigReader& r, ModelConfig& c) {
   const auto params = config.find(kRopeParameters);
   if (params == config.end() || params->is_null()) {
     MEDQ_ASSIGN_OR_RETURN(c.rope_theta, r.Positive("rope_theta", 1e12, 10000.0));
-    MEDQ_ASSIGN_OR_RETURN(c.rope_scaling, ParseRopeScaling(config, "rope_scaling", r));
+    MEDQ_ASSIGN_OR_RETURN(c.rope_scaling, ParseRopeScaling(config, "rope_scaling", "", r));
     return Status::Ok();
   }
   if (!params->is_object()) return r.Fail(kRopeParameters, "is not an object");
@@ -109,7 +111,7 @@ Status ParseRope(const json& config, const ConfigReader& r, ModelConfig& c) {
   }
   const ConfigReader sub(*params, r.source() + ": " + kRopeParameters);
   MEDQ_ASSIGN_OR_RETURN(c.rope_theta, sub.Positive("rope_theta", 1e12, 10000.0));
-  MEDQ_ASSIGN_OR_RETURN(c.rope_scaling, ParseRopeScaling(config, kRopeParameters, r));
+  MEDQ_ASSIGN_OR_RETURN(c.rope_scaling, ParseRopeScaling(config, kRopeParameters, "default", r));
   return Status::Ok();
 }
 

@@ -93,6 +93,11 @@ TEST_CASE("transformers 5 configs: rope_parameters and dtype", "[engine][config]
     REQUIRE(r.ok());
     CHECK(r->rope_theta == 1e6);
     CHECK(r->rope_scaling.type == RopeScalingType::kNone);
+    j["rope_parameters"] = {{"rope_theta", 2e6}};  // no rope_type: "default"
+    r = ParseModelConfig(j, nullptr, "config.json");
+    REQUIRE(r.ok());
+    CHECK(r->rope_theta == 2e6);
+    CHECK(r->rope_scaling.type == RopeScalingType::kNone);
   }
   SECTION("bad values inside rope_parameters name the key") {
     j["rope_parameters"] = {{"rope_type", "default"}, {"rope_theta", -1}};
