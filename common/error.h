@@ -59,4 +59,9 @@ struct Error {
       : code(c), message(std::move(m)), retry_after_s(retry) {}
 };
 
+// The INVALID_REQUEST error every parser returns for input it refuses.
+inline Error InvalidRequest(std::string message) {
+  return Error(ErrorCode::kInvalidRequest, std::move(message));
+}
+
 }  // namespace medq

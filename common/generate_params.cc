@@ -9,32 +9,31 @@ namespace medq {
 namespace {
 
 // Params keep the client's key order (common/protocol.h).
-using json = nlohmann::ordered_json;
+using OrderedJson = nlohmann::ordered_json;
 
-Error Invalid(const std::string& field, const std::string& what) {
-  return Error(ErrorCode::kInvalidRequest, "params." + field + " " + what);
-}
-
-Status ReadInt(const json& p, const char* key, int64_t lo, int64_t hi, int& out) {
+Status ReadInt(const OrderedJson& p, const char* key, int64_t lo, int64_t hi, int& out) {
   auto it = p.find(key);
   if (it == p.end() || it->is_null()) return Status::Ok();
-  if (!it->is_number_integer()) return Invalid(key, "must be an integer");
+  if (!it->is_number_integer()) return InvalidParam(key, "must be an integer");
   int64_t v = it->get<int64_t>();
   if (v < lo || v > hi) {
-    return Invalid(key, "must be between " + std::to_string(lo) + " and " + std::to_string(hi));
+    return InvalidParam(key,
+                        "must be between " + std::to_string(lo) + " and " + std::to_string(hi));
   }
   out = static_cast<int>(v);
   return Status::Ok();
 }
 
-Status ReadFloat(const json& p, const char* key, double lo, double hi, bool lo_open, float& out) {
+Status ReadFloat(const OrderedJson& p, const char* key, double lo, double hi, bool lo_open,
+                 float& out) {
   auto it = p.find(key);
   if (it == p.end() || it->is_null()) return Status::Ok();
-  if (!it->is_number()) return Invalid(key, "must be a number");
+  if (!it->is_number()) return InvalidParam(key, "must be a number");
   double v = it->get<double>();
   if (!std::isfinite(v) || v < lo || v > hi || (lo_open && v == lo)) {
-    std::string range = (lo_open ? "(" : "[") + json(lo).dump() + ", " + json(hi).dump() + "]";
-    return Invalid(key, "must be in " + range);
+    std::string range =
+        (lo_open ? "(" : "[") + OrderedJson(lo).dump() + ", " + OrderedJson(hi).dump() + "]";
+    return InvalidParam(key, "must be in " + range);
   }
   out = static_cast<float>(v);
   return Status::Ok();
@@ -42,7 +41,7 @@ Status ReadFloat(const json& p, const char* key, double lo, double hi, bool lo_o
 
 }  // namespace
 
-Result<GenerateParams> ParseGenerateParams(const json& p) {
+Result<GenerateParams> ParseGenerateParams(const OrderedJson& p) {
   if (Status s = RejectUnknownFields(
           p, {"model",       "adapter", "prompt",          "messages",        "prompt_ids",
               "mode",        "system",  "template_kwargs", "tools",           "max_tokens",
@@ -58,33 +57,36 @@ Result<GenerateParams> ParseGenerateParams(const json& p) {
   if (!(s = ReadString(p, "system", g.system)).ok()) return s.error();
   if (!(s = ReadString(p, "priority", g.priority)).ok()) return s.error();
   if (g.priority != "high" && g.priority != "normal" && g.priority != "low") {
-    return Invalid("priority", "must be \"high\", \"normal\" or \"low\"");
+    return InvalidParam("priority", "must be \"high\", \"normal\" or \"low\"");
   }
 
   int prompts = 0;
   if (auto it = p.find("prompt"); it != p.end() && !it->is_null()) {
-    if (!it->is_string()) return Invalid("prompt", "must be a string");
-    if (it->get_ref<const std::string&>().empty()) return Invalid("prompt", "must not be empty");
+    if (!it->is_string()) return InvalidParam("prompt", "must be a string");
+    if (it->get_ref<const std::string&>().empty())
+      return InvalidParam("prompt", "must not be empty");
     g.prompt = it->get<std::string>();
     ++prompts;
   }
   if (auto it = p.find("messages"); it != p.end() && !it->is_null()) {
-    if (!it->is_array() || it->empty()) return Invalid("messages", "must be a non-empty array");
-    for (const json& m : *it) {
+    if (!it->is_array() || it->empty())
+      return InvalidParam("messages", "must be a non-empty array");
+    for (const OrderedJson& m : *it) {
       if (!m.is_object() || !m.contains("role") || !m["role"].is_string()) {
-        return Invalid("messages", "must hold objects with a string \"role\"");
+        return InvalidParam("messages", "must hold objects with a string \"role\"");
       }
     }
     g.messages = *it;
     ++prompts;
   }
   if (auto it = p.find("prompt_ids"); it != p.end() && !it->is_null()) {
-    if (!it->is_array() || it->empty()) return Invalid("prompt_ids", "must be a non-empty array");
+    if (!it->is_array() || it->empty())
+      return InvalidParam("prompt_ids", "must be a non-empty array");
     std::vector<int32_t> ids;
     ids.reserve(it->size());
-    for (const json& id : *it) {
+    for (const OrderedJson& id : *it) {
       if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() > INT32_MAX) {
-        return Invalid("prompt_ids", "must hold non-negative integer token ids");
+        return InvalidParam("prompt_ids", "must hold non-negative integer token ids");
       }
       ids.push_back(static_cast<int32_t>(id.get<int64_t>()));
     }
@@ -105,14 +107,14 @@ Result<GenerateParams> ParseGenerateParams(const json& p) {
     else if (mode == "raw")
       g.mode = PromptMode::kRaw;
     else
-      return Invalid("mode", "must be \"auto\", \"chat\" or \"raw\"");
+      return InvalidParam("mode", "must be \"auto\", \"chat\" or \"raw\"");
   }
   if (auto it = p.find("template_kwargs"); it != p.end() && !it->is_null()) {
-    if (!it->is_object()) return Invalid("template_kwargs", "must be an object");
+    if (!it->is_object()) return InvalidParam("template_kwargs", "must be an object");
     g.template_kwargs = *it;
   }
   if (auto it = p.find("tools"); it != p.end() && !it->is_null()) {
-    if (!it->is_array()) return Invalid("tools", "must be an array");
+    if (!it->is_array()) return InvalidParam("tools", "must be an array");
     g.tools = *it;
   }
 
@@ -128,37 +130,37 @@ Result<GenerateParams> ParseGenerateParams(const json& p) {
   if (!(s = ReadFloat(p, "repeat_penalty", 0, 100, true, g.repeat_penalty)).ok()) return s.error();
   if (auto it = p.find("seed"); it != p.end() && !it->is_null()) {
     if (!it->is_number_unsigned() && !(it->is_number_integer() && it->get<int64_t>() >= 0)) {
-      return Invalid("seed", "must be a non-negative integer");
+      return InvalidParam("seed", "must be a non-negative integer");
     }
     g.seed = it->get<uint64_t>();
   }
   if (auto it = p.find("stop"); it != p.end() && !it->is_null()) {
     if (!it->is_array() || it->size() > kMaxStopStrings) {
-      return Invalid("stop",
-                     "must be an array of at most " + std::to_string(kMaxStopStrings) + " strings");
+      return InvalidParam(
+          "stop", "must be an array of at most " + std::to_string(kMaxStopStrings) + " strings");
     }
-    for (const json& stop : *it) {
+    for (const OrderedJson& stop : *it) {
       if (!stop.is_string() || stop.get_ref<const std::string&>().empty()) {
-        return Invalid("stop", "must hold non-empty strings");
+        return InvalidParam("stop", "must hold non-empty strings");
       }
       g.stop.push_back(stop.get<std::string>());
     }
   }
   if (auto it = p.find("queue_timeout_s"); it != p.end() && !it->is_null()) {
     if (!it->is_number() || !(it->get<double>() > 0)) {
-      return Invalid("queue_timeout_s", "must be a positive number");
+      return InvalidParam("queue_timeout_s", "must be a positive number");
     }
     g.queue_timeout_s = it->get<double>();
   }
   if (auto it = p.find("return_ids"); it != p.end() && !it->is_null()) {
-    if (!it->is_boolean()) return Invalid("return_ids", "must be true or false");
+    if (!it->is_boolean()) return InvalidParam("return_ids", "must be true or false");
     g.return_ids = it->get<bool>();
   }
   return g;
 }
 
-json ToJson(const GenerateParams& g) {
-  json p = json::object();
+OrderedJson ToJson(const GenerateParams& g) {
+  OrderedJson p = OrderedJson::object();
   if (!g.model.empty()) p["model"] = g.model;
   if (!g.adapter.empty()) p["adapter"] = g.adapter;
   if (g.prompt) p["prompt"] = *g.prompt;

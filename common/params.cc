@@ -1,18 +1,15 @@
 #include "common/params.h"
 
 namespace medq {
-namespace {
 
-Error Invalid(const char* key, const char* what) {
-  return Error(ErrorCode::kInvalidRequest, std::string("params.") + key + " " + what);
+Error InvalidParam(const std::string& key, const std::string& what) {
+  return Error(ErrorCode::kInvalidRequest, "params." + key + " " + what);
 }
-
-}  // namespace
 
 Status ReadString(const Params& params, const char* key, std::string& out) {
   auto it = params.find(key);
   if (it == params.end() || it->is_null()) return Status::Ok();
-  if (!it->is_string()) return Invalid(key, "must be a string");
+  if (!it->is_string()) return InvalidParam(key, "must be a string");
   out = it->get<std::string>();
   return Status::Ok();
 }
@@ -20,7 +17,7 @@ Status ReadString(const Params& params, const char* key, std::string& out) {
 Status ReadBool(const Params& params, const char* key, bool& out) {
   auto it = params.find(key);
   if (it == params.end() || it->is_null()) return Status::Ok();
-  if (!it->is_boolean()) return Invalid(key, "must be true or false");
+  if (!it->is_boolean()) return InvalidParam(key, "must be true or false");
   out = it->get<bool>();
   return Status::Ok();
 }

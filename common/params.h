@@ -11,6 +11,9 @@
 
 namespace medq {
 
+// INVALID_REQUEST naming the field: "params.KEY WHAT".
+Error InvalidParam(const std::string& key, const std::string& what);
+
 // Absent or null leaves `out` as it is.
 Status ReadString(const Params& params, const char* key, std::string& out);
 Status ReadBool(const Params& params, const char* key, bool& out);

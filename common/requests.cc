@@ -5,10 +5,6 @@
 namespace medq {
 namespace {
 
-Error Invalid(const std::string& what) {
-  return Error(ErrorCode::kInvalidRequest, what);
-}
-
 Status ReadRef(const Params& p, ModelRef& ref) {
   if (Status st = ReadString(p, "model", ref.model); !st.ok()) return st;
   return ReadString(p, "adapter", ref.adapter);
@@ -38,7 +34,7 @@ Result<UnloadRequest> ParseUnloadRequest(const Params& p) {
   if (Status st = RejectUnknownFields(p, {"model"}); !st.ok()) return st.error();
   UnloadRequest r;
   if (Status st = ReadString(p, "model", r.model); !st.ok()) return st.error();
-  if (r.model.empty()) return Invalid("params.model must name a loaded model");
+  if (r.model.empty()) return InvalidRequest("params.model must name a loaded model");
   return r;
 }
 
@@ -50,10 +46,11 @@ Result<TokenizeRequest> ParseTokenizeRequest(const Params& p) {
   TokenizeRequest r;
   if (Status st = ReadRef(p, r.ref); !st.ok()) return st.error();
   auto text = p.find("text");
-  if (text == p.end() || !text->is_string()) return Invalid("params.text must be a string");
+  if (text == p.end() || !text->is_string()) return InvalidRequest("params.text must be a string");
   if (const size_t bytes = text->get_ref<const std::string&>().size(); bytes > kMaxTokenizeBytes) {
-    return Invalid("params.text is " + std::to_string(bytes) + " bytes; tokenize takes at most " +
-                   std::to_string(kMaxTokenizeBytes) + " bytes");
+    return InvalidRequest("params.text is " + std::to_string(bytes) +
+                          " bytes; tokenize takes at most " + std::to_string(kMaxTokenizeBytes) +
+                          " bytes");
   }
   r.text = text->get<std::string>();
   if (Status st = ReadBool(p, "add_special_tokens", r.add_special_tokens); !st.ok()) {
@@ -78,15 +75,16 @@ Result<DetokenizeRequest> ParseDetokenizeRequest(const Params& p) {
   DetokenizeRequest r;
   if (Status st = ReadRef(p, r.ref); !st.ok()) return st.error();
   auto ids = p.find("ids");
-  if (ids == p.end() || !ids->is_array()) return Invalid("params.ids must be an array of ids");
+  if (ids == p.end() || !ids->is_array())
+    return InvalidRequest("params.ids must be an array of ids");
   if (ids->size() > kMaxDetokenizeIds) {
-    return Invalid("params.ids holds " + std::to_string(ids->size()) +
-                   " ids; detokenize takes at most " + std::to_string(kMaxDetokenizeIds));
+    return InvalidRequest("params.ids holds " + std::to_string(ids->size()) +
+                          " ids; detokenize takes at most " + std::to_string(kMaxDetokenizeIds));
   }
   r.ids.reserve(ids->size());
   for (const Params& id : *ids) {
     if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() > INT32_MAX) {
-      return Invalid("params.ids must hold token ids");
+      return InvalidRequest("params.ids must hold token ids");
     }
     r.ids.push_back(static_cast<int32_t>(id.get<int64_t>()));
   }
@@ -129,29 +127,30 @@ bool OnlyWhitespace(const std::string& text) {
 Status ReadEmbedInput(const Params& p, EmbedRequest& r) {
   auto input = p.find("input");
   if (input == p.end() || input->is_null()) {
-    return Invalid("params.input is required: a text or a list of texts");
+    return InvalidRequest("params.input is required: a text or a list of texts");
   }
   if (input->is_string()) {
     r.input.push_back(input->get<std::string>());
   } else if (input->is_array()) {
     r.input_is_list = true;
-    if (input->empty()) return Invalid("params.input is an empty list; give at least one text");
+    if (input->empty())
+      return InvalidRequest("params.input is an empty list; give at least one text");
     r.input.reserve(input->size());
     for (size_t i = 0; i < input->size(); ++i) {
       const auto& text = (*input)[i];
       if (!text.is_string()) {
-        return Invalid("params.input[" + std::to_string(i) + "] must be a string");
+        return InvalidRequest("params.input[" + std::to_string(i) + "] must be a string");
       }
       r.input.push_back(text.get<std::string>());
     }
   } else {
-    return Invalid("params.input must be a string or a list of strings");
+    return InvalidRequest("params.input must be a string or a list of strings");
   }
   for (size_t i = 0; i < r.input.size(); ++i) {
     if (OnlyWhitespace(r.input[i])) {
       const std::string field =
           r.input_is_list ? "params.input[" + std::to_string(i) + "]" : "params.input";
-      return Invalid(field + " is empty or only whitespace; there is nothing to embed");
+      return InvalidRequest(field + " is empty or only whitespace; there is nothing to embed");
     }
   }
   return Status::Ok();
@@ -169,24 +168,24 @@ Result<EmbedRequest> ParseEmbedRequest(const Params& p) {
   if (Status st = ReadString(p, "model", r.model); !st.ok()) return st.error();
   if (Status st = ReadEmbedInput(p, r); !st.ok()) return st.error();
   if (auto it = p.find("normalize"); it != p.end() && !it->is_null()) {
-    if (!it->is_boolean()) return Invalid("params.normalize must be true or false");
+    if (!it->is_boolean()) return InvalidRequest("params.normalize must be true or false");
     r.normalize = it->get<bool>();
   }
   if (Status st = ReadBool(p, "truncate", r.truncate); !st.ok()) return st.error();
   if (auto it = p.find("dimensions"); it != p.end() && !it->is_null()) {
     // (An unsigned value past int64's range reads back negative: refused too.)
     if (!it->is_number_integer() || it->get<int64_t>() < 1) {
-      return Invalid("params.dimensions must be a positive integer");
+      return InvalidRequest("params.dimensions must be a positive integer");
     }
     r.dimensions = it->get<int64_t>();
   }
   if (Status st = ReadString(p, "priority", r.priority); !st.ok()) return st.error();
   if (r.priority != "high" && r.priority != "normal" && r.priority != "low") {
-    return Invalid("params.priority must be \"high\", \"normal\" or \"low\"");
+    return InvalidRequest("params.priority must be \"high\", \"normal\" or \"low\"");
   }
   if (auto it = p.find("queue_timeout_s"); it != p.end() && !it->is_null()) {
     if (!it->is_number() || !(it->get<double>() > 0)) {
-      return Invalid("params.queue_timeout_s must be a positive number");
+      return InvalidRequest("params.queue_timeout_s must be a positive number");
     }
     r.queue_timeout_s = it->get<double>();
   }
@@ -213,7 +212,7 @@ Result<CancelRequest> ParseCancelRequest(const Params& p) {
   if (Status st = RejectUnknownFields(p, {"job"}); !st.ok()) return st.error();
   CancelRequest r;
   if (Status st = ReadString(p, "job", r.job); !st.ok()) return st.error();
-  if (r.job.empty()) return Invalid("params.job must be a job id string");
+  if (r.job.empty()) return InvalidRequest("params.job must be a job id string");
   return r;
 }
 
@@ -223,7 +222,7 @@ Result<InjectFaultRequest> ParseInjectFaultRequest(const Params& p) {
   if (Status st = ReadString(p, "at", r.at); !st.ok()) return st.error();
   if (r.at != "load" && r.at != "merge" && r.at != "decode" && r.at != "completion" &&
       r.at != "store-write") {
-    return Invalid(
+    return InvalidRequest(
         "params.at must be \"load\", \"merge\", \"decode\", \"completion\" or \"store-write\"");
   }
   return r;

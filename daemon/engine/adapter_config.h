@@ -26,4 +26,8 @@ struct AdapterConfig {
 // key). Never throws.
 Result<AdapterConfig> ParseAdapterConfig(const std::filesystem::path& path);
 
+// The INVALID_REQUEST error for an adapter file that cannot be used: "adapter
+// FILE: WHAT". Shared with the adapter's weights (lora.cc).
+Error AdapterError(const std::filesystem::path& file, const std::string& what);
+
 }  // namespace medq::engine

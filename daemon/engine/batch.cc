@@ -6,6 +6,7 @@
 #include <chrono>
 #include <string>
 
+#include "common/elapsed.h"
 #include "daemon/engine/batch_forward.h"
 #include "daemon/engine/batch_testing.h"
 #include "daemon/engine/fault_injection.h"
@@ -22,14 +23,17 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-double MsBetween(Clock::time_point from, Clock::time_point to) {
-  return std::chrono::duration<double, std::milli>(to - from).count();
-}
-
 BatchLogitsObserver& Observer() {
   static BatchLogitsObserver observer;
   return observer;
 }
+
+}  // namespace
+
+// A named namespace, not an anonymous one: Batch::Impl holds Sequences, and a
+// class with external linkage may not hold a type with internal linkage once
+// a unity build makes this file an included one (-Wsubobject-linkage).
+namespace batch_detail {
 
 // One sequence of the batch: everything it owns (cache, sampler, history),
 // freed when it leaves.
@@ -56,7 +60,9 @@ bool IsStop(const Sequence& s, int32_t id) {
   return std::find(s.stop.begin(), s.stop.end(), id) != s.stop.end();
 }
 
-}  // namespace
+}  // namespace batch_detail
+
+using batch_detail::Sequence;
 
 void SetBatchLogitsObserver(BatchLogitsObserver observer) {
   Observer() = std::move(observer);

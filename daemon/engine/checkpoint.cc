@@ -12,10 +12,6 @@
 namespace medq::engine {
 namespace {
 
-Error Invalid(const std::string& what) {
-  return Error(ErrorCode::kInvalidRequest, what);
-}
-
 std::string ShapeString(at::IntArrayRef shape) {
   std::string s = "[";
   for (size_t i = 0; i < shape.size(); ++i)
@@ -36,16 +32,16 @@ Status AddFile(const std::filesystem::path& path, const std::set<std::string>* e
   const std::string name = path.filename().string();
   for (const auto& info : (*file)->tensors()) {
     if (out->count(info.name) != 0) {
-      return Invalid("tensor '" + info.name + "' appears in both " + (*out)[info.name].file +
-                     " and " + path.string());
+      return InvalidRequest("tensor '" + info.name + "' appears in both " + (*out)[info.name].file +
+                            " and " + path.string());
     }
     (*out)[info.name] = CheckpointTensor{TensorView(*file, info), path.string()};
   }
   if (expected != nullptr) {
     for (const auto& t : *expected) {
       if ((*file)->Find(t) == nullptr) {
-        return Invalid("tensor '" + t + "' is listed in model.safetensors.index.json for " +
-                       path.string() + " but that file does not hold it");
+        return InvalidRequest("tensor '" + t + "' is listed in model.safetensors.index.json for " +
+                              path.string() + " but that file does not hold it");
       }
     }
   }
@@ -65,27 +61,27 @@ Result<std::map<std::string, CheckpointTensor>> ReadCheckpoint(const std::filesy
     return out;
   }
   if (!std::filesystem::exists(index_path, ec)) {
-    return Invalid("model directory " + dir.string() +
-                   " has neither model.safetensors nor model.safetensors.index.json");
+    return InvalidRequest("model directory " + dir.string() +
+                          " has neither model.safetensors nor model.safetensors.index.json");
   }
   auto index = ReadJsonFile(index_path);
   if (!index.ok()) return index.error();
   const auto map = index->find("weight_map");
   if (!index->is_object() || map == index->end() || !map->is_object()) {
-    return Invalid(index_path.string() + " has no 'weight_map' object");
+    return InvalidRequest(index_path.string() + " has no 'weight_map' object");
   }
   std::map<std::string, std::set<std::string>> by_file;
   for (const auto& [tensor, file] : map->items()) {
     if (!file.is_string())
-      return Invalid(index_path.string() + ": '" + tensor + "' maps to a non-string");
+      return InvalidRequest(index_path.string() + ": '" + tensor + "' maps to a non-string");
     const std::string f = file.get<std::string>();
     if (f.empty() || f.find('/') != std::string::npos || f == "." || f == "..") {
-      return Invalid(index_path.string() + ": shard name '" + f + "' for '" + tensor +
-                     "' is not a file name in the model directory");
+      return InvalidRequest(index_path.string() + ": shard name '" + f + "' for '" + tensor +
+                            "' is not a file name in the model directory");
     }
     by_file[f].insert(tensor);
   }
-  if (by_file.empty()) return Invalid(index_path.string() + " lists no tensors");
+  if (by_file.empty()) return InvalidRequest(index_path.string() + " lists no tensors");
   for (const auto& [file, names] : by_file) {
     const Status s = AddFile(dir / file, &names, &out);
     if (!s.ok()) return s.error();
@@ -97,18 +93,19 @@ Status TakeTensor(std::map<std::string, CheckpointTensor>& tensors, const std::s
                   at::IntArrayRef shape, at::Device device, at::ScalarType dtype, at::Tensor* out) {
   const auto it = tensors.find(name);
   if (it == tensors.end()) {
-    return Invalid("tensor '" + name +
-                   "' is missing from the model's safetensors; the checkpoint does not match "
-                   "its config.json");
+    return InvalidRequest(
+        "tensor '" + name +
+        "' is missing from the model's safetensors; the checkpoint does not match "
+        "its config.json");
   }
   const at::Tensor& t = it->second.tensor;
   if (t.sizes() != shape) {
-    return Invalid("tensor '" + name + "' in " + it->second.file + " has shape " +
-                   ShapeString(t.sizes()) + ", config.json implies " + ShapeString(shape));
+    return InvalidRequest("tensor '" + name + "' in " + it->second.file + " has shape " +
+                          ShapeString(t.sizes()) + ", config.json implies " + ShapeString(shape));
   }
   if (!at::isFloatingType(t.scalar_type())) {
-    return Invalid("tensor '" + name + "' in " + it->second.file +
-                   " is not a floating-point tensor");
+    return InvalidRequest("tensor '" + name + "' in " + it->second.file +
+                          " is not a floating-point tensor");
   }
   if (device.is_cpu() && (t.scalar_type() != dtype || !t.is_contiguous())) {
     // A copy either way: into memory that decode streams fastest.
@@ -130,9 +127,9 @@ Status CheckNoneLeft(const std::map<std::string, CheckpointTensor>& tensors,
     if (++count <= 5) left += (left.empty() ? "'" : ", '") + name + "' (" + t.file + ")";
   }
   if (count == 0) return Status::Ok();
-  return Invalid(std::to_string(count) + " unexpected tensor(s) in the checkpoint: " + left +
-                 (count > 5 ? ", ..." : "") +
-                 "; the weights do not match the architecture in config.json");
+  return InvalidRequest(std::to_string(count) + " unexpected tensor(s) in the checkpoint: " + left +
+                        (count > 5 ? ", ..." : "") +
+                        "; the weights do not match the architecture in config.json");
 }
 
 }  // namespace medq::engine

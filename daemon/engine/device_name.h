@@ -1,4 +1,5 @@
-// The device a LoadOptions names (internal: LibTorch types).
+// The device a LoadOptions names and the dtype a ModelInfo reports
+// (internal: LibTorch types).
 #pragma once
 
 #include <ATen/ATen.h>
@@ -13,5 +14,9 @@ namespace medq::engine {
 // an index past the visible devices, kNotReady when CUDA is not available.
 // Shared by LoadModel and LoadEmbeddingModel (engine.cc).
 Result<at::Device> ParseDevice(const std::string& text);
+
+// "bf16", "fp16" or "fp32" (any other type): ModelInfo's and
+// EmbeddingModelInfo's dtype.
+std::string DtypeName(at::ScalarType t);
 
 }  // namespace medq::engine

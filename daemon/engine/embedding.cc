@@ -60,10 +60,6 @@ Result<at::ScalarType> Dtype(const LoadOptions& o, at::Device device, const Enco
                "dtype '" + o.dtype + "' is not one of auto, bf16, fp16, fp32");
 }
 
-std::string DtypeName(at::ScalarType t) {
-  return t == at::kBFloat16 ? "bf16" : t == at::kHalf ? "fp16" : "fp32";
-}
-
 // A folder whose weights exist only as a pickle gets told how to convert them
 // instead of "no weights file": the engine reads safetensors only.
 Status CheckWeightsFormat(const fs::path& dir) {
@@ -83,7 +79,8 @@ Status CheckWeightsFormat(const fs::path& dir) {
   return Status::Ok();  // ReadCheckpoint names what is missing
 }
 
-Result<std::shared_ptr<const EmbeddingModel>> Load(const fs::path& dir, const LoadOptions& o) {
+Result<std::shared_ptr<const EmbeddingModel>> LoadEmbedding(const fs::path& dir,
+                                                            const LoadOptions& o) {
   c10::InferenceMode inference_mode;
   auto model = std::make_shared<EmbeddingModel>();
   model->dir = dir;
@@ -201,7 +198,7 @@ Result<std::vector<std::vector<float>>> RunEmbed(const EmbeddingModel& m,
 Result<std::shared_ptr<const EmbeddingModel>> LoadEmbeddingModel(const fs::path& dir,
                                                                  const LoadOptions& options) {
   try {
-    return Load(dir, options);
+    return LoadEmbedding(dir, options);
   } catch (...) {
     return ErrorFromCurrentException("loading embedding model " + dir.string());
   }

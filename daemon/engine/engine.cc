@@ -26,17 +26,6 @@
 namespace medq::engine {
 namespace {
 
-std::string DtypeName(at::ScalarType t) {
-  switch (t) {
-    case at::kBFloat16:
-      return "bf16";
-    case at::kHalf:
-      return "fp16";
-    default:
-      return "fp32";
-  }
-}
-
 at::ScalarType CheckpointDtype(const ModelConfig& c,
                                const std::map<std::string, CheckpointTensor>& tensors) {
   if (c.torch_dtype == "bfloat16") return at::kBFloat16;
@@ -77,7 +66,8 @@ Result<WeightPlacement> Place(const LoadOptions& o, at::Device device, at::Scala
   return p;
 }
 
-Result<std::shared_ptr<const Model>> Load(const std::filesystem::path& dir, const LoadOptions& o) {
+Result<std::shared_ptr<const Model>> LoadDecoder(const std::filesystem::path& dir,
+                                                 const LoadOptions& o) {
   c10::InferenceMode inference_mode;
   auto model = std::make_shared<Model>();
   model->dir = dir;
@@ -134,6 +124,17 @@ class WideTorchThreads {
 
 }  // namespace
 
+std::string DtypeName(at::ScalarType t) {
+  switch (t) {
+    case at::kBFloat16:
+      return "bf16";
+    case at::kHalf:
+      return "fp16";
+    default:
+      return "fp32";
+  }
+}
+
 Result<at::Device> ParseDevice(const std::string& text) {
   if (text == "cpu") return at::Device(at::kCPU);
   int64_t index = 0;
@@ -163,7 +164,7 @@ Result<std::shared_ptr<const Model>> LoadModel(const std::filesystem::path& dir,
   WideTorchThreads wide;
   try {
     FailIfArmed(Fault::kLoadOom);
-    return Load(dir, options);
+    return LoadDecoder(dir, options);
   } catch (...) {
     return ErrorFromCurrentException("loading model " + dir.string());
   }

@@ -1,5 +1,6 @@
 #include "daemon/engine/generate.h"
 
+#include "common/elapsed.h"
 #include "daemon/engine/fault_injection.h"
 
 #include <c10/core/InferenceMode.h>
@@ -19,10 +20,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 std::atomic<bool> g_device_loop_on_cpu{false};
-
-double MsSince(Clock::time_point t0) {
-  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-}
 
 // The ids of one run: chosen by the sampler, fed back to the model, and
 // handed to the caller. On the host path the id goes to a reusable host

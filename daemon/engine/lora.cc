@@ -17,10 +17,6 @@
 namespace medq::engine {
 namespace {
 
-Error Refuse(const std::filesystem::path& file, const std::string& what) {
-  return Error(ErrorCode::kInvalidRequest, "adapter " + file.string() + ": " + what);
-}
-
 struct LoraPair {
   at::Tensor a, b;  // [r, in], [out, r]
 };
@@ -65,26 +61,27 @@ Result<std::shared_ptr<const Model>> MergeAdapter(const std::shared_ptr<const Mo
     std::string module;
     char which = 'A';
     if (!ParseName(info.name, &layer, &module, &which)) {
-      return Refuse(weights_path,
-                    "tensor '" + info.name + "' is not a LoRA A/B weight of a decoder layer");
+      return AdapterError(weights_path,
+                          "tensor '" + info.name + "' is not a LoRA A/B weight of a decoder layer");
     }
     if (config.targets.count(module) == 0) {
-      return Refuse(weights_path,
-                    "tensor '" + info.name + "' targets '" + module +
-                        "', which adapter_config.json's target_modules does not list");
+      return AdapterError(weights_path,
+                          "tensor '" + info.name + "' targets '" + module +
+                              "', which adapter_config.json's target_modules does not list");
     }
     if (layer >= base->config.num_layers) {
-      return Refuse(weights_path, "tensor '" + info.name + "' is for layer " +
-                                      std::to_string(layer) + " but the base model has " +
-                                      std::to_string(base->config.num_layers) + " layers");
+      return AdapterError(weights_path, "tensor '" + info.name + "' is for layer " +
+                                            std::to_string(layer) + " but the base model has " +
+                                            std::to_string(base->config.num_layers) + " layers");
     }
     if (info.shape.size() != 2 || !at::isFloatingType(ToScalarType(info.dtype))) {
-      return Refuse(weights_path, "tensor '" + info.name + "' is not a 2-D floating-point matrix");
+      return AdapterError(weights_path,
+                          "tensor '" + info.name + "' is not a 2-D floating-point matrix");
     }
     LoraPair& p = pairs[{layer, module}];
     (which == 'A' ? p.a : p.b) = TensorView(file, info).to(at::kFloat);
   }
-  if (pairs.empty()) return Refuse(weights_path, "holds no LoRA weights");
+  if (pairs.empty()) return AdapterError(weights_path, "holds no LoRA weights");
 
   auto model = std::make_shared<Model>(*base);  // shares every tensor with base
   const double scale = config.rslora ? config.alpha / std::sqrt(static_cast<double>(config.r))
@@ -92,21 +89,21 @@ Result<std::shared_ptr<const Model>> MergeAdapter(const std::shared_ptr<const Mo
   for (auto& [key, p] : pairs) {
     const std::string where = "layer " + std::to_string(key.first) + " " + key.second;
     if (!p.a.defined() || !p.b.defined()) {
-      return Refuse(weights_path, where + " has only one of lora_A / lora_B");
+      return AdapterError(weights_path, where + " has only one of lora_A / lora_B");
     }
     at::Tensor* w =
         ProjectionWeight(model->weights.layers[static_cast<size_t>(key.first)], key.second);
-    if (w == nullptr) return Refuse(weights_path, where + " is not a projection");
+    if (w == nullptr) return AdapterError(weights_path, where + " is not a projection");
     const int64_t out = w->size(0), in = w->size(1);
     if (p.a.size(1) != in || p.b.size(0) != out || p.a.size(0) != p.b.size(1) ||
         p.a.size(0) != config.r) {
-      return Refuse(weights_path,
-                    where + ": lora_A [" + std::to_string(p.a.size(0)) + ", " +
-                        std::to_string(p.a.size(1)) + "] and lora_B [" +
-                        std::to_string(p.b.size(0)) + ", " + std::to_string(p.b.size(1)) +
-                        "] do not fit the base weight [" + std::to_string(out) + ", " +
-                        std::to_string(in) + "] (r = " + std::to_string(config.r) +
-                        "); the adapter was trained for another model");
+      return AdapterError(weights_path,
+                          where + ": lora_A [" + std::to_string(p.a.size(0)) + ", " +
+                              std::to_string(p.a.size(1)) + "] and lora_B [" +
+                              std::to_string(p.b.size(0)) + ", " + std::to_string(p.b.size(1)) +
+                              "] do not fit the base weight [" + std::to_string(out) + ", " +
+                              std::to_string(in) + "] (r = " + std::to_string(config.r) +
+                              "); the adapter was trained for another model");
     }
     // Merge in float32 on the weight's device, then store in the weight dtype:
     // a new tensor, so the base model's weight stays as it was.

@@ -13,10 +13,6 @@ namespace {
 using nlohmann::json;
 namespace fs = std::filesystem;
 
-Error Invalid(const std::string& what) {
-  return Error(ErrorCode::kInvalidRequest, what);
-}
-
 bool EndsWith(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() &&
          s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
@@ -40,7 +36,7 @@ Result<std::optional<json>> ReadOptionalJson(const fs::path& path) {
   if (!fs::exists(path, ec)) return std::optional<json>();
   auto j = ReadJsonFile(path);
   if (!j.ok()) return j.error();
-  if (!j->is_object()) return Invalid(path.string() + " is not a JSON object");
+  if (!j->is_object()) return InvalidRequest(path.string() + " is not a JSON object");
   return std::optional<json>(std::move(j).value());
 }
 
@@ -53,13 +49,14 @@ Status ReadSequenceSettings(const fs::path& dir, SentenceTransformersLayout* out
     const auto len = sbert->find("max_seq_length");
     if (len != sbert->end() && !len->is_null()) {
       if (!len->is_number_integer() || len->get<int64_t>() <= 0) {
-        return Invalid(source + ": 'max_seq_length' is not a positive integer");
+        return InvalidRequest(source + ": 'max_seq_length' is not a positive integer");
       }
       out->max_seq_length = len->get<int64_t>();
     }
     const auto lower = sbert->find("do_lower_case");
     if (lower != sbert->end() && !lower->is_null()) {
-      if (!lower->is_boolean()) return Invalid(source + ": 'do_lower_case' is not true/false");
+      if (!lower->is_boolean())
+        return InvalidRequest(source + ": 'do_lower_case' is not true/false");
       out->do_lower_case = lower->get<bool>();
     }
   }
@@ -102,31 +99,32 @@ Result<SentenceTransformersLayout> ReadSentenceTransformersLayout(const fs::path
   }
   const std::string source = modules_path.string();
   if (!modules->is_array() || modules->empty()) {
-    return Invalid(source + " is not a non-empty list of modules");
+    return InvalidRequest(source + " is not a non-empty list of modules");
   }
   bool have_encoder = false, have_pooling = false;
   for (size_t i = 0; i < modules->size(); ++i) {
     const json& m = (*modules)[i];
     if (!m.is_object() || !m.contains("type") || !m["type"].is_string() ||
         (m.contains("path") && !m["path"].is_string())) {
-      return Invalid(source + ": module " + std::to_string(i) +
-                     " needs a string 'type' and 'path'");
+      return InvalidRequest(source + ": module " + std::to_string(i) +
+                            " needs a string 'type' and 'path'");
     }
     const std::string type = m["type"].get<std::string>();
     // Module paths stay inside the folder; "" is the folder itself.
     const std::string rel = m.value("path", std::string());
     const fs::path path = rel.empty() ? dir : dir / rel;
     if (rel.find("..") != std::string::npos || (!rel.empty() && rel[0] == '/')) {
-      return Invalid(source + ": module path '" + rel + "' leaves the model folder");
+      return InvalidRequest(source + ": module path '" + rel + "' leaves the model folder");
     }
     const ModuleKind kind = KindOf(type);
     const size_t expected_index = kind == ModuleKind::kTransformer ? 0
                                   : kind == ModuleKind::kPooling   ? 1
                                                                    : 2;
     if (kind == ModuleKind::kOther || i != expected_index) {
-      return Invalid(source + ": module " + std::to_string(i) + " of type '" + type +
-                     "' is not supported for embeddings; supported: Transformer, then Pooling, "
-                     "then optionally Normalize");
+      return InvalidRequest(
+          source + ": module " + std::to_string(i) + " of type '" + type +
+          "' is not supported for embeddings; supported: Transformer, then Pooling, "
+          "then optionally Normalize");
     }
     if (kind == ModuleKind::kTransformer) {
       have_encoder = true;
@@ -135,8 +133,8 @@ Result<SentenceTransformersLayout> ReadSentenceTransformersLayout(const fs::path
     } else if (kind == ModuleKind::kPooling) {
       const fs::path config = path / "config.json";
       if (!fs::exists(config, ec)) {
-        return Invalid("the Pooling module's config " + config.string() +
-                       " is missing; the sentence-transformers folder is incomplete");
+        return InvalidRequest("the Pooling module's config " + config.string() +
+                              " is missing; the sentence-transformers folder is incomplete");
       }
       auto j = ReadJsonFile(config);
       if (!j.ok()) return j.error();
@@ -147,8 +145,8 @@ Result<SentenceTransformersLayout> ReadSentenceTransformersLayout(const fs::path
     }
   }
   if (!have_encoder || !have_pooling) {
-    return Invalid(source + " lists no " + std::string(have_encoder ? "Pooling" : "Transformer") +
-                   " module");
+    return InvalidRequest(source + " lists no " +
+                          std::string(have_encoder ? "Pooling" : "Transformer") + " module");
   }
   return layout;
 }

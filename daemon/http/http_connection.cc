@@ -13,7 +13,7 @@
 namespace medq::daemon::http {
 namespace {
 
-struct WriteRequest {
+struct HttpWriteRequest {
   uv_write_t req;
   std::string data;
 };
@@ -257,11 +257,11 @@ void HttpConnection::Write(std::string bytes) {
     Close();
     return;
   }
-  auto* w = new WriteRequest{{}, std::move(bytes)};
+  auto* w = new HttpWriteRequest{{}, std::move(bytes)};
   uv_buf_t buf = uv_buf_init(w->data.data(), static_cast<unsigned>(w->data.size()));
   w->req.data = w;
   int rc = uv_write(&w->req, stream(), &buf, 1,
-                    [](uv_write_t* req, int) { delete static_cast<WriteRequest*>(req->data); });
+                    [](uv_write_t* req, int) { delete static_cast<HttpWriteRequest*>(req->data); });
   if (rc != 0) {
     delete w;
     Close();

@@ -11,7 +11,7 @@ namespace {
 
 constexpr size_t kMaxHeaderBytes = 64 * 1024;
 constexpr size_t kMaxHeaders = 100;
-constexpr size_t kMaxPendingWriteBytes = 64u << 20;
+constexpr size_t kMaxPendingHttpWriteBytes = 64u << 20;
 
 }  // namespace
 
@@ -113,7 +113,7 @@ void HttpServer::Accept() {
   const uint64_t id = next_id_++;
   HttpConnection::Limits limits{
       kMaxHeaderBytes, kMaxHeaders, static_cast<size_t>(config_.max_message_bytes),
-      static_cast<uint64_t>(config_.idle_timeout_s * 1000), kMaxPendingWriteBytes};
+      static_cast<uint64_t>(config_.idle_timeout_s * 1000), kMaxPendingHttpWriteBytes};
   HttpConnection::Callbacks callbacks{
       [this](HttpConnection& c, HttpRequest r) { OnRequest(c, std::move(r)); },
       [this](HttpConnection& c) {

@@ -3,6 +3,7 @@
 // back to the client.
 #include <spdlog/spdlog.h>
 
+#include "common/elapsed.h"
 #include "common/requests.h"
 #include "daemon/loop/ops_internal.h"
 
@@ -11,10 +12,6 @@ namespace {
 
 using nlohmann::json;
 using Clock = std::chrono::steady_clock;
-
-double MsBetween(Clock::time_point a, Clock::time_point b) {
-  return std::chrono::duration<double, std::milli>(b - a).count();
-}
 
 struct EmbedSession {
   explicit EmbedSession(Responder r) : reply(std::move(r)) {}

@@ -3,6 +3,7 @@
 // to the client.
 #include <spdlog/spdlog.h>
 
+#include "common/elapsed.h"
 #include "common/generate_params.h"
 #include "common/requests.h"
 #include "daemon/loop/ops_internal.h"
@@ -14,10 +15,6 @@ using nlohmann::json;
 using Clock = std::chrono::steady_clock;
 
 constexpr int kDeviceErrorThreshold = 3;
-
-double MsSince(Clock::time_point t) {
-  return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
-}
 
 // A generation from submission to its final reply, as the loop sees it.
 struct Session {

@@ -13,10 +13,6 @@
 namespace medq::chat {
 namespace {
 
-medq::Error InvalidRequest(std::string message) {
-  return medq::Error(medq::ErrorCode::kInvalidRequest, std::move(message));
-}
-
 std::string Describe(const TemplateError& e) {
   std::string msg = "chat template error";
   if (e.has_pos()) {

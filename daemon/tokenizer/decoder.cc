@@ -224,7 +224,7 @@ class SequenceDecoder : public Decoder {
   std::vector<std::unique_ptr<Decoder>> items_;
 };
 
-Error Bad(const std::string& what) {
+Error BadDecoder(const std::string& what) {
   return Error(ErrorCode::kInvalidRequest, "decoder " + what);
 }
 
@@ -248,7 +248,7 @@ Result<std::unique_ptr<Decoder>> ParseDecoder(const nlohmann::json& j,
   }
 
   if (!j.is_object() || !j.contains("type") || !j["type"].is_string()) {
-    return Bad("must be an object with a \"type\"");
+    return BadDecoder("must be an object with a \"type\"");
   }
   const std::string type = j["type"].get<std::string>();
   if (type == "ByteLevel") return std::unique_ptr<Decoder>(new ByteLevelDecoder(added));
@@ -260,11 +260,12 @@ Result<std::unique_ptr<Decoder>> ParseDecoder(const nlohmann::json& j,
     const std::string content = j.at("content").get<std::string>();
     if (content.empty() || !IsValidUtf8(content) ||
         Utf8SeqLen(static_cast<unsigned char>(content[0])) != content.size()) {
-      return Bad("Strip: \"content\" must be one character");
+      return BadDecoder("Strip: \"content\" must be one character");
     }
     const std::optional<size_t> start = CountOf(j, "start", 0);
     const std::optional<size_t> stop = CountOf(j, "stop", 0);
-    if (!start || !stop) return Bad("Strip: \"start\" and \"stop\" must be non-negative integers");
+    if (!start || !stop)
+      return BadDecoder("Strip: \"start\" and \"stop\" must be non-negative integers");
     return std::unique_ptr<Decoder>(new StripDecoder(content, *start, *stop));
   }
   if (type == "Replace") {

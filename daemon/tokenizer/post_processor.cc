@@ -76,7 +76,7 @@ class SequenceProcessor : public PostProcessor {
   std::vector<std::unique_ptr<PostProcessor>> items_;
 };
 
-Error Bad(const std::string& what) {
+Error BadPostProcessor(const std::string& what) {
   return Error(ErrorCode::kInvalidRequest, "post_processor " + what);
 }
 
@@ -97,7 +97,7 @@ Result<std::vector<TemplateItem>> ParseTemplate(
     }
     return ParseTemplate(arr, specials);
   }
-  if (!j.is_array()) return Bad("TemplateProcessing: template must be an array");
+  if (!j.is_array()) return BadPostProcessor("TemplateProcessing: template must be an array");
   for (const auto& e : j) {
     std::string special;
     TemplateItem item;
@@ -116,13 +116,14 @@ Result<std::vector<TemplateItem>> ParseTemplate(
     } else if (e.is_object() && e.contains("SpecialToken")) {
       special = e["SpecialToken"].at("id").get<std::string>();
     } else {
-      return Bad(std::string("TemplateProcessing: unknown template item of type ") + e.type_name());
+      return BadPostProcessor(std::string("TemplateProcessing: unknown template item of type ") +
+                              e.type_name());
     }
     if (!item.is_sequence) {
       const auto it = specials.find(special);
       if (it == specials.end()) {
-        return Bad("TemplateProcessing: special token \"" + special +
-                   "\" is missing from \"special_tokens\"");
+        return BadPostProcessor("TemplateProcessing: special token \"" + special +
+                                "\" is missing from \"special_tokens\"");
       }
       item.ids = it->second;
     }
@@ -157,7 +158,7 @@ Result<std::unique_ptr<PostProcessor>> ParsePostProcessor(const nlohmann::json& 
   }
 
   if (!j.is_object() || !j.contains("type") || !j["type"].is_string()) {
-    return Bad("must be an object with a \"type\"");
+    return BadPostProcessor("must be an object with a \"type\"");
   }
   const std::string type = j["type"].get<std::string>();
   if (type == "ByteLevel") return std::unique_ptr<PostProcessor>(new PassThroughProcessor());
@@ -169,7 +170,8 @@ Result<std::unique_ptr<PostProcessor>> ParsePostProcessor(const nlohmann::json& 
         for (const auto& id : st.at("ids")) {
           const std::optional<int32_t> valid = TokenIdOf(id);
           if (!valid)
-            return Bad("TemplateProcessing: special token \"" + name + "\" has an invalid id");
+            return BadPostProcessor("TemplateProcessing: special token \"" + name +
+                                    "\" has an invalid id");
           ids.push_back(*valid);
         }
       }
@@ -185,7 +187,7 @@ Result<std::unique_ptr<PostProcessor>> ParsePostProcessor(const nlohmann::json& 
     // "sep": ["[SEP]", 102], "cls": ["[CLS]", 101]
     const std::optional<int32_t> sep = TokenIdOf(j.at("sep").at(1));
     const std::optional<int32_t> cls = TokenIdOf(j.at("cls").at(1));
-    if (!sep || !cls) return Bad(type + ": \"sep\" and \"cls\" need valid ids");
+    if (!sep || !cls) return BadPostProcessor(type + ": \"sep\" and \"cls\" need valid ids");
     if (type == "BertProcessing") {
       return std::unique_ptr<PostProcessor>(new TemplateProcessor(
           Items({{*cls}, {}, {*sep}}), Items({{*cls}, {}, {*sep}, {}, {*sep}})));

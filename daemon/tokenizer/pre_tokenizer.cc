@@ -141,7 +141,7 @@ Result<std::shared_ptr<const Regex>> CompileShared(std::string_view pattern) {
   return std::shared_ptr<const Regex>(std::move(re).value());
 }
 
-Error Bad(const std::string& what) {
+Error BadPreTokenizer(const std::string& what) {
   return Error(ErrorCode::kInvalidRequest, "pre_tokenizer " + what);
 }
 
@@ -153,7 +153,7 @@ Result<SplitBehavior> ParseSplitBehavior(const std::string& name) {
   if (name == "MergedWithPrevious") return SplitBehavior::kMergedWithPrevious;
   if (name == "MergedWithNext") return SplitBehavior::kMergedWithNext;
   if (name == "Contiguous") return SplitBehavior::kContiguous;
-  return Bad("split behavior \"" + name + "\" is not supported");
+  return BadPreTokenizer("split behavior \"" + name + "\" is not supported");
 }
 
 Result<std::unique_ptr<PreTokenizer>> ParsePreTokenizer(const nlohmann::json& j, int depth) {
@@ -163,7 +163,7 @@ Result<std::unique_ptr<PreTokenizer>> ParsePreTokenizer(const nlohmann::json& j,
   }
 
   if (!j.is_object() || !j.contains("type") || !j["type"].is_string()) {
-    return Bad("must be an object with a \"type\"");
+    return BadPreTokenizer("must be an object with a \"type\"");
   }
   const std::string type = j["type"].get<std::string>();
   if (type == "Sequence") {
@@ -195,7 +195,7 @@ Result<std::unique_ptr<PreTokenizer>> ParsePreTokenizer(const nlohmann::json& j,
   }
   if (type == "Metaspace") {
     std::string replacement = j.value("replacement", std::string("\xE2\x96\x81"));
-    if (replacement.empty()) return Bad("Metaspace: empty \"replacement\"");
+    if (replacement.empty()) return BadPreTokenizer("Metaspace: empty \"replacement\"");
     PrependScheme scheme = PrependScheme::kAlways;
     if (j.contains("prepend_scheme") && j["prepend_scheme"].is_string()) {
       const std::string s = j["prepend_scheme"].get<std::string>();
@@ -206,7 +206,7 @@ Result<std::unique_ptr<PreTokenizer>> ParsePreTokenizer(const nlohmann::json& j,
       } else if (s == "never") {
         scheme = PrependScheme::kNever;
       } else {
-        return Bad("Metaspace: prepend_scheme \"" + s + "\" is not supported");
+        return BadPreTokenizer("Metaspace: prepend_scheme \"" + s + "\" is not supported");
       }
     } else if (j.contains("add_prefix_space")) {
       scheme = j["add_prefix_space"].get<bool>() ? PrependScheme::kAlways : PrependScheme::kNever;
@@ -230,7 +230,7 @@ Result<std::unique_ptr<PreTokenizer>> ParsePreTokenizer(const nlohmann::json& j,
   if (type == "CharDelimiterSplit") {
     const std::string d = j.at("delimiter").get<std::string>();
     size_t len = 0;
-    if (d.empty()) return Bad("CharDelimiterSplit: empty \"delimiter\"");
+    if (d.empty()) return BadPreTokenizer("CharDelimiterSplit: empty \"delimiter\"");
     const char32_t delim = DecodeAt(d, 0, &len);
     return MakeCharSplit([delim](char32_t c) { return c == delim; }, SplitBehavior::kRemoved);
   }

@@ -6,6 +6,7 @@
 #include <spdlog/spdlog.h>
 #include <nlohmann/json.hpp>
 
+#include "common/elapsed.h"
 #include "daemon/tokenizer/normalizer.h"
 #include "daemon/worker/memory.h"
 
@@ -13,14 +14,6 @@ namespace medq::daemon {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-double MsBetween(Clock::time_point a, Clock::time_point b) {
-  return std::chrono::duration<double, std::milli>(b - a).count();
-}
-
-Error Invalid(const std::string& what) {
-  return Error(ErrorCode::kInvalidRequest, what);
-}
 
 std::string InputField(const EmbedRequest& r, size_t i) {
   return r.input_is_list ? "params.input[" + std::to_string(i) + "]" : "params.input";
@@ -77,8 +70,9 @@ Result<std::unique_ptr<Embeddings::Request>> Embeddings::Prepare(EmbedJob& job) 
   r->dims = info.dims;
   if (req.dimensions) {
     if (*req.dimensions > info.dims) {
-      return Invalid("params.dimensions " + std::to_string(*req.dimensions) + " is more than the " +
-                     std::to_string(info.dims) + " dimensions of " + m.name);
+      return InvalidRequest("params.dimensions " + std::to_string(*req.dimensions) +
+                            " is more than the " + std::to_string(info.dims) + " dimensions of " +
+                            m.name);
     }
     r->dims = *req.dimensions;
   }
@@ -111,15 +105,16 @@ void Embeddings::Start(EmbedJob job) {
     std::vector<int32_t> ids = r->tokenizer->Encode(text, /*add_special_tokens=*/true);
     const auto n = static_cast<int64_t>(ids.size());
     if (n == 0) {
-      ended_.push_back(Ended{job.sink, Invalid(InputField(req, i) + " gives no tokens")});
+      ended_.push_back(Ended{job.sink, InvalidRequest(InputField(req, i) + " gives no tokens")});
       return Report();
     }
     if (n > info.max_seq_length) {
       if (!req.truncate) {
-        ended_.push_back(Ended{
-            job.sink, Invalid(InputField(req, i) + " is " + std::to_string(n) +
-                              " tokens, more than the " + std::to_string(info.max_seq_length) +
-                              " of " + r->model_name + "; shorten it or leave truncate on")});
+        ended_.push_back(
+            Ended{job.sink,
+                  InvalidRequest(InputField(req, i) + " is " + std::to_string(n) +
+                                 " tokens, more than the " + std::to_string(info.max_seq_length) +
+                                 " of " + r->model_name + "; shorten it or leave truncate on")});
         return Report();
       }
       // Cut the text, keep the closing special token ([SEP], </s>): what

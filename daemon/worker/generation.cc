@@ -7,10 +7,6 @@
 namespace medq::daemon {
 namespace {
 
-Error Invalid(const std::string& msg) {
-  return Error(ErrorCode::kInvalidRequest, msg);
-}
-
 // Patient text for the log (only with log_prompts), JSON-quoted so that
 // newlines and control characters in it cannot forge log lines.
 std::string QuotedForLog(const nlohmann::ordered_json& value) {
@@ -31,9 +27,9 @@ std::string PromptForLog(const GenerateParams& p) {
 Result<std::string> RenderChat(const LoadedModel& model, const GenerateParams& p,
                                bool add_generation_prompt) {
   if (!model.chat_template) {
-    return Invalid("model " + model.name +
-                   " has no chat template (tokenizer_config.json chat_template); send the "
-                   "prompt with mode \"raw\"");
+    return InvalidRequest("model " + model.name +
+                          " has no chat template (tokenizer_config.json chat_template); send the "
+                          "prompt with mode \"raw\"");
   }
   chat::TemplateInputs in;
   if (p.messages) {
@@ -51,7 +47,7 @@ Result<std::string> RenderChat(const LoadedModel& model, const GenerateParams& p
 Result<std::vector<int32_t>> PromptIds(const LoadedModel& model, const GenerateParams& p) {
   if (p.prompt_ids) return *p.prompt_ids;
   if (!model.tokenizer) {
-    return Invalid("model " + model.name + " has no tokenizer.json; send params.prompt_ids");
+    return InvalidRequest("model " + model.name + " has no tokenizer.json; send params.prompt_ids");
   }
   const bool chat = p.messages || p.mode == PromptMode::kChat ||
                     (p.mode == PromptMode::kAuto && model.chat_template.has_value());
@@ -78,23 +74,24 @@ Result<std::unique_ptr<Generation>> Generation::Prepare(GenerationJob job, const
   const GenerateParams& p = job.spec->params;
   auto ids = PromptIds(model, p);
   if (!ids.ok()) return std::move(ids).error();
-  if (ids->empty()) return Invalid("params.prompt gives no tokens");
+  if (ids->empty()) return InvalidRequest("params.prompt gives no tokens");
   const int64_t prompt_len = static_cast<int64_t>(ids->size());
   if (prompt_len >= info.max_context) {
-    return Invalid("params.prompt is " + std::to_string(prompt_len) +
-                   " tokens; the model's context is " + std::to_string(info.max_context));
+    return InvalidRequest("params.prompt is " + std::to_string(prompt_len) +
+                          " tokens; the model's context is " + std::to_string(info.max_context));
   }
   const int64_t max_new = EffectiveMaxTokens(p, info.max_context - prompt_len);
   if (prompt_len + max_new > info.max_context) {
-    return Invalid("params.max_tokens " + std::to_string(max_new) + " with a prompt of " +
-                   std::to_string(prompt_len) + " tokens exceeds the model's context of " +
-                   std::to_string(info.max_context) + "; ask for at most " +
-                   std::to_string(info.max_context - prompt_len));
+    return InvalidRequest("params.max_tokens " + std::to_string(max_new) + " with a prompt of " +
+                          std::to_string(prompt_len) + " tokens exceeds the model's context of " +
+                          std::to_string(info.max_context) + "; ask for at most " +
+                          std::to_string(info.max_context - prompt_len));
   }
   for (int32_t id : *ids) {
     if (id < 0 || id >= info.vocab_size) {
-      return Invalid("params.prompt_ids holds id " + std::to_string(id) +
-                     ", outside the model's vocabulary of " + std::to_string(info.vocab_size));
+      return InvalidRequest("params.prompt_ids holds id " + std::to_string(id) +
+                            ", outside the model's vocabulary of " +
+                            std::to_string(info.vocab_size));
     }
   }
   if (job.log_text) spdlog::info("job {}: prompt {}", job.id, PromptForLog(p));

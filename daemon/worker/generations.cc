@@ -4,16 +4,13 @@
 
 #include <spdlog/spdlog.h>
 
+#include "common/elapsed.h"
 #include "daemon/worker/memory.h"
 
 namespace medq::daemon {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-double MsSince(Clock::time_point t) {
-  return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
-}
 
 // The done fields of a generation that ended before producing anything.
 engine::GenerateResult NothingRun(const Generation& g, engine::FinishReason finish) {

@@ -75,8 +75,8 @@ std::string ReadAll(const fs::path& p) {
 }
 
 // The daemon's args with a job store in `state`.
-std::vector<std::string> Args(const ModelRepo& repo, const fs::path& state,
-                              std::vector<std::string> extra = {}) {
+std::vector<std::string> DurableArgs(const ModelRepo& repo, const fs::path& state,
+                                     std::vector<std::string> extra = {}) {
   extra.insert(extra.end(), {"--state-dir", state.string()});
   return DaemonArgs(repo, std::move(extra));
 }
@@ -84,7 +84,7 @@ std::vector<std::string> Args(const ModelRepo& repo, const fs::path& state,
 TEST_CASE("durable: submit returns at once, and result gives what generate streams", "[e2e]") {
   ModelRepo repo;
   TempDir state;
-  DaemonProcess d(Args(repo, state.path()));
+  DaemonProcess d(DurableArgs(repo, state.path()));
   const ProcessResult submitted =
       RunMedq(d.socket(), {"submit", "--raw", "--max-tokens", "12", "--temperature", "0", "Hello"});
   REQUIRE(submitted.status == 0);
@@ -121,7 +121,7 @@ TEST_CASE("durable: submit returns at once, and result gives what generate strea
 TEST_CASE("durable: the job ops name a wrong field", "[e2e]") {
   ModelRepo repo;
   TempDir state;
-  DaemonProcess d(Args(repo, state.path()));
+  DaemonProcess d(DurableArgs(repo, state.path()));
   struct Case {
     json params;
     std::string op, names;
@@ -153,7 +153,7 @@ TEST_CASE("durable: accepted jobs survive SIGKILL and run again in priority orde
   std::string blocker;
   std::vector<std::string> jobs;
   {
-    DaemonProcess d(Args(repo, state.path(), {"--max-queue", "10"}));
+    DaemonProcess d(DurableArgs(repo, state.path(), {"--max-queue", "10"}));
     blocker = Submit(d.socket(), Blocker());
     AwaitQueue(d.socket(), 1, 0);
     for (size_t i = 0; i < prompts.size(); ++i) {
@@ -165,7 +165,7 @@ TEST_CASE("durable: accepted jobs survive SIGKILL and run again in priority orde
     d.Signal(SIGKILL);
     REQUIRE(d.Wait(10s) == 128 + SIGKILL);
   }
-  DaemonProcess d(Args(repo, state.path(), {"--max-queue", "10"}));
+  DaemonProcess d(DurableArgs(repo, state.path(), {"--max-queue", "10"}));
   CHECK_THAT(d.Log(), Catch::Contains("5 accepted job(s) run again"));
   std::map<std::string, double> finished;
   for (size_t i = 0; i < jobs.size(); ++i) {
@@ -198,7 +198,7 @@ TEST_CASE("durable: finished results and cancellations survive a restart", "[e2e
   std::string done_job, cancelled_job;
   json done_result;
   {
-    DaemonProcess d(Args(repo, state.path()));
+    DaemonProcess d(DurableArgs(repo, state.path()));
     done_job = Submit(d.socket(), Greedy("kept", 8));
     done_result = AwaitResult(d.socket(), done_job);
     REQUIRE(done_result["state"] == "done");
@@ -213,7 +213,7 @@ TEST_CASE("durable: finished results and cancellations survive a restart", "[e2e
     d.Signal(SIGKILL);
     d.Wait(10s);
   }
-  DaemonProcess d(Args(repo, state.path()));
+  DaemonProcess d(DurableArgs(repo, state.path()));
   CHECK(AwaitResult(d.socket(), done_job) == done_result);
   CHECK(AwaitResult(d.socket(), cancelled_job)["state"] == "cancelled");
   const json health = Call(d.socket(), "health", json::object());
@@ -225,14 +225,14 @@ TEST_CASE("durable: SIGTERM leaves waiting jobs queued to run after the restart"
   TempDir state;
   std::string waiting;
   {
-    DaemonProcess d(Args(repo, state.path(), {"--drain-timeout-s", "0.5"}));
+    DaemonProcess d(DurableArgs(repo, state.path(), {"--drain-timeout-s", "0.5"}));
     Submit(d.socket(), Blocker());
     AwaitQueue(d.socket(), 1, 0);
     waiting = Submit(d.socket(), Greedy("after the restart", 6));
     d.Signal(SIGTERM);
     REQUIRE(d.Wait(30s) == 0);
   }
-  DaemonProcess d(Args(repo, state.path()));
+  DaemonProcess d(DurableArgs(repo, state.path()));
   const json result = AwaitResult(d.socket(), waiting);
   CHECK(result["state"] == "done");
   CHECK(result["result"]["text"] == Generate(d.socket(), Greedy("after the restart", 6)).Text());
@@ -243,7 +243,7 @@ TEST_CASE("durable: a write killed before its commit leaves no job", "[e2e]") {
   TempDir state;
   std::string before;
   {
-    DaemonProcess d(Args(repo, state.path(), {"--test-fault-injection"}));
+    DaemonProcess d(DurableArgs(repo, state.path(), {"--test-fault-injection"}));
     before = Submit(d.socket(), Greedy("one", 4));
     REQUIRE(AwaitResult(d.socket(), before)["state"] == "done");
     REQUIRE(Call(d.socket(), "inject-fault", {{"at", "store-write"}})["event"] == "result");
@@ -254,7 +254,7 @@ TEST_CASE("durable: a write killed before its commit leaves no job", "[e2e]") {
     CHECK(!reply.ok());
     CHECK(d.Wait(10s) == 128 + SIGKILL);
   }
-  DaemonProcess d(Args(repo, state.path()));
+  DaemonProcess d(DurableArgs(repo, state.path()));
   const json store = Call(d.socket(), "health", json::object())["result"]["store"];
   CHECK(store["done"] == 1);
   CHECK(store["queued"] == 0);
@@ -274,7 +274,7 @@ TEST_CASE("durable: a damaged or newer store is moved aside, never read", "[e2e]
                          nullptr) == SQLITE_OK);
     sqlite3_close(db);
   }
-  DaemonProcess d(Args(repo, state.path()));
+  DaemonProcess d(DurableArgs(repo, state.path()));
   const json health = Call(d.socket(), "health", json::object())["result"];
   CHECK(health["status"] == "degraded");
   CHECK_THAT(health["warnings"].dump(), Catch::Contains("moved aside"));
@@ -294,7 +294,7 @@ TEST_CASE("durable: a damaged or newer store is moved aside, never read", "[e2e]
 TEST_CASE("durable: one store serves one daemon", "[e2e]") {
   ModelRepo repo;
   TempDir state;
-  DaemonProcess first(Args(repo, state.path()));
+  DaemonProcess first(DurableArgs(repo, state.path()));
   const ProcessResult second =
       RunProcess({MedqdPath().string(), "--config", "/dev/null", "--socket",
                   (state.path() / "second.sock").string(), "--state-dir", state.path().string()});
@@ -307,7 +307,7 @@ TEST_CASE("durable: the store is private and forgotten jobs do not linger", "[e2
   ModelRepo repo;
   TempDir parent;
   const fs::path state = parent.path() / "state";  // made by the daemon
-  DaemonProcess d(Args(repo, state));
+  DaemonProcess d(DurableArgs(repo, state));
   const std::string secret = "patient Zebulon Quixote-Marchetti";
   const std::string job = Submit(d.socket(), Greedy(secret, 4));
   REQUIRE(AwaitResult(d.socket(), job)["state"] == "done");
@@ -331,7 +331,7 @@ TEST_CASE("durable: the store is private and forgotten jobs do not linger", "[e2
 TEST_CASE("durable: results expire after result_ttl_s", "[e2e]") {
   ModelRepo repo;
   TempDir state;
-  DaemonProcess d(Args(repo, state.path(), {"--result-ttl-s", "1"}));
+  DaemonProcess d(DurableArgs(repo, state.path(), {"--result-ttl-s", "1"}));
   const std::string job = Submit(d.socket(), Greedy("short-lived", 3));
   REQUIRE(AwaitResult(d.socket(), job)["state"] == "done");
   json reply;
@@ -364,7 +364,7 @@ TEST_CASE("durable: a full disk refuses new jobs while the running one finishes"
   TempDir state;
   TinyFilesystem tiny(state.path());
   if (!tiny.ok()) MEDQ_SKIP("cannot mount a small tmpfs here (needs CAP_SYS_ADMIN)");
-  DaemonProcess d(Args(repo, state.path(), {"--max-queue", "1000"}));
+  DaemonProcess d(DurableArgs(repo, state.path(), {"--max-queue", "1000"}));
   RawClient running(d.socket());
   json blocker = Blocker();
   blocker["max_tokens"] = 200;

@@ -18,7 +18,7 @@ namespace {
 using nlohmann::json;
 using namespace std::chrono_literals;
 
-std::vector<std::string> Args(const ModelRepo& repo, std::vector<std::string> extra = {}) {
+std::vector<std::string> HostileArgs(const ModelRepo& repo, std::vector<std::string> extra = {}) {
   std::vector<std::string> args = {"--models-dir", repo.dir().string(), "--model",
                                    "tiny-llama3",  "--threads",         "1"};
   args.insert(args.end(), extra.begin(), extra.end());
@@ -96,7 +96,8 @@ TEST_CASE("a client trickling one byte at a time is closed by the idle timeout",
 
 TEST_CASE("max_connections above the open-file limit is lowered to what fits", "[e2e]") {
   ModelRepo repo;
-  DaemonProcess d(Args(repo, {"--max-connections", "1000"}), 30s, true, /*open_file_limit=*/128);
+  DaemonProcess d(HostileArgs(repo, {"--max-connections", "1000"}), 30s, true,
+                  /*open_file_limit=*/128);
   CHECK_THAT(d.Log(), Catch::Contains("serving at most 64 connections"));
   std::vector<std::unique_ptr<RawClient>> served;
   int refused = 0;
@@ -132,7 +133,7 @@ TEST_CASE("max_connections above the open-file limit is lowered to what fits", "
 
 TEST_CASE("tokenize refuses text over its limit and frees what a large one used", "[e2e]") {
   ModelRepo repo;
-  DaemonProcess d(Args(repo));
+  DaemonProcess d(HostileArgs(repo));
   REQUIRE(Tokenize(d.socket(), "warm up")["event"] == "result");
   json huge = Tokenize(d.socket(), std::string(4u << 20, 'a'));
   CHECK(huge["event"] == "error");
@@ -149,7 +150,7 @@ TEST_CASE("the memory of a large tokenize is given back after the job", "[e2e]")
   MEDQ_SKIP("RSS is not a measure of freed memory under ThreadSanitizer");
 #endif
   ModelRepo repo;
-  DaemonProcess d(Args(repo));
+  DaemonProcess d(HostileArgs(repo));
   REQUIRE(Tokenize(d.socket(), "warm up")["event"] == "result");
   std::string words;
   for (int i = 0; words.size() < (1u << 20) - 16; ++i)
@@ -172,7 +173,7 @@ TEST_CASE("the memory of a large tokenize is given back after the job", "[e2e]")
 
 TEST_CASE("a last line without its newline is answered before a half-close", "[e2e]") {
   ModelRepo repo;
-  DaemonProcess d(Args(repo));
+  DaemonProcess d(HostileArgs(repo));
   {
     RawClient c(d.socket());
     REQUIRE(c.Send(R"({"v":1,"id":5,"op":"version"})"));  // no newline

@@ -32,11 +32,11 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 using namespace std::chrono_literals;
 
-const fs::path kData = fs::path(MEDQ_EMBEDDING_TEST_DATA);
+const fs::path kEmbeddingData = fs::path(MEDQ_EMBEDDING_TEST_DATA);
 
 // The fixture models plus tiny-bert for embeddings.
 void AddTinyBert(const ModelRepo& repo) {
-  repo.AddModel("tiny-bert", kData / "tiny-bert");
+  repo.AddModel("tiny-bert", kEmbeddingData / "tiny-bert");
 }
 
 std::vector<std::string> HttpArgs(const ModelRepo& repo, int port,

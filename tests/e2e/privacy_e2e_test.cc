@@ -16,8 +16,8 @@ using namespace std::chrono_literals;
 
 constexpr const char* kPrompt = "Quokkafish Zebrawick presented with";
 
-std::vector<std::string> Args(const ModelRepo& repo, const std::string& log_level,
-                              std::vector<std::string> extra = {}) {
+std::vector<std::string> PrivacyArgs(const ModelRepo& repo, const std::string& log_level,
+                                     std::vector<std::string> extra = {}) {
   std::vector<std::string> args = {
       "--models-dir", repo.dir().string(), "--model", "tiny-llama", "--threads", "1", "--log-level",
       log_level};
@@ -46,7 +46,7 @@ std::string Dump(const std::string& socket, const std::string& op) {
 TEST_CASE("by default no prompt or output reaches the log, health or queue",
           "[e2e][generate][privacy]") {
   ModelRepo repo;
-  DaemonProcess d(Args(repo, "debug"));  // even at log level debug
+  DaemonProcess d(PrivacyArgs(repo, "debug"));  // even at log level debug
   const std::string output = GenerateText(d);
   for (const std::string& where :
        {d.Log(), Dump(d.socket(), "health"), Dump(d.socket(), "queue")}) {
@@ -59,7 +59,7 @@ TEST_CASE("by default no prompt or output reaches the log, health or queue",
 TEST_CASE("log_prompts logs each prompt and output, with a warning at start",
           "[e2e][generate][privacy]") {
   ModelRepo repo;
-  DaemonProcess d(Args(repo, "info", {"--log-prompts", "true"}));
+  DaemonProcess d(PrivacyArgs(repo, "info", {"--log-prompts", "true"}));
   CHECK_THAT(d.Log(), Catch::Contains("log_prompts is on") && Catch::Contains("patient data"));
   const std::string output = GenerateText(d);
   const std::string log = d.Log();

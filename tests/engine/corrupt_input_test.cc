@@ -9,13 +9,13 @@
 namespace medq::engine::test {
 namespace {
 
-const fs::path kLlama = medq::test::ModelFixture("tiny-llama");
+const fs::path kTinyLlama = medq::test::ModelFixture("tiny-llama");
 
 // tiny-llama's config plus its tensors after `edit`, written into `dir`.
 void WriteModel(const fs::path& dir,
                 const std::function<void(std::map<std::string, at::Tensor>&)>& edit) {
-  fs::copy_file(kLlama / "config.json", dir / "config.json");
-  auto tensors = ReadTensors(kLlama / "model.safetensors");
+  fs::copy_file(kTinyLlama / "config.json", dir / "config.json");
+  auto tensors = ReadTensors(kTinyLlama / "model.safetensors");
   edit(tensors);
   std::vector<StWriteTensor> out;
   for (const auto& [name, t] : tensors) {
@@ -43,7 +43,7 @@ TEST_CASE("broken model directories are refused clearly", "[engine][corrupt]") {
     CHECK_THAT(e.message, Catch::Contains("config.json"));
   }
   SECTION("no weights") {
-    fs::copy_file(kLlama / "config.json", dir / "config.json");
+    fs::copy_file(kTinyLlama / "config.json", dir / "config.json");
     CHECK_THAT(LoadError(dir).message, Catch::Contains("model.safetensors"));
   }
   SECTION("missing tensor") {
@@ -64,8 +64,8 @@ TEST_CASE("broken model directories are refused clearly", "[engine][corrupt]") {
                Catch::Contains("model.norm.weight") && Catch::Contains("[63]"));
   }
   SECTION("truncated weights file") {
-    fs::copy_file(kLlama / "config.json", dir / "config.json");
-    const std::string bytes = ReadText(kLlama / "model.safetensors");
+    fs::copy_file(kTinyLlama / "config.json", dir / "config.json");
+    const std::string bytes = ReadText(kTinyLlama / "model.safetensors");
     WriteText(dir / "model.safetensors", bytes.substr(0, bytes.size() / 2));
     const Error e = LoadError(dir);
     CHECK(e.code == ErrorCode::kInvalidRequest);
@@ -82,9 +82,9 @@ TEST_CASE("broken model directories are refused clearly", "[engine][corrupt]") {
                Catch::Contains("FalconForCausalLM") && Catch::Contains("Qwen3ForCausalLM"));
   }
   SECTION("bad options") {
-    CHECK(LoadModel(kLlama, {"tpu", "auto"}).error().code == ErrorCode::kInvalidRequest);
-    CHECK(LoadModel(kLlama, {"cpu", "fp8"}).error().code == ErrorCode::kInvalidRequest);
-    CHECK(LoadModel(kLlama, {"cpu", "fp16"}).error().code == ErrorCode::kInvalidRequest);
+    CHECK(LoadModel(kTinyLlama, {"tpu", "auto"}).error().code == ErrorCode::kInvalidRequest);
+    CHECK(LoadModel(kTinyLlama, {"cpu", "fp8"}).error().code == ErrorCode::kInvalidRequest);
+    CHECK(LoadModel(kTinyLlama, {"cpu", "fp16"}).error().code == ErrorCode::kInvalidRequest);
   }
 }
 

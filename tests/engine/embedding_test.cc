@@ -58,7 +58,7 @@ fs::path CopyFolder(const std::string& name, const fs::path& dir) {
 // The variant of a tiny folder make_references.py describes: its Pooling
 // config written as given, Normalize kept or dropped, or no modules.json at
 // all (a plain transformers folder).
-fs::path WriteVariant(const std::string& name, const json& variant, const fs::path& dir) {
+fs::path WriteEmbeddingVariant(const std::string& name, const json& variant, const fs::path& dir) {
   const fs::path dest = CopyFolder(name, dir);
   if (variant.value("plain", false)) {
     fs::remove(dest / "modules.json");
@@ -148,7 +148,7 @@ void CheckTinyModel(const std::string& name, const std::string& architecture) {
     const std::string variant_name = variant.at("name").get<std::string>();
     INFO(name << " variant " << variant_name);
     TempDir tmp;
-    const auto model = MustLoad(WriteVariant(name, variant, tmp.path()));
+    const auto model = MustLoad(WriteEmbeddingVariant(name, variant, tmp.path()));
     const EmbeddingInfo& info = Info(*model);
     CHECK(info.architecture == architecture);
     CHECK(info.dims == variant.at("dims").get<int64_t>());
@@ -195,7 +195,7 @@ TEST_CASE("the pooling configs' modes and names are read as sentence-transformer
     if (variant.value("plain", false)) continue;
     INFO(variant.at("name").get<std::string>());
     TempDir tmp;
-    const auto model = MustLoad(WriteVariant("tiny-bert", variant, tmp.path()));
+    const auto model = MustLoad(WriteEmbeddingVariant("tiny-bert", variant, tmp.path()));
     const std::string name = variant.at("name").get<std::string>();
     const std::string want = name == "legacy cls+mean"    ? "cls+mean"
                              : name == "legacy lasttoken" ? "lasttoken"

@@ -15,15 +15,15 @@
 namespace medq::engine {
 namespace {
 
-struct Shape {
+struct MatRowsShape {
   int64_t out;
   int64_t in;
 };
 
 // in below, at and between the kernels' steps (8, 16, 32) with odd tails, and
 // outputs large enough to be split across threads.
-const std::vector<Shape>& Shapes() {
-  static const std::vector<Shape> shapes = {
+const std::vector<MatRowsShape>& MatRowsShapes() {
+  static const std::vector<MatRowsShape> shapes = {
       {1, 1},     {3, 7},    {5, 8},     {4, 15},  {7, 16},    {6, 17},
       {9, 31},    {2, 32},   {3, 33},    {11, 47}, {8, 48},    {5, 63},
       {1000, 33}, {64, 576}, {257, 130}, {3, 999}, {2051, 40}, {40, 4864},
@@ -41,7 +41,7 @@ void CheckAgainstMatVec(torch::ScalarType dtype, Tables tables) {
   MEDQ_SKIP_UNLESS_TABLE(tables);
   const std::string kernels = ActiveKernelsName();
   torch::manual_seed(7);
-  for (const Shape& s : Shapes()) {
+  for (const MatRowsShape& s : MatRowsShapes()) {
     const torch::Tensor w = torch::randn({s.out, s.in}).to(dtype);
     for (bool with_bias : {false, true}) {
       const torch::Tensor bias = torch::randn({s.out});
