@@ -8,10 +8,7 @@
 namespace medq {
 namespace {
 
-// Params keep the client's key order (common/protocol.h).
-using OrderedJson = nlohmann::ordered_json;
-
-Status ReadInt(const OrderedJson& p, const char* key, int64_t lo, int64_t hi, int& out) {
+Status ReadInt(const Params& p, const char* key, int64_t lo, int64_t hi, int& out) {
   auto it = p.find(key);
   if (it == p.end() || it->is_null()) return Status::Ok();
   if (!it->is_number_integer()) return InvalidParam(key, "must be an integer");
@@ -24,15 +21,13 @@ Status ReadInt(const OrderedJson& p, const char* key, int64_t lo, int64_t hi, in
   return Status::Ok();
 }
 
-Status ReadFloat(const OrderedJson& p, const char* key, double lo, double hi, bool lo_open,
-                 float& out) {
+Status ReadFloat(const Params& p, const char* key, double lo, double hi, bool lo_open, float& out) {
   auto it = p.find(key);
   if (it == p.end() || it->is_null()) return Status::Ok();
   if (!it->is_number()) return InvalidParam(key, "must be a number");
   double v = it->get<double>();
   if (!std::isfinite(v) || v < lo || v > hi || (lo_open && v == lo)) {
-    std::string range =
-        (lo_open ? "(" : "[") + OrderedJson(lo).dump() + ", " + OrderedJson(hi).dump() + "]";
+    std::string range = (lo_open ? "(" : "[") + Params(lo).dump() + ", " + Params(hi).dump() + "]";
     return InvalidParam(key, "must be in " + range);
   }
   out = static_cast<float>(v);
@@ -41,7 +36,7 @@ Status ReadFloat(const OrderedJson& p, const char* key, double lo, double hi, bo
 
 }  // namespace
 
-Result<GenerateParams> ParseGenerateParams(const OrderedJson& p) {
+Result<GenerateParams> ParseGenerateParams(const Params& p) {
   if (Status s = RejectUnknownFields(
           p, {"model",       "adapter", "prompt",          "messages",        "prompt_ids",
               "mode",        "system",  "template_kwargs", "tools",           "max_tokens",
@@ -71,7 +66,7 @@ Result<GenerateParams> ParseGenerateParams(const OrderedJson& p) {
   if (auto it = p.find("messages"); it != p.end() && !it->is_null()) {
     if (!it->is_array() || it->empty())
       return InvalidParam("messages", "must be a non-empty array");
-    for (const OrderedJson& m : *it) {
+    for (const Params& m : *it) {
       if (!m.is_object() || !m.contains("role") || !m["role"].is_string()) {
         return InvalidParam("messages", "must hold objects with a string \"role\"");
       }
@@ -84,7 +79,7 @@ Result<GenerateParams> ParseGenerateParams(const OrderedJson& p) {
       return InvalidParam("prompt_ids", "must be a non-empty array");
     std::vector<int32_t> ids;
     ids.reserve(it->size());
-    for (const OrderedJson& id : *it) {
+    for (const Params& id : *it) {
       if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() > INT32_MAX) {
         return InvalidParam("prompt_ids", "must hold non-negative integer token ids");
       }
@@ -139,7 +134,7 @@ Result<GenerateParams> ParseGenerateParams(const OrderedJson& p) {
       return InvalidParam(
           "stop", "must be an array of at most " + std::to_string(kMaxStopStrings) + " strings");
     }
-    for (const OrderedJson& stop : *it) {
+    for (const Params& stop : *it) {
       if (!stop.is_string() || stop.get_ref<const std::string&>().empty()) {
         return InvalidParam("stop", "must hold non-empty strings");
       }
@@ -159,8 +154,8 @@ Result<GenerateParams> ParseGenerateParams(const OrderedJson& p) {
   return g;
 }
 
-OrderedJson ToJson(const GenerateParams& g) {
-  OrderedJson p = OrderedJson::object();
+Params ToJson(const GenerateParams& g) {
+  Params p = Params::object();
   if (!g.model.empty()) p["model"] = g.model;
   if (!g.adapter.empty()) p["adapter"] = g.adapter;
   if (g.prompt) p["prompt"] = *g.prompt;

@@ -7,21 +7,21 @@
 namespace medq::engine {
 
 Status ValidateRequest(const Model& m, const GenerateRequest& r) {
-  const auto bad = [](const std::string& what) { return Error(ErrorCode::kInvalidRequest, what); };
-  if (r.prompt.empty()) return bad("the prompt is empty; give at least one token id");
+  if (r.prompt.empty()) return InvalidRequest("the prompt is empty; give at least one token id");
   for (const int32_t id : r.prompt) {
     if (id < 0 || id >= m.config.vocab_size) {
-      return bad("prompt token id " + std::to_string(id) + " is outside the vocabulary [0, " +
-                 std::to_string(m.config.vocab_size) + ")");
+      return InvalidRequest("prompt token id " + std::to_string(id) +
+                            " is outside the vocabulary [0, " +
+                            std::to_string(m.config.vocab_size) + ")");
     }
   }
-  if (r.max_new_tokens < 0) return bad("max_new_tokens must be >= 0");
+  if (r.max_new_tokens < 0) return InvalidRequest("max_new_tokens must be >= 0");
   const int64_t total = static_cast<int64_t>(r.prompt.size()) + r.max_new_tokens;
   if (total > m.info.max_context) {
-    return bad("prompt (" + std::to_string(r.prompt.size()) + " tokens) + max_new_tokens (" +
-               std::to_string(r.max_new_tokens) + ") exceeds the model's context of " +
-               std::to_string(m.info.max_context) +
-               " tokens; shorten the prompt or ask for fewer tokens");
+    return InvalidRequest("prompt (" + std::to_string(r.prompt.size()) +
+                          " tokens) + max_new_tokens (" + std::to_string(r.max_new_tokens) +
+                          ") exceeds the model's context of " + std::to_string(m.info.max_context) +
+                          " tokens; shorten the prompt or ask for fewer tokens");
   }
   return ValidateSampling(r.sampling);
 }
