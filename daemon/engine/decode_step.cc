@@ -6,6 +6,7 @@
 #include <cstring>
 #include <vector>
 
+#include "daemon/engine/kernels/aligned_vector.h"
 #include "daemon/engine/kernels/cpu_activation.h"
 #include "daemon/engine/kernels/cpu_attention.h"
 #include "daemon/engine/kernels/cpu_linear.h"
@@ -59,7 +60,7 @@ void EmbeddingRow(const at::Tensor& embed, int64_t id, float* out) {
 }
 
 // The per-step activations of n rows, row-major [n, width], sized once per
-// step.
+// step, each on a cache line (the kernels read x from them).
 struct Buffers {
   Buffers(const ModelConfig& c, int64_t intermediate, int64_t n)
       : rows(n),
@@ -72,7 +73,7 @@ struct Buffers {
     attention.reserve(static_cast<size_t>(n));
   }
   int64_t rows;
-  std::vector<float> x, h, qkv, attn, gate_up, act;
+  kernels::AlignedFloats x, h, qkv, attn, gate_up, act;
   std::vector<kernels::CachedAttention> attention;  // a layer's, one per row
 };
 

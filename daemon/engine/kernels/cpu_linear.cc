@@ -8,6 +8,7 @@
 #include <thread>
 #include <vector>
 
+#include "daemon/engine/kernels/aligned_vector.h"
 #include "daemon/engine/kernels/cpu_features.h"
 #include "daemon/engine/kernels/dense_kernels.h"
 #include "daemon/engine/kernels/work_sharing.h"
@@ -86,7 +87,7 @@ torch::Tensor FloatBias(const torch::Tensor& bias) {
 // several products a layer, and allocating one per product would put the
 // allocator on the per-token path. Valid until the thread's next call.
 const float* PreparedBf16Rows(const DenseKernels& k, const float* x, int64_t m, int64_t in) {
-  thread_local std::vector<float> prepared;
+  thread_local AlignedFloats prepared;
   if (prepared.size() < static_cast<size_t>(m * in)) prepared.resize(static_cast<size_t>(m * in));
   k.prepare_bf16_rows(x, m, in, prepared.data());
   return prepared.data();
