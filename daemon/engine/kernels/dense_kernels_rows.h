@@ -1,9 +1,10 @@
 // The one-row matrows kernels (dense_kernels.h) as templates: the AVX2
-// table's tiles (dense_kernels_rows_avx2.cc, -mavx2 -mfma, 16 vector
-// registers: one weight row against two x rows), and the building blocks the
-// AVX-512 table's two-row tiles end with (dense_kernels_rows_avx512.cc). Both
-// compute every result bitwise as the one-row kernel does (Dot1,
-// SplitDotBf16 in dense_kernels_avx2.cc). Like avx2_common.h, everything here
+// table's float32 tiles (dense_kernels_rows_avx2.cc, -mavx2 -mfma, 16 vector
+// registers: one weight row against two x rows; its bf16 weights take a pass
+// of their own there), and the building blocks the AVX-512 table's two-row
+// tiles end with (dense_kernels_rows_avx512.cc). Both compute every result
+// bitwise as the one-row kernel does (Dot1, SplitDotBf16 in
+// dense_kernels_avx2.cc). Like avx2_common.h, everything here
 // has internal linkage, so that no copy built for one instruction set can be
 // picked by the linker for another.
 //
