@@ -89,15 +89,18 @@ const DenseKernels& Avx2FmaKernels();
 
 // The AVX2+FMA table with the matrows entries of AVX-512, whose 512-bit
 // accumulators and 32 vector registers hold larger tiles
-// (dense_kernels_rows_avx512.cc), and the bf16 matvec those tiles compute
-// bitwise (four sums a dot product, where the AVX2 table's keeps two); every
-// other entry, and every float32 result, is the AVX2+FMA table's.
-// Precondition: the CPU supports AVX2, FMA, AVX-512F and AVX-512VL.
+// (dense_kernels_rows_avx512.cc), and the matvecs those tiles compute
+// bitwise (four sums a dot product, where the AVX2 table's keep two); every
+// other entry is the AVX2+FMA table's. The two tables' products agree to
+// float32 rounding, not bitwise. Precondition: the CPU supports AVX2, FMA,
+// AVX-512F and AVX-512VL.
 const DenseKernels& Avx512VlKernels();
 
-// The AVX2+FMA table's matrows entries and its bf16 matvec, which computes
-// each row as MatRowsBf16Avx2 does (dense_kernels_rows_avx2.cc, built with
+// The AVX2+FMA table's matrows entries and its matvecs, which compute each
+// row as the matrows entries do (dense_kernels_rows_avx2.cc, built with
 // -mavx2 -mfma); same precondition as Avx2FmaKernels().
+void MatVecF32Avx2(const float* w, int64_t in, const float* x, const float* bias, float* y,
+                   int64_t row_begin, int64_t row_end);
 void MatVecBf16Avx2(const uint16_t* w, int64_t in, const float* x, const float* bias, float* y,
                     int64_t row_begin, int64_t row_end);
 void MatRowsF32Avx2(const float* w, int64_t in, int64_t out, const float* x, int64_t m,

@@ -96,7 +96,8 @@ void PrepareBf16Rows(const float* x, int64_t m, int64_t in, float* split) {
 
 // One bf16 weight row against x split by PrepareBf16X: the AVX-512VL table's
 // matvec, whose matrows tiles keep its four sums (the AVX2 table's,
-// MatVecBf16Avx2, keeps two: dense_kernels_rows_avx2.cc). A 32-bit lane j of 16
+// MatVecBf16Avx2, keeps two: dense_kernels_rows_avx2.cc). A 32-bit lane j of
+// 16
 // loaded bf16 values holds element 2j in its low half and 2j+1 in its high
 // half, so a shift gives the even elements as float32 and a mask the odd
 // ones: one load and two integer ops per 16 weights, where widening each
@@ -280,9 +281,9 @@ void VecMatF32(const float* p, const float* w, int64_t n, int64_t d, float* y) {
 }  // namespace
 
 const DenseKernels& Avx2FmaKernels() {
-  static constexpr DenseKernels kTable{"avx2_fma",  &MatVecF32,   &MatVecBf16Avx2, &PrepareBf16Rows,
-                                       &MatMulBf16, &ConvertBf16, &MatRowsF32Avx2, &MatRowsBf16Avx2,
-                                       &VecMatF32,  &SiluMulAvx2};
+  static constexpr DenseKernels kTable{
+      "avx2_fma",   &MatVecF32Avx2,  &MatVecBf16Avx2,  &PrepareBf16Rows, &MatMulBf16,
+      &ConvertBf16, &MatRowsF32Avx2, &MatRowsBf16Avx2, &VecMatF32,       &SiluMulAvx2};
   return kTable;
 }
 

@@ -1,12 +1,11 @@
-// The one-row matrows kernels (dense_kernels.h) as templates: the AVX2
-// table's float32 tiles (dense_kernels_rows_avx2.cc, -mavx2 -mfma, 16 vector
-// registers: one weight row against two x rows; its bf16 weights take a pass
-// of their own there), and the building blocks the AVX-512 table's two-row
-// tiles end with (dense_kernels_rows_avx512.cc). Both compute every result
-// bitwise as the one-row kernel does (Dot1, SplitDotBf16 in
-// dense_kernels_avx2.cc). Like avx2_common.h, everything here
-// has internal linkage, so that no copy built for one instruction set can be
-// picked by the linker for another.
+// The one-row matrows kernels (dense_kernels.h) as templates: the building
+// blocks the AVX-512 table's two-row tiles end with, and its kernels for up
+// to kMaxOneRowX x rows (dense_kernels_rows_avx512.cc), in 256-bit registers.
+// They compute every result bitwise as that table's one-row kernels do (Dot1,
+// SplitDotBf16 in dense_kernels_avx2.cc). The AVX2 table keeps two sums a dot
+// product instead, and passes of its own (dense_kernels_rows_avx2.cc). Like
+// avx2_common.h, everything here has internal linkage, so that no copy built
+// for one instruction set can be picked by the linker for another.
 //
 // Why the same bits: a one-row kernel keeps four independent accumulators,
 // a, b, c, d, each summing its own fixed subset of the products in k order
@@ -26,7 +25,8 @@
 // registers hold. Measured and not kept with AVX2: tiles of three or four x
 // rows, and of four weight rows and one x row; the earlier layout (2 x 4
 // tiles, one accumulator class a pass over the row) cost 2 to 2.8 times one
-// row at four x rows.
+// row at four x rows. (Since then the AVX2 table's passes of four x rows,
+// with two sums a dot product, replaced these tiles there.)
 #pragma once
 
 #include <cstdint>

@@ -1,20 +1,19 @@
-// The AVX2+FMA table's matrows kernels, built with -mavx2 -mfma like
-// dense_kernels_avx2.cc: float32 weights in the one-row tiles of
-// dense_kernels_rows.h (one weight row and two x rows); bf16 weights, and the
-// bf16 matvec the table pairs with them, in one pass over each weight row for
-// up to four x rows (below).
+// The AVX2+FMA table's matrows kernels and the matvecs that compute each row
+// as they do, built with -mavx2 -mfma like dense_kernels_avx2.cc: one pass
+// over each weight row for up to four x rows, float32 and bf16 weights.
 #include "daemon/engine/kernels/dense_kernels.h"
 #include "daemon/engine/kernels/dense_kernels_rows.h"
 
 namespace medq::engine::kernels {
 namespace {
 
-// bf16 weights: one weight row against up to kPassRows x rows in one pass.
+// One weight row against up to kPassRows x rows in one pass.
 //
-// Each dot product keeps two sums, of the even and of the odd elements of
-// every 16-weight block in k order (a shift and a mask split a 16-weight
-// load that way, SplitBf16), then returns HorizontalSum(even + odd) plus the
-// scalar tail. The matvec is this pass with one x row, so every row of a
+// Each dot product keeps two sums, a and b, over every 16-weight block in k
+// order: bf16, the even and the odd elements (a shift and a mask split a
+// 16-weight load that way, SplitBf16); float32, the first and the second
+// eight (and a remaining eight into a). It returns HorizontalSum(a + b) plus
+// the scalar tail. The matvec is this pass with one x row, so every row of a
 // batch is bitwise what it would be alone.
 //
 // Why one pass for four x rows: two sums a dot product leave room for four x
@@ -27,42 +26,87 @@ namespace {
 // threads over a 576 x 65536 bf16 matrix from memory, seven rounds
 // alternating, median (range): four x rows 3.77 ms (3.70-3.81) a pass
 // against 4.57 (3.97-6.56) for the two-row tiles; one x row 3.48 (3.36-5.39)
-// against 4.21 (4.07-5.55) for the four-sum kernel.
+// against 4.21 (4.07-5.55) for the four-sum kernel. float32, engine_bench
+// --batch SmolLM-135M, three rounds alternating, step ms one / four
+// sequences: 25.62 / 31.33, 23.49 / 28.14, 21.23 / 27.35 against the two-row
+// tiles' 27.06 / 38.64, 24.28 / 36.16, 23.66 / 30.88.
 constexpr int kPassRows = 4;
 
-// dots[i] = the dot product of the bf16 weight row at w with x row i of the
-// M at x (row stride in, laid out by PrepareBf16X). kStream: the row comes
+// Sixteen float32 weights at w against the M x rows at x (row stride in):
+// the first eight products into `a`, the second eight into `b`, as
+// AddSplit splits sixteen bf16 weights into even and odd elements.
+template <int M>
+inline void AddPair(const float* w, int64_t in, const float* x, __m256* a, __m256* b) {
+  const __m256 w0 = _mm256_loadu_ps(w);
+  for (int i = 0; i < M; ++i)
+    a[i] = _mm256_fmadd_ps(w0, _mm256_loadu_ps(x + i * in), a[i]);
+  const __m256 w1 = _mm256_loadu_ps(w + 8);
+  for (int i = 0; i < M; ++i)
+    b[i] = _mm256_fmadd_ps(w1, _mm256_loadu_ps(x + i * in + 8), b[i]);
+}
+template <int M>
+inline void AddPair(const uint16_t* w, int64_t in, const float* x, __m256* a, __m256* b) {
+  AddSplit<M>(w, in, x, a, b);
+}
+
+// After the 16-weight blocks, from k: float32 adds a remaining 8 into `a`
+// (bf16 adds none). Returns where the scalar tail starts.
+template <int M>
+inline int64_t AddPairRemainder(const float* w, int64_t in, const float* x, int64_t k, __m256* a) {
+  if (k + 8 > in) return k;
+  const __m256 w0 = _mm256_loadu_ps(w + k);
+  for (int i = 0; i < M; ++i)
+    a[i] = _mm256_fmadd_ps(w0, _mm256_loadu_ps(x + i * in + k), a[i]);
+  return k + 8;
+}
+template <int M>
+inline int64_t AddPairRemainder(const uint16_t* /*w*/, int64_t /*in*/, const float* /*x*/,
+                                int64_t k, __m256* /*a*/) {
+  return k;
+}
+
+// Asks for the weights of a later pass's rows kPrefetchBytes on from the 32
+// weights at w (one cache line of bf16, two of float32).
+template <typename T>
+inline void PrefetchBlock(const T* w) {
+  for (int64_t line = 0; line < 32 * static_cast<int64_t>(sizeof(T)); line += 64)
+    PrefetchAt(w, kPrefetchBytes + line);
+}
+
+// dots[i] = the dot product of the weight row at w with x row i of the M at
+// x (row stride in; bf16: laid out by PrepareBf16X). kStream: the row comes
 // from memory, so the weights kStreamPrefetchBytes on are asked for into L2;
 // otherwise (a later pass over a row in L1) the rows to come are asked for
 // kPrefetchBytes ahead. The result is the same either way.
-template <int M, bool kStream>
-inline void PairPass(const uint16_t* w, int64_t in, const float* x, float* dots) {
-  __m256 even[M], odd[M];
+template <int M, bool kStream, typename T>
+inline void PairPass(const T* w, int64_t in, const float* x, float* dots) {
+  __m256 a[M], b[M];
   for (int i = 0; i < M; ++i) {
-    even[i] = _mm256_setzero_ps();
-    odd[i] = _mm256_setzero_ps();
+    a[i] = _mm256_setzero_ps();
+    b[i] = _mm256_setzero_ps();
   }
   int64_t k = 0;
   for (; k + 32 <= in; k += 32) {
     if constexpr (kStream) {
       PrefetchStreamBlock(w + k);
     } else {
-      Prefetch(w + k);
+      PrefetchBlock(w + k);
     }
-    AddSplit<M>(w + k, in, x + k, even, odd);
-    AddSplit<M>(w + k + 16, in, x + k + 16, even, odd);
+    AddPair<M>(w + k, in, x + k, a, b);
+    AddPair<M>(w + k + 16, in, x + k + 16, a, b);
   }
   if (k + 16 <= in) {
-    AddSplit<M>(w + k, in, x + k, even, odd);
+    AddPair<M>(w + k, in, x + k, a, b);
     k += 16;
   }
+  k = AddPairRemainder<M>(w, in, x, k, a);
   for (int i = 0; i < M; ++i)
-    dots[i] = AddTail(HorizontalSum(_mm256_add_ps(even[i], odd[i])), w, x + i * in, k, in);
+    dots[i] = AddTail(HorizontalSum(_mm256_add_ps(a[i], b[i])), w, x + i * in, k, in);
 }
 
 // x rows [i, i + n) of one weight row, n <= kPassRows.
-template <bool kStream>
-inline void PairPassOf(int64_t n, const uint16_t* wr, int64_t in, const float* x, float* dots) {
+template <bool kStream, typename T>
+inline void PairPassOf(int64_t n, const T* wr, int64_t in, const float* x, float* dots) {
   switch (n) {
     case 1:
       return PairPass<1, kStream>(wr, in, x, dots);
@@ -75,15 +119,9 @@ inline void PairPassOf(int64_t n, const uint16_t* wr, int64_t in, const float* x
   }
 }
 
-}  // namespace
-
-void MatRowsF32Avx2(const float* w, int64_t in, int64_t out, const float* x, int64_t m,
-                    const float* bias, float* y, int64_t row_begin, int64_t row_end) {
-  MatRows(w, in, out, x, m, bias, y, row_begin, row_end);
-}
-
-void MatVecBf16Avx2(const uint16_t* w, int64_t in, const float* x, const float* bias, float* y,
-                    int64_t row_begin, int64_t row_end) {
+template <typename T>
+inline void MatVecPasses(const T* w, int64_t in, const float* x, const float* bias, float* y,
+                         int64_t row_begin, int64_t row_end) {
   for (int64_t r = row_begin; r < row_end; ++r) {
     float dot;
     PairPass<1, true>(w + r * in, in, x, &dot);
@@ -91,11 +129,14 @@ void MatVecBf16Avx2(const uint16_t* w, int64_t in, const float* x, const float* 
   }
 }
 
-void MatRowsBf16Avx2(const uint16_t* w, int64_t in, int64_t out, const float* x, int64_t m,
-                     const float* bias, float* y, int64_t row_begin, int64_t row_end) {
+// Every weight row in [row_begin, row_end) against the m x rows, kPassRows
+// at a time: the first pass streams the row, the later ones find it in L1.
+template <typename T>
+inline void MatRowsPasses(const T* w, int64_t in, int64_t out, const float* x, int64_t m,
+                          const float* bias, float* y, int64_t row_begin, int64_t row_end) {
   float dots[kPassRows];
   for (int64_t r = row_begin; r < row_end; ++r) {
-    const uint16_t* wr = w + r * in;
+    const T* wr = w + r * in;
     for (int64_t i = 0; i < m; i += kPassRows) {
       const int64_t n = m - i < kPassRows ? m - i : kPassRows;
       if (i == 0) {
@@ -107,6 +148,28 @@ void MatRowsBf16Avx2(const uint16_t* w, int64_t in, int64_t out, const float* x,
         Store(y, out, bias, i + j, r, dots[j]);
     }
   }
+}
+
+}  // namespace
+
+void MatVecF32Avx2(const float* w, int64_t in, const float* x, const float* bias, float* y,
+                   int64_t row_begin, int64_t row_end) {
+  MatVecPasses(w, in, x, bias, y, row_begin, row_end);
+}
+
+void MatVecBf16Avx2(const uint16_t* w, int64_t in, const float* x, const float* bias, float* y,
+                    int64_t row_begin, int64_t row_end) {
+  MatVecPasses(w, in, x, bias, y, row_begin, row_end);
+}
+
+void MatRowsF32Avx2(const float* w, int64_t in, int64_t out, const float* x, int64_t m,
+                    const float* bias, float* y, int64_t row_begin, int64_t row_end) {
+  MatRowsPasses(w, in, out, x, m, bias, y, row_begin, row_end);
+}
+
+void MatRowsBf16Avx2(const uint16_t* w, int64_t in, int64_t out, const float* x, int64_t m,
+                     const float* bias, float* y, int64_t row_begin, int64_t row_end) {
+  MatRowsPasses(w, in, out, x, m, bias, y, row_begin, row_end);
 }
 
 }  // namespace medq::engine::kernels
