@@ -19,9 +19,10 @@ namespace {
 // Why one pass for four x rows: two sums a dot product leave room for four x
 // rows' in the 16 registers (eight sums, the weights' two halves, the mask),
 // so each row is read from memory once, at one steady pace, while the FMAs
-// of all four run. The one-row tiles of dense_kernels_rows.h (four sums a
-// dot product, so two x rows a tile) stream the row in the first tile and
-// compute the second from L1, and memory idles meanwhile. Measured on the
+// of all four run. The one-row tiles of dense_kernels_rows.h, which this
+// table ran before (four sums a dot product, so two x rows a tile), stream
+// the row in the first tile and compute the second from L1 while memory
+// idles. Measured on the
 // Zen 3 VM (AVX2, no AVX-512), a throwaway harness running the kernels on two
 // threads over a 576 x 65536 bf16 matrix from memory, seven rounds
 // alternating, median (range): four x rows 3.77 ms (3.70-3.81) a pass
