@@ -97,10 +97,9 @@ void PrepareBf16Rows(const float* x, int64_t m, int64_t in, float* split) {
 // One bf16 weight row against x split by PrepareBf16X: the AVX-512VL table's
 // matvec, whose matrows tiles keep its four sums (the AVX2 table's,
 // MatVecBf16Avx2, keeps two: dense_kernels_rows_avx2.cc). A 32-bit lane j of
-// 16
-// loaded bf16 values holds element 2j in its low half and 2j+1 in its high
-// half, so a shift gives the even elements as float32 and a mask the odd
-// ones: one load and two integer ops per 16 weights, where widening each
+// 16 loaded bf16 values holds element 2j in its low half and 2j+1 in its
+// high half, so a shift gives the even elements as float32 and a mask the
+// odd ones: one load and two integer ops per 16 weights, where widening each
 // 8 needs a cross-lane shuffle (the bottleneck of Load8 at ~12 GB/s a core).
 inline float SplitDotBf16(const uint16_t* w, int64_t in, const float* split) {
   const __m256i high = _mm256_set1_epi32(kBf16HighHalf);

@@ -22,15 +22,14 @@ namespace {
 // of all four run. The one-row tiles of dense_kernels_rows.h, which this
 // table ran before (four sums a dot product, so two x rows a tile), stream
 // the row in the first tile and compute the second from L1 while memory
-// idles. Measured on the
-// Zen 3 VM (AVX2, no AVX-512), a throwaway harness running the kernels on two
-// threads over a 576 x 65536 bf16 matrix from memory, seven rounds
-// alternating, median (range): four x rows 3.77 ms (3.70-3.81) a pass
-// against 4.57 (3.97-6.56) for the two-row tiles; one x row 3.48 (3.36-5.39)
-// against 4.21 (4.07-5.55) for the four-sum kernel. float32, engine_bench
-// --batch SmolLM-135M, three rounds alternating, step ms one / four
-// sequences: 25.62 / 31.33, 23.49 / 28.14, 21.23 / 27.35 against the two-row
-// tiles' 27.06 / 38.64, 24.28 / 36.16, 23.66 / 30.88.
+// idles. Measured on the Zen 3 VM (AVX2, no AVX-512), a throwaway harness
+// running the kernels on two threads over a 576 x 65536 bf16 matrix from
+// memory, seven rounds alternating, median (range): four x rows 3.77 ms
+// (3.70-3.81) a pass against 4.57 (3.97-6.56) for the two-row tiles; one x
+// row 3.48 (3.36-5.39) against 4.21 (4.07-5.55) for the four-sum kernel.
+// float32, engine_bench --batch SmolLM-135M, three rounds alternating, step
+// ms one / four sequences: 25.62 / 31.33, 23.49 / 28.14, 21.23 / 27.35
+// against the two-row tiles' 27.06 / 38.64, 24.28 / 36.16, 23.66 / 30.88.
 constexpr int kPassRows = 4;
 
 // Sixteen float32 weights at w against the M x rows at x (row stride in):
@@ -66,14 +65,6 @@ inline int64_t AddPairRemainder(const uint16_t* /*w*/, int64_t /*in*/, const flo
   return k;
 }
 
-// Asks for the weights of a later pass's rows kPrefetchBytes on from the 32
-// weights at w (one cache line of bf16, two of float32).
-template <typename T>
-inline void PrefetchBlock(const T* w) {
-  for (int64_t line = 0; line < 32 * static_cast<int64_t>(sizeof(T)); line += 64)
-    PrefetchAt(w, kPrefetchBytes + line);
-}
-
 // dots[i] = the dot product of the weight row at w with x row i of the M at
 // x (row stride in; bf16: laid out by PrepareBf16X). kStream: the row comes
 // from memory, so the weights kStreamPrefetchBytes on are asked for into L2;
@@ -91,7 +82,7 @@ inline void PairPass(const T* w, int64_t in, const float* x, float* dots) {
     if constexpr (kStream) {
       PrefetchStreamBlock(w + k);
     } else {
-      PrefetchBlock(w + k);
+      PrefetchBlockAhead<_MM_HINT_T0>(w + k, kPrefetchBytes);
     }
     AddPair<M>(w + k, in, x + k, a, b);
     AddPair<M>(w + k + 16, in, x + k + 16, a, b);
