@@ -1,6 +1,5 @@
 #include "daemon/engine/kernels/cpu_attention.h"
 
-#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -22,25 +21,13 @@ void OneHead(const CachedAttention& a, int64_t h, std::vector<float>& scores) {
   const float* keys = a.keys + (g * a.capacity + a.begin) * d;
   const float* values = a.values + (g * a.capacity + a.begin) * d;
   scores.resize(static_cast<size_t>(n));
-  // Each cached key is a row of a [n, head_dim] matrix: q · kᵀ is a
-  // matrix-vector product.
-  ActiveKernels().matvec_f32(keys, d, a.q + h * d, nullptr, scores.data(), 0, n);
+  const DenseKernels& k = ActiveKernels();
   const float scale = static_cast<float>(std::sqrt(static_cast<double>(d)));
-  float max = -INFINITY;
-  for (float& s : scores) {
-    s /= scale;
-    max = std::max(max, s);
-  }
-  float sum = 0.0f;
-  for (float& s : scores) {
-    s = std::exp(s - max);
-    sum += s;
-  }
+  k.scores_f32(keys, n, d, a.q + h * d, scale, scores.data());
+  k.softmax_f32(scores.data(), n);
   // Σ p_s · v_s over the cached values, rows of another [n, head_dim] matrix:
   // a vector-matrix product, accumulated in registers by the SIMD tables.
-  for (float& s : scores)
-    s /= sum;
-  ActiveKernels().vecmat_f32(scores.data(), values, n, d, a.out + h * d);
+  k.vecmat_f32(scores.data(), values, n, d, a.out + h * d);
 }
 
 }  // namespace

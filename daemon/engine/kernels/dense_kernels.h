@@ -66,6 +66,16 @@ using VecMatF32Fn = void (*)(const float* p, const float* w, int64_t n, int64_t 
 // the same table, so batch invariance holds).
 using SiluMulF32Fn = void (*)(const float* gate, const float* up, int64_t n, float* out);
 
+// scores[s] = dot(keys[s, 0:d], q) / scale for s in [0, n): one query head
+// against n cached keys, rows of [n, d]. Attention's q · kᵀ / √d.
+using ScoresF32Fn = void (*)(const float* keys, int64_t n, int64_t d, const float* q, float scale,
+                             float* scores);
+
+// p[s] = exp(p[s] - max) / Σ_t exp(p[t] - max) for s in [0, n), in place,
+// with max the largest p: the softmax of attention's scores. The scalar
+// table takes std::exp, the SIMD ones the polynomial exp of silu_mul_f32.
+using SoftmaxF32Fn = void (*)(float* p, int64_t n);
+
 struct DenseKernels {
   const char* name;
   MatVecF32Fn matvec_f32;
@@ -77,6 +87,8 @@ struct DenseKernels {
   MatRowsBf16Fn matrows_bf16;
   VecMatF32Fn vecmat_f32;
   SiluMulF32Fn silu_mul_f32;
+  ScoresF32Fn scores_f32;
+  SoftmaxF32Fn softmax_f32;
 };
 
 // The portable kernels; run on every x86-64 (and any other) CPU.
@@ -111,6 +123,12 @@ void MatRowsBf16Avx2(const uint16_t* w, int64_t in, int64_t out, const float* x,
 // The AVX2+FMA table's silu_mul_f32 (activations_avx2.cc, built with -mavx2
 // -mfma), which the AVX-512VL table shares; same precondition.
 void SiluMulAvx2(const float* gate, const float* up, int64_t n, float* out);
+
+// The AVX2+FMA table's scores_f32 and softmax_f32 (attention_avx2.cc, built
+// with -mavx2 -mfma), which the AVX-512VL table shares; same precondition.
+void ScoresF32Avx2(const float* keys, int64_t n, int64_t d, const float* q, float scale,
+                   float* scores);
+void SoftmaxF32Avx2(float* p, int64_t n);
 
 // The AVX-512VL table's matrows entries (dense_kernels_rows_avx512.cc, built
 // with -mavx512f -mavx512vl too: tiles of two weight rows and up to four x

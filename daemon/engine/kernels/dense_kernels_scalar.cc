@@ -116,6 +116,28 @@ void SiluMulF32(const float* gate, const float* up, int64_t n, float* out) {
     out[j] = gate[j] / (1.0f + std::exp(-gate[j])) * up[j];
 }
 
+// Each key's score as the scalar matvec computes a row: the attention scores
+// as they were written before the tables had this kernel.
+void ScoresF32(const float* keys, int64_t n, int64_t d, const float* q, float scale,
+               float* scores) {
+  for (int64_t s = 0; s < n; ++s) {
+    const float* key = keys + s * d;
+    scores[s] = Dot(d, q, [key](int64_t k) { return key[k]; }) / scale;
+  }
+}
+
+// The softmax as it was written before the tables had it, with std::exp.
+void SoftmaxF32(float* p, int64_t n) {
+  float max = -INFINITY;
+  for (int64_t s = 0; s < n; ++s)
+    max = std::fmax(max, p[s]);
+  float sum = 0.0f;
+  for (int64_t s = 0; s < n; ++s)
+    sum += (p[s] = std::exp(p[s] - max));
+  for (int64_t s = 0; s < n; ++s)
+    p[s] /= sum;
+}
+
 // matvec_bf16 and matrows_bf16 here read x as it is.
 void PrepareBf16Rows(const float* x, int64_t m, int64_t in, float* prepared) {
   std::memcpy(prepared, x, static_cast<size_t>(m * in) * sizeof(float));
@@ -126,7 +148,7 @@ void PrepareBf16Rows(const float* x, int64_t m, int64_t in, float* prepared) {
 const DenseKernels& ScalarKernels() {
   static constexpr DenseKernels kTable{"scalar",    &MatVecF32,   &MatVecBf16, &PrepareBf16Rows,
                                        &MatMulBf16, &ConvertBf16, &MatRowsF32, &MatRowsBf16,
-                                       &VecMatF32,  &SiluMulF32};
+                                       &VecMatF32,  &SiluMulF32,  &ScoresF32,  &SoftmaxF32};
   return kTable;
 }
 
