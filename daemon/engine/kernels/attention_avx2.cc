@@ -1,6 +1,6 @@
 // The AVX2+FMA table's attention kernels (dense_kernels.h), built with -mavx2
-// -mfma: scores_f32 four cached keys at a time, softmax_f32 with the
-// polynomial exp of activations_avx2.cc.
+// -mfma: scores_f32 four cached keys at a time, softmax_f32 with the SiLU's
+// polynomial exp (Exp8, avx2_common.h).
 //
 // Why: the decode step's attention computed each key's score as a one-row
 // matvec (one horizontal sum and a 16 KiB prefetch per key) and its softmax
@@ -26,19 +26,13 @@ inline __m128 Sum4(__m256 a, __m256 b, __m256 c, __m256 d) {
   return _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
 }
 
-// dot(key, q) over [k, d) one element at a time, added to sum.
-inline float Tail(float sum, const float* key, const float* q, int64_t k, int64_t d) {
-  for (; k < d; ++k)
-    sum = std::fma(key[k], q[k], sum);
-  return sum;
-}
-
 }  // namespace
 
 // Four keys a step: each 8-wide block of q is loaded once for the four, and
 // their four sums end in one reduction, where a one-row matvec a key reduced
 // each alone. Every key's score is its eight-lane sum in k order, Sum4's
-// reduction, then the scalar tail: the same for every key whatever n is.
+// reduction, then the scalar tail (AddTail): the same for every key whatever
+// n is.
 void ScoresF32Avx2(const float* keys, int64_t n, int64_t d, const float* q, float scale,
                    float* scores) {
   const int64_t blocks = d / 8 * 8;
@@ -56,14 +50,14 @@ void ScoresF32Avx2(const float* keys, int64_t n, int64_t d, const float* q, floa
     alignas(16) float sums[4];
     _mm_store_ps(sums, Sum4(a0, a1, a2, a3));
     for (int64_t j = 0; j < 4; ++j)
-      scores[s + j] = Tail(sums[j], k0 + j * d, q, blocks, d) / scale;
+      scores[s + j] = AddTail(sums[j], k0 + j * d, q, blocks, d) / scale;
   }
   for (; s < n; ++s) {
     const float* key = keys + s * d;
     __m256 a = _mm256_setzero_ps();
     for (int64_t k = 0; k < blocks; k += 8)
       a = _mm256_fmadd_ps(_mm256_loadu_ps(key + k), _mm256_loadu_ps(q + k), a);
-    scores[s] = Tail(_mm_cvtss_f32(Sum4(a, a, a, a)), key, q, blocks, d) / scale;
+    scores[s] = AddTail(_mm_cvtss_f32(Sum4(a, a, a, a)), key, q, blocks, d) / scale;
   }
 }
 
