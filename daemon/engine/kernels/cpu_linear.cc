@@ -157,6 +157,37 @@ void MatRowsInto(const torch::Tensor& weight, const float* x, int64_t m, const f
   }
 }
 
+int64_t PackedBf16Elements(int64_t out, int64_t in) {
+  return (out + kPackedTileRows - 1) / kPackedTileRows * kPackedTileRows * in;
+}
+
+void PackBf16Tiles(const uint16_t* w, int64_t out, int64_t in, uint16_t* packed) {
+  const int64_t tiles = (out + kPackedTileRows - 1) / kPackedTileRows;
+  for (int64_t t = 0; t < tiles; ++t) {
+    uint16_t* tile = packed + t * in * kPackedTileRows;
+    for (int64_t j = 0; j < kPackedTileRows; ++j) {
+      const int64_t r = t * kPackedTileRows + j;
+      const int64_t position = j < 8 ? 2 * j : 2 * (j - 8) + 1;
+      for (int64_t k = 0; k < in; ++k)
+        tile[k * kPackedTileRows + position] = r < out ? w[r * in + k] : 0;
+    }
+  }
+}
+
+void MatRowsPackedInto(const uint16_t* packed, int64_t out, int64_t in, const float* x, int64_t m,
+                       const float* bias, float* y) {
+  const DenseKernels& k = ActiveKernels();
+  const int64_t tiles = (out + kPackedTileRows - 1) / kPackedTileRows;
+  // The split's blocks of kRowBlock rows are one tile each: kRowBlock rows
+  // of kPackedTileRows / kRowBlock * in weights a tile.
+  static_assert(kPackedTileRows % kRowBlock == 0);
+  ParallelOverRows(tiles * kRowBlock, kPackedTileRows / kRowBlock * in, sizeof(uint16_t),
+                   [&](int64_t begin, int64_t end) {
+                     k.packed_bf16(packed, in, out, x, m, bias, y, begin / kRowBlock,
+                                   end / kRowBlock);
+                   });
+}
+
 torch::Tensor CpuMatVec(const torch::Tensor& x, const torch::Tensor& weight,
                         const torch::Tensor& bias) {
   const torch::Tensor xc = x.contiguous();

@@ -38,6 +38,24 @@ void MatVecInto(const torch::Tensor& weight, const float* x, const float* bias, 
 void MatRowsInto(const torch::Tensor& weight, const float* x, int64_t m, const float* bias,
                  float* y);
 
+// bf16 weights packed in tiles of 16 rows, for the batched CPU decode step
+// (the layout: DenseKernels::packed_bf16 in dense_kernels.h). Four x rows
+// against a tile cost about what one does, where the row-major MatRowsInto
+// pays for a vector load of x per multiply-add (packed_avx2.cc says how
+// much). PackedBf16Elements: the uint16 elements the packed copy of an
+// [out, in] matrix takes (out rounded up to 16 rows). PackBf16Tiles writes
+// that copy of w [out, in] (raw bf16 bits, row-major) to `packed`.
+int64_t PackedBf16Elements(int64_t out, int64_t in);
+void PackBf16Tiles(const uint16_t* w, int64_t out, int64_t in, uint16_t* packed);
+
+// y [m, out] = x [m, in] · wᵀ + bias over the packed copy of w [out, in]:
+// row i of y bitwise the same whatever m and the other rows are (every
+// product one fused multiply-add at a time, in k order), tiles split over
+// KernelThreads() threads, each tile read once for all m rows. x float32 as
+// it is, bias nullptr or float32 [out]. No allocation, no LibTorch dispatch.
+void MatRowsPackedInto(const uint16_t* packed, int64_t out, int64_t in, const float* x, int64_t m,
+                       const float* bias, float* y);
+
 // bf16 weights, any number of rows: reads each block of weight rows once and
 // applies it to every row of x (ActiveKernels().matmul_bf16).
 torch::Tensor CpuMatMulBf16(const torch::Tensor& x, const torch::Tensor& weight,

@@ -51,6 +51,21 @@ using MatRowsBf16Fn = void (*)(const uint16_t* w, int64_t in, int64_t out, const
                                int64_t m, const float* bias, float* y, int64_t row_begin,
                                int64_t row_end);
 
+// bf16 weights packed in tiles of kPackedTileRows rows (PackBf16Tiles in
+// cpu_linear.h): tile t holds rows [16t, 16t + 16) of w [out, in], column k
+// of the tile at packed[(t * in + k) * 16 + p], where position p = 2j holds
+// row 16t + j and p = 2j + 1 row 16t + 8 + j (j < 8), rows past `out` zero.
+// For every i in [0, m) and row r of the tiles [tile_begin, tile_end) below
+// out: y[i * out + r] = Σ_k w[r, k] · x[i, k] + bias[r], the sum one fused
+// multiply-add at a time in k order from 0, in every table and for any m,
+// so that a row's result never depends on m or the other rows (batch
+// invariance) and the tables agree bitwise. x is [m, in] as it is, y is
+// [m, out]. Each tile is read from memory once for all m rows.
+inline constexpr int64_t kPackedTileRows = 16;
+using PackedBf16Fn = void (*)(const uint16_t* packed, int64_t in, int64_t out, const float* x,
+                              int64_t m, const float* bias, float* y, int64_t tile_begin,
+                              int64_t tile_end);
+
 // dst[i] = float(src[i]) for i in [0, n): bf16 to float32, exact.
 using Bf16ToF32Fn = void (*)(const uint16_t* src, int64_t n, float* dst);
 
@@ -85,6 +100,7 @@ struct DenseKernels {
   Bf16ToF32Fn bf16_to_f32;
   MatRowsF32Fn matrows_f32;
   MatRowsBf16Fn matrows_bf16;
+  PackedBf16Fn packed_bf16;
   VecMatF32Fn vecmat_f32;
   SiluMulF32Fn silu_mul_f32;
   ScoresF32Fn scores_f32;
@@ -119,6 +135,11 @@ void MatRowsF32Avx2(const float* w, int64_t in, int64_t out, const float* x, int
                     const float* bias, float* y, int64_t row_begin, int64_t row_end);
 void MatRowsBf16Avx2(const uint16_t* w, int64_t in, int64_t out, const float* x, int64_t m,
                      const float* bias, float* y, int64_t row_begin, int64_t row_end);
+
+// The AVX2+FMA table's packed_bf16 (packed_avx2.cc, built with -mavx2
+// -mfma), which the AVX-512VL table shares; same precondition.
+void PackedBf16Avx2(const uint16_t* packed, int64_t in, int64_t out, const float* x, int64_t m,
+                    const float* bias, float* y, int64_t tile_begin, int64_t tile_end);
 
 // The AVX2+FMA table's silu_mul_f32 (activations_avx2.cc, built with -mavx2
 // -mfma), which the AVX-512VL table shares; same precondition.

@@ -138,6 +138,25 @@ void SoftmaxF32(float* p, int64_t n) {
     p[s] /= sum;
 }
 
+// One fused multiply-add at a time in k order, as every table's packed_bf16
+// (dense_kernels.h): std::fma rounds once, as the vector FMA does.
+void PackedBf16(const uint16_t* packed, int64_t in, int64_t out, const float* x, int64_t m,
+                const float* bias, float* y, int64_t tile_begin, int64_t tile_end) {
+  for (int64_t t = tile_begin; t < tile_end; ++t) {
+    const uint16_t* tile = packed + t * in * kPackedTileRows;
+    for (int64_t j = 0; j < kPackedTileRows && t * kPackedTileRows + j < out; ++j) {
+      const int64_t r = t * kPackedTileRows + j;
+      const int64_t position = j < 8 ? 2 * j : 2 * (j - 8) + 1;
+      for (int64_t i = 0; i < m; ++i) {
+        float sum = 0.0f;
+        for (int64_t k = 0; k < in; ++k)
+          sum = std::fma(Bf16ToF32(tile[k * kPackedTileRows + position]), x[i * in + k], sum);
+        y[i * out + r] = bias != nullptr ? sum + bias[r] : sum;
+      }
+    }
+  }
+}
+
 // matvec_bf16 and matrows_bf16 here read x as it is.
 void PrepareBf16Rows(const float* x, int64_t m, int64_t in, float* prepared) {
   std::memcpy(prepared, x, static_cast<size_t>(m * in) * sizeof(float));
@@ -148,7 +167,8 @@ void PrepareBf16Rows(const float* x, int64_t m, int64_t in, float* prepared) {
 const DenseKernels& ScalarKernels() {
   static constexpr DenseKernels kTable{"scalar",    &MatVecF32,   &MatVecBf16, &PrepareBf16Rows,
                                        &MatMulBf16, &ConvertBf16, &MatRowsF32, &MatRowsBf16,
-                                       &VecMatF32,  &SiluMulF32,  &ScoresF32,  &SoftmaxF32};
+                                       &PackedBf16, &VecMatF32,   &SiluMulF32, &ScoresF32,
+                                       &SoftmaxF32};
   return kTable;
 }
 
