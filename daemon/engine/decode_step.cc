@@ -59,6 +59,16 @@ void EmbeddingRow(const at::Tensor& embed, int64_t id, float* out) {
   kernels::Bf16ToFloat(rows + id * n, n, out);
 }
 
+// y [m, out] = x [m, in] · wᵀ + bias through the packed copy of w where the
+// model holds one (packed_weights.h), the row-major matrix otherwise: either
+// way row i of y is bitwise what it would be alone.
+void Product(const at::Tensor& w, const at::Tensor& packed, const float* x, int64_t m,
+             const float* bias, float* y) {
+  if (!packed.defined()) return kernels::MatRowsInto(w, x, m, bias, y);
+  kernels::MatRowsPackedInto(reinterpret_cast<const uint16_t*>(packed.data_ptr<at::BFloat16>()),
+                             w.size(0), w.size(1), x, m, bias, y);
+}
+
 // The per-step activations of n rows, row-major [n, width], sized once per
 // step, each on a cache line (the kernels read x from them).
 struct Buffers {
@@ -137,7 +147,7 @@ void AttentionBlock(const ModelConfig& c, const LayerWeights& l, size_t layer,
                     std::span<KvCache* const> caches, Buffers& b) {
   const int64_t qkv_width = (c.num_heads + 2 * c.num_kv_heads) * c.head_dim;
   const int64_t attn_width = c.num_heads * c.head_dim;
-  kernels::MatRowsInto(l.qkv_proj, b.h.data(), b.rows, F32(l.qkv_bias), b.qkv.data());
+  Product(l.qkv_proj, l.qkv_packed, b.h.data(), b.rows, F32(l.qkv_bias), b.qkv.data());
   b.attention.clear();
   for (int64_t i = 0; i < b.rows; ++i) {
     b.attention.push_back(PrepareAttention(c, l, layer, *caches[static_cast<size_t>(i)],
@@ -145,19 +155,20 @@ void AttentionBlock(const ModelConfig& c, const LayerWeights& l, size_t layer,
                                            b.attn.data() + i * attn_width));
   }
   kernels::CpuCachedAttention(b.attention);
-  kernels::MatRowsInto(l.o_proj, b.attn.data(), b.rows, F32(l.o_bias), b.h.data());
+  Product(l.o_proj, l.o_packed, b.attn.data(), b.rows, F32(l.o_bias), b.h.data());
   AddResidual(b);
 }
 
 // x += down_proj(silu(gate) · up) over h.
 void MlpBlock(const LayerWeights& l, Buffers& b) {
-  kernels::MatRowsInto(l.gate_up_proj, b.h.data(), b.rows, F32(l.gate_up_bias), b.gate_up.data());
+  Product(l.gate_up_proj, l.gate_up_packed, b.h.data(), b.rows, F32(l.gate_up_bias),
+          b.gate_up.data());
   const int64_t inter = l.gate_up_proj.size(0) / 2;
   for (int64_t i = 0; i < b.rows; ++i) {
     const float* gate = b.gate_up.data() + i * 2 * inter;
     kernels::SiluMul(gate, gate + inter, inter, b.act.data() + i * inter);
   }
-  kernels::MatRowsInto(l.down_proj, b.act.data(), b.rows, F32(l.down_bias), b.h.data());
+  Product(l.down_proj, l.down_packed, b.act.data(), b.rows, F32(l.down_bias), b.h.data());
   AddResidual(b);
 }
 
@@ -198,7 +209,8 @@ at::Tensor CpuDecodeRows(const Model& m, std::span<const int64_t> ids,
   }
   NormRows(c, m.weights.norm, b);
   at::Tensor logits = at::empty({n, m.weights.lm_head.size(0)}, at::kFloat);
-  kernels::MatRowsInto(m.weights.lm_head, b.h.data(), n, nullptr, logits.data_ptr<float>());
+  Product(m.weights.lm_head, m.weights.lm_head_packed, b.h.data(), n, nullptr,
+          logits.data_ptr<float>());
   return logits;
 }
 

@@ -38,7 +38,9 @@ at::Tensor CpuDecodeStep(const Model& model, int64_t id, KvCache& cache);
 // it) and returns float32 logits [n, vocab]. Row i is bitwise what
 // CpuDecodeStep(model, ids[i], *caches[i]) returns, whatever the other rows
 // are: every per-row computation is the one-row arithmetic, and the
-// projections (kernels::MatRowsInto) read each weight once for all rows.
+// projections read each weight once for all rows (kernels::MatRowsInto, or
+// kernels::MatRowsPackedInto over the model's packed copy where it holds
+// one: packed_weights.h).
 // CpuDecodeStep is this with n = 1. Preconditions: CpuDecodeRowsApply,
 // n >= 1, caches distinct, each as CpuDecodeStep's.
 at::Tensor CpuDecodeRows(const Model& model, std::span<const int64_t> ids,

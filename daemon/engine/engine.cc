@@ -17,6 +17,7 @@
 #include "daemon/engine/kernels/cpu_linear.h"
 #include "daemon/engine/lora.h"
 #include "daemon/engine/model.h"
+#include "daemon/engine/packed_weights.h"
 #include "daemon/engine/rope.h"
 #include "daemon/engine/status_macros.h"
 #include "daemon/engine/torch_errors.h"
@@ -84,6 +85,9 @@ Result<std::shared_ptr<const Model>> LoadDecoder(const std::filesystem::path& di
   model->weight_dtype = placement.weight_dtype;
   model->compute_dtype = placement.compute_dtype;
   model->inv_freq = RopeInvFreq(model->config);
+  if (o.pack_for_batches && PackableProjections(model->weights)) {
+    PackProjections(model->weights, nullptr);
+  }
 
   ModelInfo& info = model->info;
   info.architecture = model->config.architecture;

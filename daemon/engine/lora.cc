@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "daemon/engine/adapter_config.h"
+#include "daemon/engine/packed_weights.h"
 #include "daemon/engine/safetensors.h"
 #include "daemon/engine/status_macros.h"
 #include "daemon/engine/tensor_view.h"
@@ -112,6 +113,8 @@ Result<std::shared_ptr<const Model>> MergeAdapter(const std::shared_ptr<const Mo
   }
   for (auto& [key, p] : pairs)
     FuseProjections(model->weights.layers[static_cast<size_t>(key.first)]);
+  // A packed base is packed again where the merge replaced a matrix.
+  if (base->weights.lm_head_packed.defined()) PackProjections(model->weights, &base->weights);
   model->info.parameter_bytes = ParameterBytes(model->weights);
   return std::shared_ptr<const Model>(std::move(model));
 }

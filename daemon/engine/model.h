@@ -26,12 +26,18 @@ struct LayerWeights {
   at::Tensor q_norm, k_norm;
   at::Tensor gate_proj, up_proj, down_proj;
   at::Tensor gate_bias, up_bias, down_bias;
+  // With LoadOptions::pack_for_batches on a CPU bf16 model: qkv_proj,
+  // o_proj, gate_up_proj and down_proj packed again in tiles of 16 rows
+  // (packed_weights.h), which the CPU decode step reads instead; otherwise
+  // undefined.
+  at::Tensor qkv_packed, o_packed, gate_up_packed, down_packed;
 };
 
 struct ModelWeights {
-  at::Tensor embed;    // [vocab, hidden], weight dtype
-  at::Tensor norm;     // [hidden]
-  at::Tensor lm_head;  // [vocab, hidden]; the same tensor as embed when tied
+  at::Tensor embed;           // [vocab, hidden], weight dtype
+  at::Tensor norm;            // [hidden]
+  at::Tensor lm_head;         // [vocab, hidden]; the same tensor as embed when tied
+  at::Tensor lm_head_packed;  // as LayerWeights' *_packed
   std::vector<LayerWeights> layers;
 };
 

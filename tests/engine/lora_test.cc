@@ -2,6 +2,9 @@
 // while the base model keeps matching its own.
 #include <catch2/catch.hpp>
 
+#include <tuple>
+
+#include "daemon/engine/kernels/cpu_linear.h"
 #include "tests/engine/engine_test_util.h"
 
 namespace medq::engine::test {
@@ -38,6 +41,41 @@ TEST_CASE("a LoRA adapter matches its reference and leaves the base unchanged", 
   CHECK(bl.qkv_proj.data_ptr() != al.qkv_proj.data_ptr());
   CHECK(bl.down_proj.data_ptr() != al.down_proj.data_ptr());
   CHECK(base->weights.embed.data_ptr() == (*adapted)->weights.embed.data_ptr());
+}
+
+TEST_CASE("an adapter merged into a packed bf16 base packs what it replaced", "[engine][lora]") {
+  auto loaded = LoadModel(medq::test::ModelFixture("tiny-llama"), LoadOptions{"cpu", "bf16", true});
+  REQUIRE(loaded.ok());
+  const std::shared_ptr<const Model> base = *loaded;
+  auto adapted = ApplyAdapter(base, kAdapter);
+  REQUIRE(adapted.ok());
+  const ModelWeights& b = base->weights;
+  const ModelWeights& a = (*adapted)->weights;
+  CHECK(a.lm_head_packed.is_same(b.lm_head_packed));
+  for (size_t i = 0; i < a.layers.size(); ++i) {
+    const LayerWeights& al = a.layers[i];
+    const LayerWeights& bl = b.layers[i];
+    for (const auto& [matrix, packed, base_matrix, base_packed] :
+         {std::tuple{&al.qkv_proj, &al.qkv_packed, &bl.qkv_proj, &bl.qkv_packed},
+          {&al.o_proj, &al.o_packed, &bl.o_proj, &bl.o_packed},
+          {&al.gate_up_proj, &al.gate_up_packed, &bl.gate_up_proj, &bl.gate_up_packed},
+          {&al.down_proj, &al.down_packed, &bl.down_proj, &bl.down_packed}}) {
+      INFO("layer " << i << " matrix [" << matrix->size(0) << ", " << matrix->size(1) << "]");
+      REQUIRE(packed->defined());
+      if (matrix->is_same(*base_matrix)) {
+        CHECK(packed->is_same(*base_packed));  // untouched: shared
+        continue;
+      }
+      // Replaced by the merge: its own copy, packed from the merged matrix.
+      CHECK_FALSE(packed->is_same(*base_packed));
+      at::Tensor want = at::empty_like(*packed);
+      kernels::PackBf16Tiles(reinterpret_cast<const uint16_t*>(matrix->data_ptr<at::BFloat16>()),
+                             matrix->size(0), matrix->size(1),
+                             reinterpret_cast<uint16_t*>(want.data_ptr<at::BFloat16>()));
+      CHECK(at::equal(want, *packed));
+    }
+  }
+  CHECK_FALSE(a.layers[0].qkv_packed.is_same(b.layers[0].qkv_packed));  // the adapter's
 }
 
 TEST_CASE("an adapter that does not fit its base is refused", "[engine][lora]") {
