@@ -93,7 +93,7 @@ std::string ModelStore::CpuDtype(bool for_merge) const {
 Result<std::shared_ptr<const engine::Model>> ModelStore::LoadOnCpu(const fs::path& dir,
                                                                    bool for_merge) {
   engine::EmptyDeviceCaches();
-  return engine::LoadModel(dir, {"cpu", CpuDtype(for_merge)});
+  return engine::LoadModel(dir, {"cpu", CpuDtype(for_merge), policy_.pack_for_batches});
 }
 
 Result<std::shared_ptr<const engine::Model>> ModelStore::LoadWeights(const fs::path& dir,
@@ -102,7 +102,7 @@ Result<std::shared_ptr<const engine::Model>> ModelStore::LoadWeights(const fs::p
   const std::string device = ResolveDevice();
   const std::string dtype =
       device == "cpu" && policy_.dtype == "auto" ? CpuDtype(for_merge) : policy_.dtype;
-  auto model = engine::LoadModel(dir, {device, dtype});
+  auto model = engine::LoadModel(dir, {device, dtype, policy_.pack_for_batches});
   if (!model.ok() && FallsBackToCpu(model.error())) {
     spdlog::warn(
         "out of GPU memory loading {}; loading it on the CPU instead (gpu_fallback = "

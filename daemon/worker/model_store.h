@@ -56,6 +56,9 @@ struct LoadPolicy {
   // generation and embedding models count apart, so that an embedding model
   // serving beside a generation model does not evict it.
   int max_loaded = 1;
+  // engine::LoadOptions::pack_for_batches: on for max_concurrent > 1, where
+  // CPU bf16 generations share decode steps.
+  bool pack_for_batches = false;
 };
 
 class ModelStore {

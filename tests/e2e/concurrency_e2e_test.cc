@@ -106,6 +106,48 @@ TEST_CASE("max_concurrent 2: two run at once, three wait in order, each equals i
   }
 }
 
+// The bytes `models` reports for the loaded tiny-llama3.
+static int64_t LoadedBytes(const std::string& socket) {
+  auto models = ipc::Client::Connect(socket)->Call("models", {}, 10s);
+  REQUIRE(models.ok());
+  for (const json& m : (*models)["result"]["loaded"]) {
+    if (m["name"] == "tiny-llama3") return m["parameter_bytes"].get<int64_t>();
+  }
+  FAIL("tiny-llama3 is not loaded");
+  return 0;
+}
+
+TEST_CASE("max_concurrent 2 with bf16 weights on the CPU: a packed copy, runs equal solo runs",
+          "[e2e][concurrency]") {
+  ModelRepo repo;
+  int64_t row_major_bytes = 0;
+  {
+    DaemonProcess one(DaemonArgs(repo, {"--device", "cpu", "--dtype", "bf16"}));
+    REQUIRE(Generate(one.socket(), SampledParams(0, 4)).final()["event"] == "done");
+    row_major_bytes = LoadedBytes(one.socket());
+  }
+  DaemonProcess d(
+      DaemonArgs(repo, {"--device", "cpu", "--dtype", "bf16", "--max-concurrent", "2"}));
+  constexpr int kClients = 3;
+  std::vector<std::unique_ptr<RawClient>> clients;
+  for (int i = 0; i < kClients; ++i) {
+    clients.push_back(std::make_unique<RawClient>(d.socket()));
+    SendGenerate(*clients.back(), i, SampledParams(i, 120));
+  }
+  std::vector<Run> together;
+  for (int i = 0; i < kClients; ++i)
+    together.push_back(Collect(*clients[i], i));
+  // The packed copy of the projections is held and counted.
+  CHECK(LoadedBytes(d.socket()) > row_major_bytes);
+  for (int i = 0; i < kClients; ++i) {
+    INFO("client " << i);
+    REQUIRE(together[i].final()["event"] == "done");
+    const Run solo = Generate(d.socket(), SampledParams(i, 120));
+    REQUIRE(solo.final()["event"] == "done");
+    CHECK(solo.Ids() == together[i].Ids());
+  }
+}
+
 TEST_CASE("a generation that finds none running waits for another, until the batch is full",
           "[e2e][concurrency]") {
   ModelRepo repo;
