@@ -237,19 +237,25 @@ medq::bench::BatchBenchOptions EngineOptions(const Options& o) {
   e.decode_steps = o.tokens;
   e.threads = o.threads;
   e.device = o.device;
+  // Packed as the daemon, whose max_concurrent is the largest client count.
+  e.pack = *std::max_element(o.clients.begin(), o.clients.end()) > 1;
   return e;
 }
 
 // The command line of the engine's child: this program, serving the model
 // at `model` with what EngineOptions reads.
 std::vector<std::string> EngineArgs(const Options& o, const fs::path& model) {
-  return {"/proc/self/exe",
-          "--serve-engine=" + model.string(),
-          "--dtype=" + o.dtype,
-          "--device=" + o.device,
-          "--tokens=" + std::to_string(o.tokens),
-          "--prompt-tokens=" + std::to_string(o.prompt_tokens),
-          "--threads=" + std::to_string(o.threads)};
+  std::vector<std::string> args = {"/proc/self/exe",
+                                   "--serve-engine=" + model.string(),
+                                   "--dtype=" + o.dtype,
+                                   "--device=" + o.device,
+                                   "--tokens=" + std::to_string(o.tokens),
+                                   "--prompt-tokens=" + std::to_string(o.prompt_tokens),
+                                   "--threads=" + std::to_string(o.threads),
+                                   "--clients"};
+  for (const int n : o.clients)
+    args.push_back(std::to_string(n));
+  return args;
 }
 
 pid_t StartDaemon(const Options& o, const fs::path& models, const std::string& socket) {

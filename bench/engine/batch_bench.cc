@@ -67,7 +67,7 @@ double TimeSteps(const std::shared_ptr<const engine::Model>& model, int n,
 json MeasureBatch(const std::filesystem::path& dir, const std::string& dtype,
                   const BatchBenchOptions& o) {
   engine::InitWorkerThread(o.threads);
-  auto model = engine::LoadModel(dir, {o.device, dtype});
+  auto model = engine::LoadModel(dir, {o.device, dtype, o.pack});
   if (!model.ok()) return {{"error", model.error().message}};
   json per_n = json::array();
   double base_step_ms = 0, base_tok_s = 0;
@@ -96,14 +96,17 @@ json MeasureBatch(const std::filesystem::path& dir, const std::string& dtype,
     r["step_latency_ratio_to_first"] = median_ms / base_step_ms;
     per_n.push_back(std::move(r));
   }
-  return {{"device", engine::Info(**model).device}, {"dtype", dtype}, {"batch", per_n}};
+  return {{"device", engine::Info(**model).device},
+          {"dtype", dtype},
+          {"packed", o.pack},
+          {"batch", per_n}};
 }
 
 void ServeBatchSteps(const std::filesystem::path& dir, const std::string& dtype,
                      const BatchBenchOptions& o, int in, int out) {
   LineIo io(in, out);
   engine::InitWorkerThread(o.threads);
-  auto model = engine::LoadModel(dir, {o.device, dtype});
+  auto model = engine::LoadModel(dir, {o.device, dtype, o.pack});
   if (!model.ok()) {
     io.Write("error: " + model.error().message);
     return;

@@ -20,6 +20,9 @@ struct BatchBenchOptions {
   int repetitions = 3;
   int threads = 0;
   std::string device = "cpu";  // or cuda:N
+  // engine::LoadOptions::pack_for_batches, as the daemon loads models where
+  // generations run side by side (max_concurrent > 1).
+  bool pack = true;
 };
 
 // The seed of repetition `rep`'s prompts: MeasureBatch's, and what a

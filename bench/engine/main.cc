@@ -233,6 +233,9 @@ int main(int argc, char** argv) {
   app.add_option("--batch-repetitions", o.batch_options.repetitions,
                  "Repetitions per batch size for --batch")
       ->capture_default_str();
+  app.add_flag("!--batch-row-major", o.batch_options.pack,
+               "--batch without the packed copy of the matrices (as with max_concurrent 1), "
+               "to compare the two");
   app.add_flag("!--no-avx512", o.avx512,
                "Leave the AVX-512VL kernels out (the AVX2 table), to compare the two");
   CLI11_PARSE(app, argc, argv);
