@@ -12,7 +12,7 @@
 // 8 FMAs per five loads. A throwaway harness on that VM (two threads, the
 // 3072 x 576 gate/up shape, 256 MB of copies rotated, seven runs, median):
 // four x rows 142 to 155 µs a call against 193 to 220 for the row-major
-// pass, one x row 154 to 166 against 148 to 195; from cache (one thread)
+// pass, one x row 154 to 166 against 160 to 195; from cache (one thread)
 // 45 against 30 G multiply-adds a second.
 #include "daemon/engine/kernels/avx2_common.h"
 #include "daemon/engine/kernels/dense_kernels.h"
