@@ -1,6 +1,8 @@
 #include "daemon/engine/packed_weights.h"
 
 #include <algorithm>
+#include <iterator>
+#include <utility>
 
 #include "daemon/engine/host_memory.h"
 #include "daemon/engine/kernels/cpu_linear.h"
@@ -31,13 +33,22 @@ at::Tensor Packed(const at::Tensor& matrix, const at::Tensor* base_matrix,
   return packed;
 }
 
+// A layer's matrices and their packed copies.
+using Member = at::Tensor LayerWeights::*;
+constexpr std::pair<Member, Member> kLayerPairs[] = {
+    {&LayerWeights::qkv_proj, &LayerWeights::qkv_packed},
+    {&LayerWeights::o_proj, &LayerWeights::o_packed},
+    {&LayerWeights::gate_up_proj, &LayerWeights::gate_up_packed},
+    {&LayerWeights::down_proj, &LayerWeights::down_packed},
+};
+
 }  // namespace
 
 bool PackableProjections(const ModelWeights& w) {
   return Packable(w.lm_head) &&
          std::all_of(w.layers.begin(), w.layers.end(), [](const LayerWeights& l) {
-           return Packable(l.qkv_proj) && Packable(l.o_proj) && Packable(l.gate_up_proj) &&
-                  Packable(l.down_proj);
+           return std::all_of(std::begin(kLayerPairs), std::end(kLayerPairs),
+                              [&l](const auto& pair) { return Packable(l.*pair.first); });
          });
 }
 
@@ -47,11 +58,8 @@ void PackProjections(ModelWeights& w, const ModelWeights* base) {
   for (size_t i = 0; i < w.layers.size(); ++i) {
     LayerWeights& l = w.layers[i];
     const LayerWeights* b = base ? &base->layers[i] : nullptr;
-    l.qkv_packed = Packed(l.qkv_proj, b ? &b->qkv_proj : nullptr, b ? &b->qkv_packed : nullptr);
-    l.o_packed = Packed(l.o_proj, b ? &b->o_proj : nullptr, b ? &b->o_packed : nullptr);
-    l.gate_up_packed =
-        Packed(l.gate_up_proj, b ? &b->gate_up_proj : nullptr, b ? &b->gate_up_packed : nullptr);
-    l.down_packed = Packed(l.down_proj, b ? &b->down_proj : nullptr, b ? &b->down_packed : nullptr);
+    for (const auto& [matrix, packed] : kLayerPairs)
+      l.*packed = Packed(l.*matrix, b ? &(b->*matrix) : nullptr, b ? &(b->*packed) : nullptr);
   }
 }
 

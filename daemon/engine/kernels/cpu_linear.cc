@@ -43,29 +43,31 @@ int CoreCount() {
   return cores;
 }
 
-// Splits output rows [0, out) into chunks of whole row blocks, each reading at
-// least kMinChunkBytes of weights, runs fn(row_begin, row_end) for
-// each chunk on KernelThreads() threads (the OpenMP split: at::get_num_threads()),
-// and returns when all are done.
+// Splits output rows [0, out) into chunks of whole blocks of block_rows rows
+// (kRowBlock, or a packed tile), each reading at least kMinChunkBytes of
+// weights, runs fn(row_begin, row_end) for each chunk on KernelThreads()
+// threads (the OpenMP split: at::get_num_threads()), and returns when all
+// are done. row_begin is a multiple of block_rows; row_end too, or out.
 template <typename Fn>
-void ParallelOverRows(int64_t out, int64_t in, size_t element_size, const Fn& fn) {
+void ParallelOverRows(int64_t out, int64_t in, size_t element_size, const Fn& fn,
+                      int64_t block_rows = kRowBlock) {
   const int64_t block_bytes =
-      std::max<int64_t>(1, kRowBlock * in * static_cast<int64_t>(element_size));
-  const int64_t blocks = (out + kRowBlock - 1) / kRowBlock;
+      std::max<int64_t>(1, block_rows * in * static_cast<int64_t>(element_size));
+  const int64_t blocks = (out + block_rows - 1) / block_rows;
   const int threads = KernelThreads();
   const int64_t chunk_bytes =
       std::max(kMinChunkBytes, blocks * block_bytes / (kChunksPerThread * threads));
   const int64_t grain = (chunk_bytes + block_bytes - 1) / block_bytes;
   if (g_use_openmp.load(std::memory_order_relaxed)) {
     at::parallel_for(0, blocks, grain, [&](int64_t begin, int64_t end) {
-      fn(begin * kRowBlock, std::min(out, end * kRowBlock));
+      fn(begin * block_rows, std::min(out, end * block_rows));
     });
     return;
   }
   const int64_t chunks = (blocks + grain - 1) / grain;
   ShareWork(chunks, threads - 1, [&](int64_t chunk) {
-    const int64_t begin = chunk * grain * kRowBlock;
-    fn(begin, std::min(out, begin + grain * kRowBlock));
+    const int64_t begin = chunk * grain * block_rows;
+    fn(begin, std::min(out, begin + grain * block_rows));
   });
 }
 
@@ -158,16 +160,15 @@ void MatRowsInto(const torch::Tensor& weight, const float* x, int64_t m, const f
 }
 
 int64_t PackedBf16Elements(int64_t out, int64_t in) {
-  return (out + kPackedTileRows - 1) / kPackedTileRows * kPackedTileRows * in;
+  return PackedTiles(out) * kPackedTileRows * in;
 }
 
 void PackBf16Tiles(const uint16_t* w, int64_t out, int64_t in, uint16_t* packed) {
-  const int64_t tiles = (out + kPackedTileRows - 1) / kPackedTileRows;
-  for (int64_t t = 0; t < tiles; ++t) {
+  for (int64_t t = 0; t < PackedTiles(out); ++t) {
     uint16_t* tile = packed + t * in * kPackedTileRows;
     for (int64_t j = 0; j < kPackedTileRows; ++j) {
       const int64_t r = t * kPackedTileRows + j;
-      const int64_t position = j < 8 ? 2 * j : 2 * (j - 8) + 1;
+      const int64_t position = PackedTilePosition(j);
       for (int64_t k = 0; k < in; ++k)
         tile[k * kPackedTileRows + position] = r < out ? w[r * in + k] : 0;
     }
@@ -177,15 +178,12 @@ void PackBf16Tiles(const uint16_t* w, int64_t out, int64_t in, uint16_t* packed)
 void MatRowsPackedInto(const uint16_t* packed, int64_t out, int64_t in, const float* x, int64_t m,
                        const float* bias, float* y) {
   const DenseKernels& k = ActiveKernels();
-  const int64_t tiles = (out + kPackedTileRows - 1) / kPackedTileRows;
-  // The split's blocks of kRowBlock rows are one tile each: kRowBlock rows
-  // of kPackedTileRows / kRowBlock * in weights a tile.
-  static_assert(kPackedTileRows % kRowBlock == 0);
-  ParallelOverRows(tiles * kRowBlock, kPackedTileRows / kRowBlock * in, sizeof(uint16_t),
-                   [&](int64_t begin, int64_t end) {
-                     k.packed_bf16(packed, in, out, x, m, bias, y, begin / kRowBlock,
-                                   end / kRowBlock);
-                   });
+  ParallelOverRows(
+      out, in, sizeof(uint16_t),
+      [&](int64_t begin, int64_t end) {
+        k.packed_bf16(packed, in, out, x, m, bias, y, begin / kPackedTileRows, PackedTiles(end));
+      },
+      kPackedTileRows);
 }
 
 torch::Tensor CpuMatVec(const torch::Tensor& x, const torch::Tensor& weight,

@@ -62,6 +62,14 @@ using MatRowsBf16Fn = void (*)(const uint16_t* w, int64_t in, int64_t out, const
 // invariance) and the tables agree bitwise. x is [m, in] as it is, y is
 // [m, out]. Each tile is read from memory once for all m rows.
 inline constexpr int64_t kPackedTileRows = 16;
+// The tiles of an [out, in] matrix, and where row j of a tile sits in one of
+// its columns.
+inline constexpr int64_t PackedTiles(int64_t out) {
+  return (out + kPackedTileRows - 1) / kPackedTileRows;
+}
+inline constexpr int64_t PackedTilePosition(int64_t j) {
+  return j < 8 ? 2 * j : 2 * (j - 8) + 1;
+}
 using PackedBf16Fn = void (*)(const uint16_t* packed, int64_t in, int64_t out, const float* x,
                               int64_t m, const float* bias, float* y, int64_t tile_begin,
                               int64_t tile_end);

@@ -146,7 +146,7 @@ void PackedBf16(const uint16_t* packed, int64_t in, int64_t out, const float* x,
     const uint16_t* tile = packed + t * in * kPackedTileRows;
     for (int64_t j = 0; j < kPackedTileRows && t * kPackedTileRows + j < out; ++j) {
       const int64_t r = t * kPackedTileRows + j;
-      const int64_t position = j < 8 ? 2 * j : 2 * (j - 8) + 1;
+      const int64_t position = PackedTilePosition(j);
       for (int64_t i = 0; i < m; ++i) {
         float sum = 0.0f;
         for (int64_t k = 0; k < in; ++k)

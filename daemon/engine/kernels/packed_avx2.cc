@@ -16,6 +16,7 @@
 // 45 against 30 G multiply-adds a second.
 #include "daemon/engine/kernels/avx2_common.h"
 #include "daemon/engine/kernels/dense_kernels.h"
+#include "daemon/engine/kernels/dense_kernels_rows.h"
 
 namespace medq::engine::kernels {
 namespace {
@@ -93,9 +94,8 @@ void PackedBf16Avx2(const uint16_t* packed, int64_t in, int64_t out, const float
         TilePassOf<false>(n, t, in, x + i * in, sums);
       }
       for (int64_t s = 0; s < n; ++s) {
-        float* row = y + (i + s) * out + first;
         for (int64_t j = 0; j < rows; ++j)
-          row[j] = bias != nullptr ? sums[s][j] + bias[first + j] : sums[s][j];
+          Store(y, out, bias, i + s, first + j, sums[s][j]);
       }
     }
   }
