@@ -34,4 +34,14 @@ AttentionPlan PlanAttention(int64_t start, int64_t t, std::optional<int64_t> sli
 at::Tensor Attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                      const AttentionPlan& plan);
 
+// The decode step's attention of one sequence (static_rows.h): one query
+// position q [1, heads, 1, D] against a cache's whole capacity k, v [1,
+// kv_heads, S, D] under `mask` [1, S] (bool, true = may attend), built on the
+// device. The `group` query heads of a kv head become that head's group
+// query rows ([1, kv_heads, group, D]: transformers' repeat_kv without the
+// copy), so no kernel needs grouped-query support and the mask broadcasts
+// over them. Returns [1, 1, heads * D] in q's dtype.
+at::Tensor AttendOneQuery(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                          const at::Tensor& mask);
+
 }  // namespace medq::engine

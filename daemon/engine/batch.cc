@@ -9,6 +9,7 @@
 #include "common/elapsed.h"
 #include "daemon/engine/batch_forward.h"
 #include "daemon/engine/batch_testing.h"
+#include "daemon/engine/decode_graph.h"
 #include "daemon/engine/fault_injection.h"
 #include "daemon/engine/generate.h"
 #include "daemon/engine/kv_cache.h"
@@ -75,6 +76,16 @@ struct Batch::Impl {
   std::vector<std::unique_ptr<Sequence>> sequences;  // in the order they were added
   SequenceId next_id = 1;
   at::Tensor host_ids;  // device loop: the step's ids, pinned on CUDA; grown as needed
+  // Device loop: the decode step of `graph_rows` (sequence ids, in row
+  // order), replayed while the decoding sequences stay the same; dropped
+  // when one joins or leaves.
+  std::unique_ptr<DecodeGraph> graph;
+  std::vector<SequenceId> graph_rows;
+
+  void DropGraph() {
+    graph.reset();
+    graph_rows.clear();
+  }
 
   // The prefilling sequences that read a chunk this step: the first always,
   // then others in order while the budget holds.
@@ -108,26 +119,42 @@ struct Batch::Impl {
 
   // One token for every decoding sequence, all in one forward pass; their
   // logits rows in `rows`.
+  // On the device loop through the batch's DecodeGraph (built anew when the
+  // decoding sequences changed), else ForwardRows.
   void DecodeAll(const std::vector<Sequence*>& decoders, std::vector<at::Tensor>& rows) {
     std::vector<int64_t> ids;
     std::vector<KvCache*> caches;
     std::vector<at::Tensor> device_ids;
+    std::vector<SequenceId> order;
     for (Sequence* s : decoders) {
       ids.push_back(s->last_token);
       caches.push_back(s->cache.get());
+      order.push_back(s->id);
       if (device_loop) device_ids.push_back(s->device_id);
     }
-    // Gathered on the device: the step's input never comes back from the host.
-    const at::Tensor on_device = device_loop ? at::stack(device_ids) : at::Tensor();
     FailIfArmed(Fault::kDecodeOom);
-    const at::Tensor logits = ForwardRows(*model, ids, on_device, caches);
+    at::Tensor logits;
+    if (device_loop) {
+      if (graph == nullptr || graph_rows != order) {
+        DropGraph();
+        graph = std::make_unique<DecodeGraph>(*model, caches);
+        graph_rows = std::move(order);
+      }
+      // Gathered on the device: the step's input never comes back from the host.
+      logits = graph->Step(at::stack(device_ids));
+    } else {
+      logits = ForwardRows(*model, ids, caches);
+    }
     for (size_t i = 0; i < decoders.size(); ++i)
       rows.push_back(logits[static_cast<int64_t>(i)]);
   }
 
   // Chooses each producer's token from its logits row: on the host, or on the
   // device with one device-to-host copy of all the step's ids.
+  // A step that only read non-final prompt chunks has no producer: nothing
+  // to choose, and no copy to make (stacking an empty list would throw).
   void Choose(const std::vector<Sequence*>& producers, const std::vector<at::Tensor>& rows) {
+    if (producers.empty()) return;
     if (Observer()) {
       for (size_t i = 0; i < producers.size(); ++i)
         Observer()(producers[i]->id, rows[i]);
@@ -205,7 +232,8 @@ struct Batch::Impl {
       if (step.finished) {
         s->result.decode_ms = MsBetween(s->first_token_at, t1);
         step.result = s->result;
-        s.reset();  // frees the cache now
+        if (s->decoding) DropGraph();  // the graph holds its cache
+        s.reset();                     // frees the cache now
       }
       out.push_back(step);
     }
@@ -240,8 +268,8 @@ Result<SequenceId> Batch::Add(const GenerateRequest& r) {
     s->max_new_tokens = r.max_new_tokens;
     s->stop = r.stop_ids ? *r.stop_ids : m.info.eos_ids;
     s->result.prompt_tokens = static_cast<int>(r.prompt.size());
-    s->cache =
-        std::make_unique<KvCache>(m, 1, static_cast<int64_t>(r.prompt.size()) + r.max_new_tokens);
+    s->cache = std::make_unique<KvCache>(
+        m, 1, static_cast<int64_t>(r.prompt.size()) + r.max_new_tokens, impl_->device_loop);
     s->sampler = std::make_unique<Sampler>(r.sampling);
     if (impl_->device_loop) {
       s->sampler->StartOnDevice(r.prompt, m.config.vocab_size, m.device);
@@ -265,6 +293,7 @@ GenerateResult Batch::Remove(SequenceId id) {
   GenerateResult result = (*it)->result;
   result.finish = FinishReason::kCancelled;
   if ((*it)->decoding) result.decode_ms = MsBetween((*it)->first_token_at, Clock::now());
+  impl_->DropGraph();  // it may hold the sequence's cache
   seqs.erase(it);
   return result;
 }
@@ -278,6 +307,7 @@ Result<std::vector<SequenceStep>> Batch::Step() {
     const Error error =
         ErrorFromCurrentException("decoding a batch of " + std::to_string(impl_->sequences.size()) +
                                   " sequences with model " + impl_->model->dir.string());
+    impl_->DropGraph();
     impl_->sequences.clear();  // their caches may hold a half-written position
     return error;
   }

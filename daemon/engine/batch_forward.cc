@@ -18,13 +18,11 @@ namespace {
 // of ops once a layer instead of once a sequence and layer (H100,
 // SmolLM-135M bf16, medians of four runs: four sequences 8.5 ms a step
 // against 12.5, eight 14.7 against 21.1; bench/engine/README.md).
-at::Tensor GenericRows(const Model& m, std::span<const int64_t> ids, const at::Tensor& device_ids,
+at::Tensor GenericRows(const Model& m, std::span<const int64_t> ids,
                        std::span<KvCache* const> caches) {
   const ModelConfig& c = m.config;
   const auto n = static_cast<int64_t>(caches.size());
-  const at::Tensor input =
-      device_ids.defined() ? device_ids
-                           : at::tensor(at::ArrayRef<int64_t>(ids.data(), ids.size()), at::kLong);
+  const at::Tensor input = at::tensor(at::ArrayRef<int64_t>(ids.data(), ids.size()), at::kLong);
   at::Tensor x = at::embedding(m.weights.embed, input.to(m.device, at::kLong).view({n, 1}))
                      .to(m.compute_dtype);  // [N, 1, hidden]
   std::vector<at::Tensor> cos, sin;
@@ -61,10 +59,10 @@ at::Tensor GenericRows(const Model& m, std::span<const int64_t> ids, const at::T
 
 }  // namespace
 
-at::Tensor ForwardRows(const Model& m, std::span<const int64_t> ids, const at::Tensor& device_ids,
+at::Tensor ForwardRows(const Model& m, std::span<const int64_t> ids,
                        std::span<KvCache* const> caches) {
-  at::Tensor logits = CpuDecodeRowsApply(m) ? CpuDecodeRows(m, ids, caches)
-                                            : GenericRows(m, ids, device_ids, caches);
+  at::Tensor logits =
+      CpuDecodeRowsApply(m) ? CpuDecodeRows(m, ids, caches) : GenericRows(m, ids, caches);
   for (KvCache* cache : caches)
     cache->Advance(1);
   return logits;

@@ -14,11 +14,9 @@ namespace medq::engine {
 
 // Runs token ids[i] at position caches[i]->length() of caches[i] for every i,
 // writes each key and value into its cache and advances every cache by one.
-// Returns float32 logits [N, vocab] on the model's device.
-//   ids: the N ids on the host (always given).
-//   device_ids: the same N ids as int64 on the model's device, or undefined;
-//     the generic path reads them from there, so that the device loop feeds
-//     the next step without a host-to-device copy.
+// Returns float32 logits [N, vocab] on the model's device. The host loop's
+// step: the device loop (a GPU) takes DecodeGraph (decode_graph.h), whose
+// inputs never leave the device.
 // Where CpuDecodeRowsApply holds (CPU, float32 compute, float32 or bf16
 // weights), the raw-buffer CpuDecodeRows: row i bitwise equal to that
 // sequence's solo step. Otherwise (CUDA, other dtypes, the test switch off)
@@ -28,6 +26,6 @@ namespace medq::engine {
 // with room for one more position, ids in [0, vocab). Call under
 // c10::InferenceMode. Throws c10::Error on LibTorch failures (out of memory).
 at::Tensor ForwardRows(const Model& model, std::span<const int64_t> ids,
-                       const at::Tensor& device_ids, std::span<KvCache* const> caches);
+                       std::span<KvCache* const> caches);
 
 }  // namespace medq::engine

@@ -106,6 +106,10 @@ Result<std::shared_ptr<const Model>> LoadDecoder(const std::filesystem::path& di
   info.intermediate_size = model->config.intermediate_size;
   info.compute_element_bytes = static_cast<int64_t>(c10::elementSize(placement.compute_dtype));
   info.fused_causal_attention = FusedCausalAttention();
+  if (device.is_cuda()) {
+    WarmUp(*model);
+    EmptyDeviceCaches();
+  }
   return std::shared_ptr<const Model>(std::move(model));
 }
 

@@ -126,6 +126,27 @@ struct GenerateResult {
 Result<GenerateResult> Generate(const Model& model, const GenerateRequest& request,
                                 const std::function<bool(int32_t)>& on_token);
 
+// What the decode steps' CUDA graphs have done in this process
+// (decode_graph.h): graphs captured, captures that failed (after the first,
+// graphs are off and every step runs eagerly) and the first failure's
+// message. `enabled` is false once a capture failed or when MEDQ_CUDA_GRAPHS=0.
+struct DecodeGraphCounts {
+  bool enabled = true;
+  int64_t captured = 0;
+  int64_t failed = 0;
+  std::string first_failure;
+};
+DecodeGraphCounts DecodeGraphStats();
+
+// Testing only (medqd --test-device-loop-on-cpu): true makes runs on the CPU
+// take the loop a GPU takes, so that it is checked where there is none: the
+// sampler on tensors, the chosen ids fed back as tensors and copied out once
+// a step, zeroed KV caches and the static decode step that a GPU captures as
+// a CUDA graph (decode_graph.h; run eagerly here, with no graph to capture).
+// Results equal the host loop's up to float rounding. Process-wide, an
+// atomic: any thread may set it before the first run.
+void SetDeviceLoopOnCpu(bool enabled);
+
 // Sets the engine's process-wide knobs: num_threads CPU threads for the
 // engine's kernels (<= 0: one per core), one LibTorch intra-op thread, no
 // TF32. Call once, on the worker thread, before anything else.

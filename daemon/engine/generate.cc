@@ -8,7 +8,9 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <memory>
 
+#include "daemon/engine/decode_graph.h"
 #include "daemon/engine/kv_cache.h"
 #include "daemon/engine/request_validation.h"
 #include "daemon/engine/sampling.h"
@@ -72,6 +74,25 @@ void SetDeviceLoopOnCpu(bool enabled) {
   g_device_loop_on_cpu.store(enabled);
 }
 
+void WarmUp(const Model& m) {
+  try {
+    c10::InferenceMode inference_mode;
+    const int64_t half = std::min<int64_t>(256, (m.config.max_position_embeddings - 4) / 2);
+    if (half < 1) return;
+    KvCache cache(m, 1, 2 * half + 3, UsesDeviceLoop(m));
+    const at::Tensor ids = at::zeros({1, half}, at::kLong);
+    Forward(m, ids, cache, LogitsFor::kLastPosition);
+    const at::Tensor logits = Forward(m, ids, cache, LogitsFor::kLastPosition);
+    Sampler sampler(SamplingParams{});
+    at::Tensor next = sampler.NextOnDevice(logits.view({-1}));
+    DecodeGraph graph(m, {&cache});
+    for (int i = 0; i < 3; ++i)
+      next = sampler.NextOnDevice(graph.Step(next.view({1})).view({-1}));
+    (void)next.to(at::kCPU);
+  } catch (...) {  // see the header: the first request reports it
+  }
+}
+
 bool UsesDeviceLoop(const Model& m) {
   return !m.device.is_cpu() || g_device_loop_on_cpu.load();
 }
@@ -90,8 +111,12 @@ Result<GenerateResult> RunGeneration(const Model& m, const GenerateRequest& r,
   // Everything below is local: the cache (allocated once, for the whole run)
   // and activations are freed on return, whichever way the run ends (an
   // exception included).
-  KvCache cache(m, 1, static_cast<int64_t>(r.prompt.size()) + r.max_new_tokens);
+  const bool device_loop = UsesDeviceLoop(m);
+  KvCache cache(m, 1, static_cast<int64_t>(r.prompt.size()) + r.max_new_tokens, device_loop);
   TokenLoop loop(m, r, sampler);
+  // The device loop's decode steps: one graph for the run, built at the
+  // first step (after the prefill).
+  std::unique_ptr<DecodeGraph> graph;
 
   const auto t_prefill = Clock::now();
   const std::vector<int64_t> prompt64(r.prompt.begin(), r.prompt.end());
@@ -117,7 +142,12 @@ Result<GenerateResult> RunGeneration(const Model& m, const GenerateRequest& r,
       break;
     }
     FailIfArmed(Fault::kDecodeOom);
-    logits = Forward(m, loop.step_ids(), cache, LogitsFor::kLastPosition);
+    if (device_loop) {
+      if (graph == nullptr) graph = std::make_unique<DecodeGraph>(m, std::vector<KvCache*>{&cache});
+      logits = graph->Step(loop.step_ids());
+    } else {
+      logits = Forward(m, loop.step_ids(), cache, LogitsFor::kLastPosition);
+    }
     next = loop.Choose(logits.view({-1}));
   }
   result.decode_ms = MsSince(t_decode);

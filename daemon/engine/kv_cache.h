@@ -14,9 +14,11 @@ namespace medq::engine {
 class KvCache {
  public:
   // Allocates [batch, kv_heads, capacity, head_dim] per layer for keys and
-  // values in the model's compute dtype on its device. Throws c10::Error
-  // (out of memory) like any LibTorch allocation.
-  KvCache(const Model& model, int64_t batch, int64_t capacity);
+  // values in the model's compute dtype on its device, filled with zeros
+  // when `zeroed` (the device loop's static step reads every slot:
+  // static_rows.h), else left as allocated. Throws c10::Error (out of
+  // memory) like any LibTorch allocation.
+  KvCache(const Model& model, int64_t batch, int64_t capacity, bool zeroed = false);
 
   int64_t length() const { return length_; }  // positions filled
   int64_t capacity() const { return capacity_; }

@@ -106,7 +106,7 @@ int64_t OpsPerBatchedStep(const Model& m, int64_t n, std::string* names) {
     ids.push_back(5 + i);
   }
   OpCounter counter;
-  ForwardRows(m, ids, at::Tensor(), pointers);
+  ForwardRows(m, ids, pointers);
   *names = OpCounter::Names();
   return counter.count();
 }
