@@ -214,6 +214,10 @@ ConfigOutcome LoadConfig(int argc, const char* const* argv) {
                "Testing only: enable the inject-fault op, which makes the next model load or "
                "decode step fail as if the GPU ran out of memory, and apply max_gpu_memory_mb "
                "to models on the CPU too");
+  app.add_flag("--test-device-loop-on-cpu", c.test_device_loop_on_cpu,
+               "Testing only: models on the CPU take the loop a GPU takes (the sampler and the "
+               "fed-back ids on tensors, the static decode step that CUDA captures as a graph), "
+               "so that it is checked on a machine without a GPU");
 
   AddConfigKeys(app, c);
 
@@ -224,7 +228,10 @@ ConfigOutcome LoadConfig(int argc, const char* const* argv) {
   for (const CLI::Option* opt : app.get_options()) {
     if (opt->get_lnames().empty() || opt->get_lnames()[0] == "help") continue;
     std::string key = opt->get_lnames().back();
-    if (key == "version" || key == "print-config" || key == "test-fault-injection") continue;
+    if (key == "version" || key == "print-config" || key == "test-fault-injection" ||
+        key == "test-device-loop-on-cpu") {
+      continue;
+    }
     const char* value = std::getenv(EnvName(key).c_str());
     if (value == nullptr || *value == '\0' || GivenOnCommandLine(args, *opt)) continue;
     with_env.push_back("--" + key + "=" + value);

@@ -69,6 +69,9 @@ struct Config {
 
   // Testing: enables the inject-fault op (command line only).
   bool test_fault_injection = false;
+  // Testing: models on the CPU take the GPU's device loop (command line only;
+  // engine::SetDeviceLoopOnCpu).
+  bool test_device_loop_on_cpu = false;
 };
 
 // What LoadConfig decided: run with a Config, or exit now with a status

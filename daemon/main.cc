@@ -9,6 +9,7 @@
 #include "common/version.h"
 #include "daemon/config.h"
 #include "daemon/engine/blas_threads.h"
+#include "daemon/engine/engine.h"
 #include "daemon/logging.h"
 #include "daemon/loop/open_files.h"
 #include "daemon/loop/server.h"
@@ -27,6 +28,12 @@ int main(int argc, char** argv) {
     spdlog::warn(
         "--test-fault-injection is on: clients may make loads and decode steps fail. "
         "Never use it in production.");
+  }
+  if (config.test_device_loop_on_cpu) {
+    spdlog::warn(
+        "--test-device-loop-on-cpu is on: models on the CPU run the GPU's loop, which is "
+        "slower there. Never use it in production.");
+    medq::engine::SetDeviceLoopOnCpu(true);
   }
   if (config.log_prompts) {
     spdlog::warn(

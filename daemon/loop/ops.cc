@@ -39,6 +39,10 @@ HealthInfo DescribeHealth(const DaemonState& s) {
                            " runs on the CPU: the GPU ran out of memory while loading it");
     }
   }
+  if (!worker.decode_graph_failure.empty()) {
+    h.warnings.push_back("CUDA graphs are off, decode steps run eagerly (slower): " +
+                         worker.decode_graph_failure);
+  }
   h.status = s.draining           ? "draining"
              : !s.ready           ? "starting"
              : h.warnings.empty() ? "ok"

@@ -224,6 +224,7 @@ void Scheduler::OnGenerationDone(const std::string& id, Result<GenerateDone> don
 void Scheduler::Apply(const WorkerReport& report) {
   if (report.memory) view_.memory = *report.memory;
   if (report.loaded) view_.loaded = *report.loaded;
+  if (report.decode_graph_failure) view_.decode_graph_failure = *report.decode_graph_failure;
   if (on_report_) on_report_(report);
 }
 

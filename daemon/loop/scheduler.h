@@ -94,6 +94,7 @@ struct EmbedCallbacks {
 struct WorkerView {
   MemorySnapshot memory;
   std::vector<LoadedModelInfo> loaded;
+  std::string decode_graph_failure;  // WorkerReport's, once set
 };
 
 class Scheduler {

@@ -1,5 +1,9 @@
 #include "daemon/worker/report.h"
 
+#include <spdlog/spdlog.h>
+
+#include "daemon/engine/engine.h"
+
 #include "daemon/worker/memory.h"
 #include "daemon/worker/model_store.h"
 
@@ -16,6 +20,15 @@ WorkerReport MakeReport(const ModelStore& models, bool measure) {
   WorkerReport report;
   report.loaded = DescribeLoaded(models);
   if (measure) report.memory = TakeMemorySnapshot();
+  const engine::DecodeGraphCounts graphs = engine::DecodeGraphStats();
+  if (graphs.failed > 0) {
+    static bool logged = false;  // worker thread only
+    if (!logged) {
+      spdlog::warn("CUDA graphs are off, decode steps run eagerly: {}", graphs.first_failure);
+      logged = true;
+    }
+    report.decode_graph_failure = graphs.first_failure;
+  }
   return report;
 }
 

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "common/messages.h"
@@ -32,6 +33,9 @@ struct WorkerReport {
   bool cleaned_up = false;                     // memory was released after the work
   std::optional<ModelLoadReport> model_load;   // the work loaded a model
   std::vector<EmbedBatchStats> embed_batches;  // batches run since the last report
+  // Set once a decode step's CUDA graph capture has failed (decode then runs
+  // eagerly for the rest of the process): the first failure's message.
+  std::optional<std::string> decode_graph_failure;
 };
 
 // Worker thread: what `health` and `models` show of the loaded models.
