@@ -61,6 +61,8 @@ bool FastPathApplies(const Model& m) {
 }
 
 TEST_CASE("batched CPU decoding is bitwise a solo run: tokens and logits", "[engine][batch]") {
+  // The host loop's raw-buffer path, also in the device-loop leg.
+  const ScopedSwitch host_loop(&SetDeviceLoopOnCpu, false, DeviceLoopForced());
   for (const auto& dir : ModelFolders()) {
     // bf16 twice: row-major, and with the packed copy that a daemon with
     // max_concurrent > 1 loads (LoadOptions::pack_for_batches).
@@ -154,7 +156,7 @@ TEST_CASE("seeded sampling gives the same tokens batched and alone, on both toke
   const auto model = MustLoad(dir, "fp32");
   for (const bool device_loop : {false, true}) {
     INFO("device loop " << device_loop);
-    const ScopedSwitch loop(&SetDeviceLoopOnCpu, device_loop, false);
+    const ScopedSwitch loop(&SetDeviceLoopOnCpu, device_loop, DeviceLoopForced());
     const std::vector<Joining> requests = SeededMixedRequests(ref);
     CheckEachAsAlone(*model, requests, RunBatch(model, BatchOptions{}, requests));
   }

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -44,6 +45,14 @@ class ScopedSwitch {
   void (*set_)(bool);
   bool restore_;
 };
+
+// Whether this run forces the device loop on the CPU for every test
+// (MEDQ_TEST_DEVICE_LOOP_ON_CPU=1: the device-loop leg of scripts/test). A
+// ScopedSwitch of SetDeviceLoopOnCpu restores this, not false.
+inline bool DeviceLoopForced() {
+  const char* v = std::getenv("MEDQ_TEST_DEVICE_LOOP_ON_CPU");
+  return v != nullptr && std::string(v) == "1";
+}
 
 // Every tensor of a safetensors file, read with the engine's own reader.
 inline std::map<std::string, at::Tensor> ReadTensors(const fs::path& path) {

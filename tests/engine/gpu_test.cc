@@ -1,10 +1,13 @@
 // The fixture references on a CUDA device (label "gpu"; needs a CUDA LibTorch
 // and a visible device, otherwise each case is reported as skipped): solo
-// runs, the continuous batch (batch invariance) and seeded sampling.
+// runs, the continuous batch (batch invariance), seeded sampling, and the
+// decode step's CUDA graph against the same step run eagerly.
 #include <catch2/catch.hpp>
 
 #include "daemon/engine/batch.h"
+#include "daemon/engine/decode_graph.h"
 #include "daemon/engine/device_memory.h"
+#include "daemon/engine/transformer.h"
 #include "tests/engine/batch_test_util.h"
 #include "tests/engine/engine_test_util.h"
 #include "tests/support/skip.h"
@@ -16,6 +19,50 @@ constexpr const char* kNoCuda = "no CUDA device visible (or a LibTorch without C
 
 int64_t AllocatedOnDevice0() {
   return QueryDeviceMemory().at(0).allocated_bytes;
+}
+
+TEST_CASE("a captured decode graph steps as the eager static step does", "[engine][gpu]") {
+  if (!CudaAvailable()) MEDQ_SKIP(kNoCuda);
+  c10::InferenceMode guard;
+  for (const auto& dir : ModelFolders()) {
+    INFO("model " << dir.filename().string());
+    const auto ref = ReadTensors(dir / "reference.safetensors");
+    auto m = LoadModel(dir, {"cuda:0", "fp32"});
+    REQUIRE(m.ok());
+    const Model& model = **m;
+    // Two sequences at their own positions, each with a cache for the graph
+    // and one for the eager step.
+    std::vector<std::unique_ptr<KvCache>> caches;
+    std::vector<int64_t> next;
+    for (const std::string p : {"prompt1", "prompt2"}) {
+      const at::Tensor ids = ref.at("input_ids_" + p).view({1, -1}).to(at::kLong);
+      for (int copy = 0; copy < 2; ++copy) {
+        caches.push_back(std::make_unique<KvCache>(model, 1, ids.size(1) + 8, true));
+        const at::Tensor logits = Forward(model, ids, *caches.back(), LogitsFor::kLastPosition);
+        if (copy == 0) next.push_back(logits.view({-1}).argmax().item<int64_t>());
+      }
+    }
+    DecodeGraph graph(model, {caches[0].get(), caches[2].get()});
+    SetDecodeGraphCaptureEnabled(false);
+    DecodeGraph eager(model, {caches[1].get(), caches[3].get()});
+    at::Tensor ids = at::tensor(next, at::kLong).to(model.device);
+    for (int step = 0; step < 6; ++step) {
+      INFO("step " << step);
+      SetDecodeGraphCaptureEnabled(true);
+      const at::Tensor a = graph.Step(ids).cpu();
+      SetDecodeGraphCaptureEnabled(false);
+      const at::Tensor b = eager.Step(ids).cpu();
+      CHECK(MaxAbsDiff(a, b) <= 1e-4);
+      ids = a.argmax(1).to(model.device);
+    }
+    SetDecodeGraphCaptureEnabled(true);
+    CHECK(graph.captured());
+    CHECK_FALSE(eager.captured());
+  }
+  const DecodeGraphCounts counts = DecodeGraphStats();
+  CAPTURE(counts.first_failure);
+  CHECK(counts.failed == 0);
+  CHECK(counts.captured >= 1);
 }
 
 TEST_CASE("fixture models match transformers on cuda:0 in fp32", "[engine][gpu]") {

@@ -146,7 +146,7 @@ TEST_CASE("the device sampler chooses what the host sampler chooses for one seed
 // on the CPU for its scope.
 class DeviceLoop : public ScopedSwitch {
  public:
-  DeviceLoop() : ScopedSwitch(&SetDeviceLoopOnCpu, true, false) {}
+  DeviceLoop() : ScopedSwitch(&SetDeviceLoopOnCpu, true, DeviceLoopForced()) {}
 };
 
 TEST_CASE("the device loop generates what the host loop generates", "[engine][sampling]") {

@@ -59,6 +59,12 @@ DaemonProcess::DaemonProcess(std::vector<std::string> extra_args, std::chrono::m
     argv.insert(argv.end(), {"--state-dir", (dir_.path() / "state").string()});
   }
   argv.insert(argv.end(), extra_args.begin(), extra_args.end());
+  // The device-loop leg of scripts/test: every daemon runs models on the CPU
+  // through the loop a GPU takes.
+  if (const char* v = std::getenv("MEDQ_TEST_DEVICE_LOOP_ON_CPU");
+      v != nullptr && v == std::string("1")) {
+    argv.push_back("--test-device-loop-on-cpu");
+  }
   std::ofstream(dir_.path() / "none.conf").flush();  // empty: keep /etc/medq out of tests
   const std::string log = (dir_.path() / "medqd.log").string();
   pid_ = fork();
