@@ -1,0 +1,68 @@
+#!/usr/bin/env python3
+"""One table from scripts/gpu-check's peer step: medq's engine_bench (CUDA
+graphs on, and off with MEDQ_CUDA_GRAPHS=0) beside transformers' generate()
+(hf_generate.py) on the same checkpoints, in the same run.
+
+  python3 bench/engine/gpu_table.py OUTDIR
+"""
+import json
+import pathlib
+import statistics
+import sys
+
+
+def load(path):
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def main():
+    out = pathlib.Path(sys.argv[1])
+    medq = {}  # (model, label) -> [decode tok/s], plus first/warm prefill
+    extra = {}
+    for path in sorted(out.glob("peer_medq_*.json")):
+        doc = load(path)
+        if not doc:
+            continue
+        label = "eager" if "eager" in path.name else "graphs"
+        for r in doc.get("results", []):
+            if "decode_tok_s" not in r:
+                continue
+            medq.setdefault((r["model"], label), []).append(r["decode_tok_s"])
+            extra.setdefault((r["model"], label), []).append(r)
+    hf = {}
+    for path in sorted(out.glob("peer_hf*.json")):
+        doc = load(path)
+        for r in (doc or {}).get("results", []):
+            if "decode_tok_s" in r:
+                hf.setdefault((r["model"], r["cache"]), []).append(r["decode_tok_s"])
+    models = sorted({m for m, _ in medq} | {m for m, _ in hf})
+    print("| model | medq graphs tok/s | medq eager tok/s | transformers static | "
+          "transformers dynamic | graphs / static | share of ceiling | ttft / warm prefill |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+
+    def cell(values):
+        if not values:
+            return "-"
+        if len(values) == 1:
+            return f"{values[0]:.1f}"
+        return f"{statistics.median(values):.1f} ({min(values):.1f}-{max(values):.1f})"
+
+    for m in models:
+        g = medq.get((m, "graphs"), [])
+        s = hf.get((m, "static"), [])
+        ratio = f"{statistics.median(g) / statistics.median(s):.2f}" if g and s else "-"
+        rows = extra.get((m, "graphs"), [])
+        share = "-"
+        ttft = "-"
+        if rows:
+            share = f"{statistics.median([r.get('decode_fraction_of_ceiling', 0) for r in rows]):.3f}"
+            ttft = f"{statistics.median([r['ttft_ms'] / r['prefill_ms'] for r in rows]):.2f}"
+        print(f"| {m} | {cell(g)} | {cell(medq.get((m, 'eager'), []))} | {cell(s)} | "
+              f"{cell(hf.get((m, 'dynamic'), []))} | {ratio} | {share} | {ttft} |")
+
+
+if __name__ == "__main__":
+    main()
