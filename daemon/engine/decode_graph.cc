@@ -12,6 +12,7 @@
 #if MEDQ_WITH_CUDA
 #include <ATen/cuda/CUDAGraph.h>
 #include <c10/cuda/CUDAFunctions.h>
+#include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 #include <cuda_runtime_api.h>
 #endif
@@ -85,8 +86,11 @@ struct DecodeGraph::Impl {
   bool Capture() {
 #if MEDQ_WITH_CUDA
     try {
+      const c10::cuda::CUDAGuard on_device(model.device.index());
       graph = std::make_unique<at::cuda::CUDAGraph>();
-      graph->capture_begin();
+      // Thread-local: only this thread's unsafe calls could break the
+      // capture; another thread asking the driver for memory figures cannot.
+      graph->capture_begin({0, 0}, cudaStreamCaptureModeThreadLocal);
       try {
         Body();
       } catch (...) {
@@ -145,7 +149,10 @@ at::Tensor DecodeGraph::Step(const at::Tensor& ids) {
     g.tried = true;
     replay = g.Capture();
   }
-  if (replay) g.graph->replay();
+  if (replay) {
+    const c10::cuda::CUDAGuard on_device(g.model.device.index());
+    g.graph->replay();
+  }
 #endif
   if (!replay) g.Body();
   for (KvCache* cache : g.caches)
