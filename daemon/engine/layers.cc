@@ -1,5 +1,6 @@
 #include "daemon/engine/layers.h"
 
+#include "daemon/engine/fused_ops.h"
 #include "daemon/engine/kernels/linear.h"
 #include "daemon/engine/rope.h"
 #include "daemon/engine/torch_version.h"
@@ -103,9 +104,7 @@ void MlpBlock(const ModelConfig& c, const LayerWeights& l, at::Tensor& x) {
   const at::Tensor h = RmsNorm(x, l.post_norm, c.rms_norm_eps);
   const at::Tensor gate_up = Linear(h, l.gate_up_proj, l.gate_up_bias);  // [B, T, 2 * inter]
   const int64_t inter = l.gate_up_proj.size(0) / 2;
-  const at::Tensor act =
-      Mul(at::silu(gate_up.narrow(-1, 0, inter)), gate_up.narrow(-1, inter, inter));
-  LinearAddInto(x, act, l.down_proj, l.down_bias);
+  LinearAddInto(x, SiluMul(gate_up, inter), l.down_proj, l.down_bias);
 }
 
 }  // namespace medq::engine

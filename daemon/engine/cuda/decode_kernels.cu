@@ -1,0 +1,279 @@
+#include "daemon/engine/cuda/decode_kernels.h"
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cmath>
+#include <type_traits>
+
+namespace medq::engine::cuda {
+namespace {
+
+template <typename T>
+__device__ __forceinline__ float Load(const T* p, int64_t i);
+template <>
+__device__ __forceinline__ float Load<float>(const float* p, int64_t i) {
+  return p[i];
+}
+template <>
+__device__ __forceinline__ float Load<__nv_bfloat16>(const __nv_bfloat16* p, int64_t i) {
+  return __bfloat162float(p[i]);
+}
+template <>
+__device__ __forceinline__ float Load<__half>(const __half* p, int64_t i) {
+  return __half2float(p[i]);
+}
+
+template <typename T>
+__device__ __forceinline__ void Store(T* p, int64_t i, float v);
+template <>
+__device__ __forceinline__ void Store<float>(float* p, int64_t i, float v) {
+  p[i] = v;
+}
+template <>
+__device__ __forceinline__ void Store<__nv_bfloat16>(__nv_bfloat16* p, int64_t i, float v) {
+  p[i] = __float2bfloat16(v);
+}
+template <>
+__device__ __forceinline__ void Store<__half>(__half* p, int64_t i, float v) {
+  p[i] = __float2half(v);
+}
+
+__device__ __forceinline__ float WarpSum(float v) {
+  for (int offset = 16; offset > 0; offset /= 2)
+    v += __shfl_xor_sync(0xffffffffu, v, offset);
+  return v;
+}
+
+// Sum over the block (blockDim.x a multiple of 32, at most 1024).
+__device__ float BlockSum(float v) {
+  __shared__ float partial[32];
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  v = WarpSum(v);
+  if (lane == 0) partial[warp] = v;
+  __syncthreads();
+  const int warps = (blockDim.x + 31) / 32;
+  v = threadIdx.x < warps ? partial[threadIdx.x] : 0.0f;
+  if (warp == 0) v = WarpSum(v);
+  if (threadIdx.x == 0) partial[0] = v;
+  __syncthreads();
+  const float total = partial[0];
+  __syncthreads();  // partial is reused by the next call
+  return total;
+}
+
+// Block b handles head b of the row: q heads, then k heads, then v heads.
+// Thread t handles the pair (t, t + D/2); threads past D/2 only help reduce.
+template <typename T>
+__global__ void RopeCacheWriteKernel(const T* qkv, const T* cos, const T* sin, const T* q_norm,
+                                     const T* k_norm, float eps, const int64_t* position, T* q_out,
+                                     T* keys, T* values, int heads, int kv_heads, int d,
+                                     int64_t capacity) {
+  const int head = blockIdx.x;
+  const int half = d / 2;
+  const int t = threadIdx.x;
+  const int64_t p = *position;
+  const bool is_q = head < heads;
+  const bool is_k = !is_q && head < heads + kv_heads;
+  const T* x = qkv + static_cast<int64_t>(head) * d;
+  if (!is_q && !is_k) {  // a v head: copied as it is
+    const int g = head - heads - kv_heads;
+    T* dst = values + (static_cast<int64_t>(g) * capacity + p) * d;
+    for (int i = t; i < d; i += blockDim.x)
+      dst[i] = x[i];
+    return;
+  }
+  const bool active = t < half;
+  float a = active ? Load(x, t) : 0.0f;
+  float b = active ? Load(x, t + half) : 0.0f;
+  const T* norm = is_q ? q_norm : k_norm;
+  if (norm != nullptr) {
+    // transformers' RMSNorm over the head: float32, then the weight.
+    const float squares = BlockSum(a * a + b * b);
+    const float r = rsqrtf(squares / static_cast<float>(d) + eps);
+    if (active) {
+      a = a * r * Load(norm, t);
+      b = b * r * Load(norm, t + half);
+    }
+  }
+  if (!active) return;
+  const float c0 = Load(cos, p * d + t), c1 = Load(cos, p * d + t + half);
+  const float s0 = Load(sin, p * d + t), s1 = Load(sin, p * d + t + half);
+  const float lo = a * c0 - b * s0;
+  const float hi = b * c1 + a * s1;
+  T* dst = is_q ? q_out + static_cast<int64_t>(head) * d
+                : keys + (static_cast<int64_t>(head - heads) * capacity + p) * d;
+  Store(dst, t, lo);
+  Store(dst, t + half, hi);
+}
+
+constexpr int kAttentionWarps = 8;
+constexpr int kMaxSlice = 32;  // D / 32 elements a lane: D <= 1024
+
+// Block h handles query head h. Warp w walks positions begin + w, begin + w +
+// 8, ...; within a warp each lane holds a slice of D (elements lane, lane +
+// 32, ...), the dot product is a warp sum, and each warp keeps an online
+// softmax (its max, its sum and its slice of the weighted values). The warps
+// are merged at the end through shared memory.
+// kSlice: elements of D a lane holds (D <= 32 * kSlice), a constant so that
+// the lane's slices stay in registers.
+template <typename T, int kSlice>
+__global__ void DecodeAttentionKernel(const T* q, const T* keys, const T* values,
+                                      const int64_t* position, T* out, int heads, int kv_heads,
+                                      int d, int64_t capacity, int64_t window) {
+  extern __shared__ float shared[];  // [warps][d + 2]
+  const int head = blockIdx.x;
+  const int g = head / (heads / kv_heads);
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const int64_t p = *position;
+  const int64_t begin = window > 0 && p - window + 1 > 0 ? p - window + 1 : 0;
+  const float scale = rsqrtf(static_cast<float>(d));
+  float qs[kSlice], acc[kSlice];
+#pragma unroll
+  for (int j = 0; j < kSlice; ++j) {
+    const int i = lane + 32 * j;
+    qs[j] = i < d ? Load(q, static_cast<int64_t>(head) * d + i) * scale : 0.0f;
+    acc[j] = 0.0f;
+  }
+  const T* k_head = keys + static_cast<int64_t>(g) * capacity * d;
+  const T* v_head = values + static_cast<int64_t>(g) * capacity * d;
+  float m = -INFINITY, l = 0.0f;
+  for (int64_t s = begin + warp; s <= p; s += kAttentionWarps) {
+    float dot = 0.0f;
+#pragma unroll
+    for (int j = 0; j < kSlice; ++j) {
+      const int i = lane + 32 * j;
+      if (i < d) dot += qs[j] * Load(k_head, s * d + i);
+    }
+    dot = WarpSum(dot);
+    const float m_new = fmaxf(m, dot);
+    const float correction = __expf(m - m_new);
+    const float w = __expf(dot - m_new);
+    l = l * correction + w;
+#pragma unroll
+    for (int j = 0; j < kSlice; ++j) {
+      const int i = lane + 32 * j;
+      acc[j] = acc[j] * correction + (i < d ? w * Load(v_head, s * d + i) : 0.0f);
+    }
+    m = m_new;
+  }
+  float* mine = shared + warp * (d + 2);
+#pragma unroll
+  for (int j = 0; j < kSlice; ++j) {
+    const int i = lane + 32 * j;
+    if (i < d) mine[i] = acc[j];
+  }
+  if (lane == 0) {
+    mine[d] = m;
+    mine[d + 1] = l;
+  }
+  __syncthreads();
+  float m_all = -INFINITY;
+  for (int w = 0; w < kAttentionWarps; ++w)
+    m_all = fmaxf(m_all, shared[w * (d + 2) + d]);
+  float l_all = 0.0f;
+  for (int w = 0; w < kAttentionWarps; ++w) {
+    const float mw = shared[w * (d + 2) + d];
+    if (mw != -INFINITY) l_all += shared[w * (d + 2) + d + 1] * __expf(mw - m_all);
+  }
+  for (int i = threadIdx.x; i < d; i += blockDim.x) {
+    float sum = 0.0f;
+    for (int w = 0; w < kAttentionWarps; ++w) {
+      const float mw = shared[w * (d + 2) + d];
+      if (mw != -INFINITY) sum += shared[w * (d + 2) + i] * __expf(mw - m_all);
+    }
+    Store(out, static_cast<int64_t>(head) * d + i, sum / l_all);
+  }
+}
+
+template <typename T>
+__global__ void SiluMulKernel(const T* gate_up, T* out, int64_t rows, int64_t inter) {
+  const int64_t n = rows * inter;
+  for (int64_t k = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; k < n;
+       k += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t r = k / inter, j = k % inter;
+    const float gate = Load(gate_up, r * 2 * inter + j);
+    const float up = Load(gate_up, r * 2 * inter + inter + j);
+    Store(out, k, gate / (1.0f + __expf(-gate)) * up);
+  }
+}
+
+template <typename F>
+cudaError_t Dispatch(ElementType type, F&& launch) {
+  switch (type) {
+    case ElementType::kFloat:
+      launch(static_cast<float*>(nullptr));
+      break;
+    case ElementType::kBFloat16:
+      launch(static_cast<__nv_bfloat16*>(nullptr));
+      break;
+    case ElementType::kHalf:
+      launch(static_cast<__half*>(nullptr));
+      break;
+  }
+  return cudaGetLastError();
+}
+
+}  // namespace
+
+cudaError_t RopeCacheWrite(const void* qkv, const void* cos, const void* sin, const void* q_norm,
+                           const void* k_norm, float eps, const int64_t* position, void* q_out,
+                           void* keys, void* values, int heads, int kv_heads, int head_dim,
+                           int64_t capacity, ElementType type, cudaStream_t stream) {
+  if (head_dim % 2 != 0 || head_dim > 1024) return cudaErrorInvalidValue;
+  const int threads = ((head_dim / 2 + 31) / 32) * 32;
+  return Dispatch(type, [&](auto* tag) {
+    using T = std::remove_pointer_t<decltype(tag)>;
+    RopeCacheWriteKernel<T><<<heads + 2 * kv_heads, threads, 0, stream>>>(
+        static_cast<const T*>(qkv), static_cast<const T*>(cos), static_cast<const T*>(sin),
+        static_cast<const T*>(q_norm), static_cast<const T*>(k_norm), eps, position,
+        static_cast<T*>(q_out), static_cast<T*>(keys), static_cast<T*>(values), heads, kv_heads,
+        head_dim, capacity);
+  });
+}
+
+cudaError_t DecodeAttention(const void* q, const void* keys, const void* values,
+                            const int64_t* position, void* out, int heads, int kv_heads,
+                            int head_dim, int64_t capacity, int64_t window, ElementType type,
+                            cudaStream_t stream) {
+  if (head_dim > 32 * kMaxSlice || kv_heads <= 0 || heads % kv_heads != 0) {
+    return cudaErrorInvalidValue;
+  }
+  const size_t shared = sizeof(float) * kAttentionWarps * (head_dim + 2);
+  const int slice = (head_dim + 31) / 32;
+  return Dispatch(type, [&](auto* tag) {
+    using T = std::remove_pointer_t<decltype(tag)>;
+    const auto launch = [&](auto kernel) {
+      kernel<<<heads, 32 * kAttentionWarps, shared, stream>>>(
+          static_cast<const T*>(q), static_cast<const T*>(keys), static_cast<const T*>(values),
+          position, static_cast<T*>(out), heads, kv_heads, head_dim, capacity, window);
+    };
+    if (slice <= 1) {
+      launch(DecodeAttentionKernel<T, 1>);
+    } else if (slice <= 2) {
+      launch(DecodeAttentionKernel<T, 2>);
+    } else if (slice <= 4) {
+      launch(DecodeAttentionKernel<T, 4>);
+    } else if (slice <= 8) {
+      launch(DecodeAttentionKernel<T, 8>);
+    } else {
+      launch(DecodeAttentionKernel<T, kMaxSlice>);
+    }
+  });
+}
+
+cudaError_t SiluMul(const void* gate_up, void* out, int64_t rows, int64_t inter, ElementType type,
+                    cudaStream_t stream) {
+  const int64_t n = rows * inter;
+  if (n == 0) return cudaSuccess;
+  const int threads = 256;
+  const int blocks = static_cast<int>((n + threads - 1) / threads < 4096 ? (n + threads - 1) / threads
+                                                                          : 4096);
+  return Dispatch(type, [&](auto* tag) {
+    using T = std::remove_pointer_t<decltype(tag)>;
+    SiluMulKernel<T><<<blocks, threads, 0, stream>>>(static_cast<const T*>(gate_up),
+                                                     static_cast<T*>(out), rows, inter);
+  });
+}
+
+}  // namespace medq::engine::cuda
