@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """One table from scripts/gpu-check's peer step: medq's engine_bench (CUDA
-graphs on, and off with MEDQ_CUDA_GRAPHS=0) beside transformers' generate()
-(hf_generate.py) on the same checkpoints, in the same run.
+graphs on; off with MEDQ_CUDA_GRAPHS=0, "eager"; graphs and fused kernels
+off, "neither") beside transformers' generate() (hf_generate.py) on the same
+checkpoints, in the same run.
 
   python3 bench/engine/gpu_table.py OUTDIR
 """
@@ -26,7 +27,7 @@ def main():
         doc = load(path)
         if not doc:
             continue
-        label = "eager" if "eager" in path.name else "graphs"
+        label = next((k for k in ("eager", "plain") if k in path.name), "graphs")
         for r in doc.get("results", []):
             if "decode_tok_s" not in r:
                 continue
@@ -39,9 +40,10 @@ def main():
             if "decode_tok_s" in r:
                 hf.setdefault((r["model"], r["cache"]), []).append(r["decode_tok_s"])
     models = sorted({m for m, _ in medq} | {m for m, _ in hf})
-    print("| model | medq graphs tok/s | medq eager tok/s | transformers static | "
-          "transformers dynamic | graphs / static | share of ceiling | ttft / warm prefill |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+    print("| model | medq graphs tok/s | medq eager tok/s | medq neither tok/s | "
+          "transformers static | transformers dynamic | graphs / static | share of ceiling | "
+          "ttft / warm prefill |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
 
     def cell(values):
         if not values:
@@ -60,7 +62,8 @@ def main():
         if rows:
             share = f"{statistics.median([r.get('decode_fraction_of_ceiling', 0) for r in rows]):.3f}"
             ttft = f"{statistics.median([r['ttft_ms'] / r['prefill_ms'] for r in rows]):.2f}"
-        print(f"| {m} | {cell(g)} | {cell(medq.get((m, 'eager'), []))} | {cell(s)} | "
+        print(f"| {m} | {cell(g)} | {cell(medq.get((m, 'eager'), []))} | "
+              f"{cell(medq.get((m, 'plain'), []))} | {cell(s)} | "
               f"{cell(hf.get((m, 'dynamic'), []))} | {ratio} | {share} | {ttft} |")
 
 
