@@ -43,20 +43,28 @@ bool EnvAllowsGraphs() {
   if (g_first_failure.empty()) g_first_failure = what;
 }
 
+}  // namespace
+
+void UseWorkerStream(at::Device device) {
 #if MEDQ_WITH_CUDA
-// Graphs are captured on a stream of the thread's own, never the default
-// one. The worker keeps it as its current stream from then on, so that the
-// prefill, the replays and the sampler stay in one order; the switch waits
-// for the device once, so that work already on the default stream is done.
-void UseOwnStream(at::Device device) {
+  if (!device.is_cuda()) return;
   const auto index = static_cast<c10::DeviceIndex>(device.index());
   if (c10::cuda::getCurrentCUDAStream(index) != c10::cuda::getDefaultCUDAStream(index)) return;
   c10::cuda::device_synchronize();
   c10::cuda::setCurrentCUDAStream(c10::cuda::getStreamFromPool(false, index));
-}
+  // cuBLAS and cuBLASLt take a workspace for each stream at their first call
+  // there; made inside a capture it would come from the graph's pool and go
+  // with the graph. One small product of each kind makes it now.
+  for (const at::ScalarType t : {at::kFloat, at::kBFloat16, at::kHalf}) {
+    const auto opts = at::TensorOptions().dtype(t).device(device);
+    (void)at::linear(at::ones({2, 16}, opts), at::ones({16, 16}, opts), at::ones({16}, opts));
+    (void)at::linear(at::ones({1, 16}, opts), at::ones({16, 16}, opts));
+  }
+  c10::cuda::device_synchronize();
+#else
+  (void)device;
 #endif
-
-}  // namespace
+}
 
 struct DecodeGraph::Impl {
   const Model& model;
@@ -119,9 +127,7 @@ struct DecodeGraph::Impl {
 
 DecodeGraph::DecodeGraph(const Model& model, std::vector<KvCache*> caches)
     : impl_(std::make_unique<Impl>(model, std::move(caches))) {
-#if MEDQ_WITH_CUDA
-  if (model.device.is_cuda()) UseOwnStream(model.device);
-#endif
+  UseWorkerStream(model.device);
   std::vector<int64_t> positions;
   const KvCache* longest = impl_->caches.front();
   for (const KvCache* cache : impl_->caches) {

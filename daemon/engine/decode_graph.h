@@ -10,9 +10,7 @@
 // host.
 //
 // On CUDA the first Step() captures the step as a CUDA graph on the worker
-// thread's own stream (graphs cannot be captured on the default stream; the
-// thread keeps that stream for all of its later work, so that nothing
-// crosses streams) and every Step() replays it: one launch a token instead of
+// thread's own stream (UseWorkerStream) and every Step() replays it: one launch a token instead of
 // some twenty a layer, each waiting on the host. When a capture fails (an op
 // this LibTorch cannot capture, a driver without graph support), graphs are
 // off for the rest of the process, the failure is counted with its first
@@ -58,6 +56,15 @@ class DecodeGraph {
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
+
+// Makes the calling thread's current stream on `device` one of its own
+// rather than the default stream, once (a no-op after the first call, and on
+// the CPU): graphs cannot be captured on the default stream, and the thread
+// keeps the stream for all its work so that nothing crosses streams. Waits
+// for the device first, and makes cuBLAS's workspaces for the stream before
+// any capture can. LoadModel's warm-up calls it for a CUDA model; every
+// DecodeGraph does.
+void UseWorkerStream(at::Device device);
 
 // Test switch: false keeps every DecodeGraph eager (as when a capture
 // failed), so that the eager path is checked where graphs would be taken.

@@ -77,6 +77,7 @@ void SetDeviceLoopOnCpu(bool enabled) {
 void WarmUp(const Model& m) {
   try {
     c10::InferenceMode inference_mode;
+    UseWorkerStream(m.device);  // first: the prefill below then runs there
     const int64_t half = std::min<int64_t>(256, (m.config.max_position_embeddings - 4) / 2);
     if (half < 1) return;
     KvCache cache(m, 1, 2 * half + 3, UsesDeviceLoop(m));
