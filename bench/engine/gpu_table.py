@@ -67,5 +67,19 @@ def main():
               f"{cell(hf.get((m, 'dynamic'), []))} | {ratio} | {share} | {ttft} |")
 
 
+def first_request(out):
+    doc = load(out / "peer_ttft512_bench.json")
+    if not doc:
+        return
+    print()
+    print("| model | prompt | first request prefill ms | next prefill ms | first / next |")
+    print("| --- | --- | --- | --- | --- |")
+    for r in doc.get("results", []):
+        if "ttft_ms" in r and r.get("prefill_ms"):
+            print(f"| {r['model']} | {doc.get('prompt_tokens')} | {r['ttft_ms']:.2f} | "
+                  f"{r['prefill_ms']:.2f} | {r['ttft_ms'] / r['prefill_ms']:.2f} |")
+
+
 if __name__ == "__main__":
     main()
+    first_request(pathlib.Path(sys.argv[1]))

@@ -56,8 +56,11 @@ std::vector<ModelShape> BenchShapes() {
 
 Status WriteRandomModel(const ModelShape& s, const std::filesystem::path& dir) {
   std::filesystem::create_directories(dir);
+  // model_type too, so that transformers loads the same folder
+  // (bench/engine/hf_generate.py).
   const nlohmann::json config = {
       {"architectures", {s.architecture}},
+      {"model_type", s.architecture == "Qwen2ForCausalLM" ? "qwen2" : "llama"},
       {"hidden_size", s.hidden},
       {"num_hidden_layers", s.layers},
       {"num_attention_heads", s.heads},

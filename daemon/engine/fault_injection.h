@@ -17,7 +17,18 @@ enum class Fault {
 void ArmFault(Fault fault);
 
 // Engine internals, worker thread: throws a CUDA-style out-of-memory c10::Error
-// (and disarms) when `fault` is armed.
+// (and disarms) when `fault` is armed, unless a FaultsHeldBack is alive.
 void FailIfArmed(Fault fault);
+
+// Worker thread: while alive, armed faults stay armed and fire for nobody,
+// so that the engine's own work (the warm-up at load) does not take the
+// fault a test armed for a request.
+class FaultsHeldBack {
+ public:
+  FaultsHeldBack();
+  ~FaultsHeldBack();
+  FaultsHeldBack(const FaultsHeldBack&) = delete;
+  FaultsHeldBack& operator=(const FaultsHeldBack&) = delete;
+};
 
 }  // namespace medq::engine

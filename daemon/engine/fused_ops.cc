@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "daemon/engine/attention.h"
+#include "daemon/engine/kernels/linear.h"
 #include "daemon/engine/layers.h"
 
 #if MEDQ_WITH_CUDA
@@ -131,6 +132,64 @@ at::Tensor DecodeAttention(const Model& m, size_t layer_index, const at::Tensor&
   }
 #endif
   return AttendOneQuery(q, keys, values, SlotMask(c, position, cache.capacity()));
+}
+
+#if MEDQ_WITH_CUDA
+namespace {
+
+// Whether the GEMV kernel takes x [..., K] · wᵀ (+ bias, + residual).
+bool GemvTakes(const Model& m, const at::Tensor& x, const at::Tensor& w, const at::Tensor& bias) {
+  if (!FusedKernelsApply(m) || !x.is_cuda() || !x.is_contiguous() || !w.is_contiguous()) {
+    return false;
+  }
+  if (w.dim() != 2 || x.size(-1) != w.size(1) || x.scalar_type() != w.scalar_type()) return false;
+  if (bias.defined() && (bias.scalar_type() != x.scalar_type() || !bias.is_contiguous())) {
+    return false;
+  }
+  return cuda::GemvApplies(x.data_ptr(), w.data_ptr(), x.numel() / w.size(1), w.size(1),
+                           ElementOf(x));
+}
+
+void RunGemv(const at::Tensor& x, const at::Tensor& w, const at::Tensor& bias,
+             const at::Tensor& residual, at::Tensor& y) {
+  Check(cuda::Gemv(x.data_ptr(), w.data_ptr(), PointerOrNull(bias), PointerOrNull(residual),
+                   y.data_ptr(), x.numel() / w.size(1), w.size(0), w.size(1), ElementOf(x),
+                   Stream(x)),
+        "Gemv");
+}
+
+}  // namespace
+#endif
+
+at::Tensor DecodeLinear(const Model& m, const at::Tensor& x, const at::Tensor& w,
+                        const at::Tensor& bias) {
+#if MEDQ_WITH_CUDA
+  if (GemvTakes(m, x, w, bias)) {
+    std::vector<int64_t> shape = x.sizes().vec();
+    shape.back() = w.size(0);
+    at::Tensor y = at::empty(shape, x.options());
+    RunGemv(x, w, bias, at::Tensor(), y);
+    return y;
+  }
+#else
+  (void)m;
+#endif
+  return Linear(x, w, bias);
+}
+
+void DecodeLinearAddInto(const Model& m, at::Tensor& residual, const at::Tensor& x,
+                         const at::Tensor& w, const at::Tensor& bias) {
+#if MEDQ_WITH_CUDA
+  if (GemvTakes(m, x, w, bias) && residual.is_contiguous() &&
+      residual.scalar_type() == x.scalar_type() &&
+      residual.numel() / w.size(0) == x.numel() / w.size(1)) {
+    RunGemv(x, w, bias, residual, residual);
+    return;
+  }
+#else
+  (void)m;
+#endif
+  LinearAddInto(residual, x, w, bias);
 }
 
 at::Tensor SiluMul(const at::Tensor& gate_up, int64_t inter) {

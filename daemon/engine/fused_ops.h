@@ -37,6 +37,16 @@ at::Tensor RopeCacheWrite(const Model& model, const LayerWeights& layer, size_t 
 at::Tensor DecodeAttention(const Model& model, size_t layer_index, const at::Tensor& q,
                            const at::Tensor& position, KvCache& cache);
 
+// The decode step's projections: x [..., K] (at most 8 rows) · wᵀ + bias,
+// through the GEMV kernel (each weight row read once for every row, summed
+// in float32) where FusedKernelsApply and the shapes fit it, else Linear
+// (kernels/linear.h), its reference. DecodeLinearAddInto adds the product to
+// `residual` in place (LinearAddInto's contract).
+at::Tensor DecodeLinear(const Model& model, const at::Tensor& x, const at::Tensor& weight,
+                        const at::Tensor& bias);
+void DecodeLinearAddInto(const Model& model, at::Tensor& residual, const at::Tensor& x,
+                         const at::Tensor& weight, const at::Tensor& bias);
+
 // silu(gate) * up for gate_up [..., 2 * inter] (gate first): [..., inter].
 // The kernel on a CUDA tensor outside grad mode (with the switch on),
 // otherwise at::silu and a multiply.

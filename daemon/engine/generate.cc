@@ -10,6 +10,7 @@
 #include <chrono>
 #include <memory>
 
+#include "daemon/engine/batch.h"
 #include "daemon/engine/decode_graph.h"
 #include "daemon/engine/kv_cache.h"
 #include "daemon/engine/request_validation.h"
@@ -77,19 +78,30 @@ void SetDeviceLoopOnCpu(bool enabled) {
 void WarmUp(const Model& m) {
   try {
     c10::InferenceMode inference_mode;
-    UseWorkerStream(m.device);  // first: the prefill below then runs there
-    const int64_t half = std::min<int64_t>(256, (m.config.max_position_embeddings - 4) / 2);
-    if (half < 1) return;
-    KvCache cache(m, 1, 2 * half + 3, UsesDeviceLoop(m));
-    const at::Tensor ids = at::zeros({1, half}, at::kLong);
-    Forward(m, ids, cache, LogitsFor::kLastPosition);
-    const at::Tensor logits = Forward(m, ids, cache, LogitsFor::kLastPosition);
-    Sampler sampler(SamplingParams{});
-    at::Tensor next = sampler.NextOnDevice(logits.view({-1}));
-    DecodeGraph graph(m, {&cache});
-    for (int i = 0; i < 3; ++i)
-      next = sampler.NextOnDevice(graph.Step(next.view({1})).view({-1}));
-    (void)next.to(at::kCPU);
+    const FaultsHeldBack not_for_the_warm_up;
+    UseWorkerStream(m.device);  // first: everything below then runs there
+    const BatchOptions options;
+    const int64_t chunk =
+        std::min<int64_t>(options.prefill_chunk_tokens, (m.config.max_position_embeddings - 8) / 2);
+    if (chunk < 1) return;
+    // As the daemon runs a request: a prompt of two chunks (from position 0,
+    // then at an offset), its first token, three decode steps (a capture and
+    // its replays), the device sampler and the pinned copy of the ids.
+    GenerateRequest r;
+    r.prompt.assign(static_cast<size_t>(2 * chunk), 0);
+    r.max_new_tokens = 4;
+    r.stop_ids = std::vector<int32_t>{};
+    // A Batch shares the model without owning it here: the aliasing
+    // constructor holds nothing.
+    Batch batch(std::shared_ptr<const Model>(std::shared_ptr<const Model>(), &m), options);
+    if (batch.Add(r).ok()) {
+      while (!batch.empty() && batch.Step().ok()) {
+      }
+    }
+    // As Generate runs one (engine_bench, medq-run): its own pinned id.
+    r.prompt.resize(8);
+    r.max_new_tokens = 3;
+    (void)RunGeneration(m, r, [](int32_t) { return true; });
   } catch (...) {  // see the header: the first request reports it
   }
 }

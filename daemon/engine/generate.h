@@ -16,15 +16,16 @@ namespace medq::engine {
 Result<GenerateResult> RunGeneration(const Model& model, const GenerateRequest& request,
                                      const std::function<bool(int32_t)>& on_token);
 
-// Runs what a first request would otherwise pay for on a GPU: a prefill of
-// 256 tokens from position 0 and 256 more after them (the causal and the
-// masked attention, cuBLAS's handles and workspaces on the worker's stream),
-// then three decode steps (a graph capture and its replays) and the device
-// sampler, all on zeros that nothing keeps. LoadModel calls it for a model on
-// CUDA before handing it out, so a preloaded model is warm before `ready`
-// (on an H100 the first 512-token prefill took 217 ms, a later one 19 ms).
-// Failures are swallowed: the first real request meets them again and
-// reports them. The memory it used goes back to the caching allocator.
+// Runs what a first request would otherwise pay for on a GPU: on the
+// worker's own stream (UseWorkerStream), a Batch reads a prompt of two
+// prefill chunks (from position 0, then at an offset: the causal and the
+// masked attention, cuBLAS's shapes for a chunk), produces its first token
+// and three more (a graph capture and its replays, the device sampler, the
+// pinned copy of the ids), then Generate a short run of its own; all on
+// zeros that nothing keeps. LoadModel calls it for a model on CUDA before
+// handing it out, so a preloaded model is warm before `ready` (on an H100
+// the first 512-token prefill took 217 ms, a later one 19 ms). Failures are
+// swallowed: the first real request meets them again and reports them.
 void WarmUp(const Model& model);
 
 // Whether runs on `model` take the device loop: on a GPU, or on the CPU with

@@ -4,6 +4,7 @@
 #include <cuda_fp16.h>
 
 #include <cmath>
+#include <cstdint>
 #include <type_traits>
 
 namespace medq::engine::cuda {
@@ -198,6 +199,90 @@ __global__ void SiluMulKernel(const T* gate_up, T* out, int64_t rows, int64_t in
   }
 }
 
+// Eight float32 values from one 16-byte load of T.
+template <typename T>
+struct Vector;
+template <>
+struct Vector<float> {
+  static constexpr int kSize = 4;
+  __device__ __forceinline__ static void Unpack(const uint4& v, float* out) {
+    out[0] = __uint_as_float(v.x);
+    out[1] = __uint_as_float(v.y);
+    out[2] = __uint_as_float(v.z);
+    out[3] = __uint_as_float(v.w);
+  }
+};
+template <>
+struct Vector<__nv_bfloat16> {
+  static constexpr int kSize = 8;
+  __device__ __forceinline__ static void Unpack(const uint4& v, float* out) {
+    const unsigned words[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      out[2 * i] = __uint_as_float(words[i] << 16);
+      out[2 * i + 1] = __uint_as_float(words[i] & 0xffff0000u);
+    }
+  }
+};
+template <>
+struct Vector<__half> {
+  static constexpr int kSize = 8;
+  __device__ __forceinline__ static void Unpack(const uint4& v, float* out) {
+    const unsigned words[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&words[i]));
+      out[2 * i] = f.x;
+      out[2 * i + 1] = f.y;
+    }
+  }
+};
+
+constexpr int kGemvWarps = 8;
+
+// Warp w of block b computes output row r = b * 8 + w for all kM rows of x:
+// lane l reads the 16-byte vectors l, l + 32, ... of w's row r, and the same
+// vectors of each x row (small and read by every warp: from cache).
+template <typename T, int kM>
+__global__ void GemvKernel(const T* __restrict__ x, const T* __restrict__ w, const T* bias,
+                           const T* residual, T* y, int64_t n, int64_t k) {
+  using V = Vector<T>;
+  const int lane = threadIdx.x % 32;
+  const int64_t row = static_cast<int64_t>(blockIdx.x) * kGemvWarps + threadIdx.x / 32;
+  if (row >= n) return;
+  float acc[kM];
+#pragma unroll
+  for (int m = 0; m < kM; ++m)
+    acc[m] = 0.0f;
+  const uint4* wr = reinterpret_cast<const uint4*>(w + row * k);
+  const int64_t vectors = k / V::kSize;
+  for (int64_t v = lane; v < vectors; v += 32) {
+    float wf[V::kSize];
+    V::Unpack(__ldg(wr + v), wf);
+#pragma unroll
+    for (int m = 0; m < kM; ++m) {
+      float xf[V::kSize];
+      V::Unpack(__ldg(reinterpret_cast<const uint4*>(x + m * k) + v), xf);
+      float sum = 0.0f;
+#pragma unroll
+      for (int i = 0; i < V::kSize; ++i)
+        sum = fmaf(wf[i], xf[i], sum);
+      acc[m] += sum;
+    }
+  }
+#pragma unroll
+  for (int m = 0; m < kM; ++m)
+    acc[m] = WarpSum(acc[m]);
+  if (lane != 0) return;
+  const float b = bias != nullptr ? Load(bias, row) : 0.0f;
+#pragma unroll
+  for (int m = 0; m < kM; ++m) {
+    float value = acc[m] + b;
+    if (residual != nullptr) value += Load(residual, m * n + row);
+    Store(y, m * n + row, value);
+  }
+}
+
 template <typename F>
 cudaError_t Dispatch(ElementType type, F&& launch) {
   switch (type) {
@@ -262,13 +347,51 @@ cudaError_t DecodeAttention(const void* q, const void* keys, const void* values,
   });
 }
 
+bool GemvApplies(const void* x, const void* w, int64_t m, int64_t k, ElementType type) {
+  const int64_t bytes = type == ElementType::kFloat ? 4 : 2;
+  const auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
+  return m >= 1 && m <= 8 && k > 0 && (k * bytes) % 16 == 0 && aligned(x) && aligned(w);
+}
+
+cudaError_t Gemv(const void* x, const void* w, const void* bias, const void* residual, void* y,
+                 int64_t m, int64_t n, int64_t k, ElementType type, cudaStream_t stream) {
+  if (!GemvApplies(x, w, m, k, type) || n <= 0) return cudaErrorInvalidValue;
+  const auto blocks = static_cast<unsigned>((n + kGemvWarps - 1) / kGemvWarps);
+  return Dispatch(type, [&](auto* tag) {
+    using T = std::remove_pointer_t<decltype(tag)>;
+    const auto launch = [&](auto kernel) {
+      kernel<<<blocks, 32 * kGemvWarps, 0, stream>>>(
+          static_cast<const T*>(x), static_cast<const T*>(w), static_cast<const T*>(bias),
+          static_cast<const T*>(residual), static_cast<T*>(y), n, k);
+    };
+    switch (m) {
+      case 1:
+        return launch(GemvKernel<T, 1>);
+      case 2:
+        return launch(GemvKernel<T, 2>);
+      case 3:
+        return launch(GemvKernel<T, 3>);
+      case 4:
+        return launch(GemvKernel<T, 4>);
+      case 5:
+        return launch(GemvKernel<T, 5>);
+      case 6:
+        return launch(GemvKernel<T, 6>);
+      case 7:
+        return launch(GemvKernel<T, 7>);
+      default:
+        return launch(GemvKernel<T, 8>);
+    }
+  });
+}
+
 cudaError_t SiluMul(const void* gate_up, void* out, int64_t rows, int64_t inter, ElementType type,
                     cudaStream_t stream) {
   const int64_t n = rows * inter;
   if (n == 0) return cudaSuccess;
   const int threads = 256;
-  const int blocks = static_cast<int>((n + threads - 1) / threads < 4096 ? (n + threads - 1) / threads
-                                                                          : 4096);
+  const int blocks =
+      static_cast<int>((n + threads - 1) / threads < 4096 ? (n + threads - 1) / threads : 4096);
   return Dispatch(type, [&](auto* tag) {
     using T = std::remove_pointer_t<decltype(tag)>;
     SiluMulKernel<T><<<blocks, threads, 0, stream>>>(static_cast<const T*>(gate_up),

@@ -39,6 +39,16 @@ cudaError_t DecodeAttention(const void* q, const void* keys, const void* values,
                             int head_dim, int64_t capacity, int64_t window, ElementType type,
                             cudaStream_t stream);
 
+// y [m, n] = x [m, k] · wᵀ (w [n, k], row-major) + bias [n] (when given) +
+// residual [m, n] (when given; y may be residual itself, for an in-place
+// add). m from 1 to 8: each weight row is read once for all m rows, by one
+// warp, in 16-byte loads, and summed in float32. x's and w's rows must start
+// on 16 bytes (k a multiple of 16 bytes' worth of elements, pointers so
+// aligned): GemvApplies says whether they do.
+bool GemvApplies(const void* x, const void* w, int64_t m, int64_t k, ElementType type);
+cudaError_t Gemv(const void* x, const void* w, const void* bias, const void* residual, void* y,
+                 int64_t m, int64_t n, int64_t k, ElementType type, cudaStream_t stream);
+
 // out [rows, inter] = silu(gate) * up for gate_up [rows, 2 * inter] (gate the
 // first half of each row, up the second).
 cudaError_t SiluMul(const void* gate_up, void* out, int64_t rows, int64_t inter, ElementType type,
