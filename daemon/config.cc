@@ -217,7 +217,8 @@ ConfigOutcome LoadConfig(int argc, const char* const* argv) {
   app.add_flag("--test-device-loop-on-cpu", c.test_device_loop_on_cpu,
                "Testing only: models on the CPU take the loop a GPU takes (the sampler and the "
                "fed-back ids on tensors, the static decode step that CUDA captures as a graph), "
-               "so that it is checked on a machine without a GPU");
+               "so that it is checked on a machine without a GPU")
+      ->configurable(false);  // command line only: no file or variable turns it on
 
   AddConfigKeys(app, c);
 

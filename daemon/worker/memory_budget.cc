@@ -41,7 +41,13 @@ int64_t WorkspaceBytes(const engine::ModelInfo& m, int64_t prompt_tokens, int64_
       m.fused_causal_attention ? 0 : m.num_heads * prompt_tokens * prompt_tokens * (4 + e);
   const int64_t logits = 4 * m.vocab_size * 4;
   const int64_t rope = 2 * (prompt_tokens + max_tokens) * m.head_dim * 4;
-  return layer + scores + logits + rope;
+  // On a GPU the decode step's CUDA graph keeps a pool of its own while the
+  // run decodes (engine/decode_graph.h): one step's activations and its
+  // logits, in segments of at least 2 MiB, beside what the prefill left
+  // cached.
+  const int64_t graph =
+      m.device == "cpu" ? 0 : per_token * e + m.vocab_size * (4 + e) + (int64_t{2} << 20);
+  return layer + scores + logits + rope + graph;
 }
 
 MemoryEstimate EstimateRunMemory(const engine::ModelInfo& m, int64_t prompt_tokens,

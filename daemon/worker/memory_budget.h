@@ -47,6 +47,8 @@ int64_t KvCacheBytes(const engine::ModelInfo& model, int64_t positions);
 //                                          when the attention kernel materializes them
 //   + 4 × vocab × 4                        last-position logits and the sampler's copies
 //   + 2 × (prompt + max_tokens) × head_dim × 4   the RoPE tables
+//   + on a GPU, per_token × element bytes + vocab × (4 + element bytes) + 2 MiB
+//                                          the decode step's CUDA graph pool
 // It errs high (a fused attention kernel keeps no scores): a job refused
 // wrongly can be retried smaller, a job admitted wrongly dies of GPU_OOM.
 int64_t WorkspaceBytes(const engine::ModelInfo& model, int64_t prompt_tokens, int64_t max_tokens);

@@ -78,6 +78,18 @@ TEST_CASE("the workspace grows with the prompt and covers logits and attention",
   CHECK(e.total() < 600 * kMiB);
 }
 
+TEST_CASE("on a GPU the workspace also holds the decode step's graph pool", "[memory]") {
+  engine::ModelInfo gpu = Llama8B();
+  engine::ModelInfo cpu = gpu;
+  cpu.device = "cpu";
+  const int64_t e = gpu.compute_element_bytes;
+  const int64_t per_token = 4 * gpu.hidden_size +
+                            2 * (gpu.num_heads + 2 * gpu.num_kv_heads) * gpu.head_dim +
+                            3 * gpu.intermediate_size;
+  CHECK(WorkspaceBytes(gpu, 100, 20) - WorkspaceBytes(cpu, 100, 20) ==
+        per_token * e + gpu.vocab_size * (4 + e) + (int64_t{2} << 20));
+}
+
 TEST_CASE("with fused attention a 1.5B model takes an 8k-token prompt on a 6 GB budget",
           "[memory]") {
   // Qwen2.5-1.5B in bf16 on a GPU: 3.1 GB of weights held.

@@ -39,6 +39,16 @@ class DeviceLoopOn : public ScopedSwitch {
   DeviceLoopOn() : ScopedSwitch(&SetDeviceLoopOnCpu, true, DeviceLoopForced()) {}
 };
 
+// The first fixture model in fp32 with its references, on the device loop.
+struct OnDeviceLoop {
+  const DeviceLoopOn loop;
+  const fs::path dir = ModelFolders().front();
+  const std::map<std::string, at::Tensor> ref = ReadTensors(dir / "reference.safetensors");
+  const std::shared_ptr<const Model> model = MustLoad(dir, "fp32");
+  const std::vector<int32_t> p1 = Ids(ref, "input_ids_prompt1");
+  const std::vector<int32_t> p2 = Ids(ref, "input_ids_prompt2");
+};
+
 TEST_CASE("device loop: prompts of one chunk, one chunk plus one, several chunks",
           "[engine][device-loop]") {
   const DeviceLoopOn loop;
@@ -65,12 +75,10 @@ TEST_CASE("device loop: prompts of one chunk, one chunk plus one, several chunks
 
 TEST_CASE("device loop: a long prompt read in chunks beside running sequences",
           "[engine][device-loop]") {
-  const DeviceLoopOn loop;
-  const auto dir = ModelFolders().front();
-  const auto ref = ReadTensors(dir / "reference.safetensors");
-  const auto model = MustLoad(dir, "fp32");
-  const std::vector<int32_t> p1 = Ids(ref, "input_ids_prompt1");
-  const std::vector<int32_t> p2 = Ids(ref, "input_ids_prompt2");
+  const OnDeviceLoop f;
+  const auto& model = f.model;
+  const auto& p1 = f.p1;
+  const auto& p2 = f.p2;
   std::vector<int32_t> long_prompt;
   for (int i = 0; i < 6; ++i)
     long_prompt.insert(long_prompt.end(), p1.begin(), p1.end());
@@ -88,11 +96,10 @@ TEST_CASE("device loop: a long prompt read in chunks beside running sequences",
 }
 
 TEST_CASE("device loop: cancelling a sequence while its prompt is read", "[engine][device-loop]") {
-  const DeviceLoopOn loop;
-  const auto dir = ModelFolders().front();
-  const auto ref = ReadTensors(dir / "reference.safetensors");
-  const auto model = MustLoad(dir, "fp32");
-  const std::vector<int32_t> p1 = Ids(ref, "input_ids_prompt1");
+  const OnDeviceLoop f;
+  const auto& ref = f.ref;
+  const auto& model = f.model;
+  const auto& p1 = f.p1;
   BatchOptions options;
   options.prefill_chunk_tokens = 3;
   options.prefill_budget_tokens = 6;
@@ -129,11 +136,10 @@ TEST_CASE("device loop: cancelling a sequence while its prompt is read", "[engin
 }
 
 TEST_CASE("device loop: max_new_tokens 1 ends with the first token", "[engine][device-loop]") {
-  const DeviceLoopOn loop;
-  const auto dir = ModelFolders().front();
-  const auto ref = ReadTensors(dir / "reference.safetensors");
-  const auto model = MustLoad(dir, "fp32");
-  const std::vector<int32_t> p1 = Ids(ref, "input_ids_prompt1");
+  const OnDeviceLoop f;
+  const auto& ref = f.ref;
+  const auto& model = f.model;
+  const auto& p1 = f.p1;
   BatchOptions options;
   options.prefill_chunk_tokens = 3;
   const auto out = RunBatch(model, options, {{0, Request(p1, 1)}, {0, Request(p1, 2)}});
