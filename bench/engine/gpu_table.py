@@ -42,8 +42,8 @@ def main():
     models = sorted({m for m, _ in medq} | {m for m, _ in hf})
     print("| model | medq graphs tok/s | medq eager tok/s | medq neither tok/s | "
           "transformers static | transformers dynamic | graphs / static | share of ceiling | "
-          "ttft / warm prefill |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+          "ttft / warm prefill | host ms / token |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
 
     def cell(values):
         if not values:
@@ -59,12 +59,15 @@ def main():
         rows = extra.get((m, "graphs"), [])
         share = "-"
         ttft = "-"
+        host = "-"
         if rows:
+            if all("decode_host_ms_per_token" in r for r in rows):
+                host = f"{statistics.median([r['decode_host_ms_per_token'] for r in rows]):.3f}"
             share = f"{statistics.median([r.get('decode_fraction_of_ceiling', 0) for r in rows]):.3f}"
             ttft = f"{statistics.median([r['ttft_ms'] / r['prefill_ms'] for r in rows]):.2f}"
         print(f"| {m} | {cell(g)} | {cell(medq.get((m, 'eager'), []))} | "
               f"{cell(medq.get((m, 'plain'), []))} | {cell(s)} | "
-              f"{cell(hf.get((m, 'dynamic'), []))} | {ratio} | {share} | {ttft} |")
+              f"{cell(hf.get((m, 'dynamic'), []))} | {ratio} | {share} | {ttft} | {host} |")
 
 
 def first_request(out):

@@ -86,6 +86,10 @@ json Measure(const fs::path& dir, const std::string& device, const std::string& 
       {"prefill_tok_s", o.prompt_tokens / (run->prefill_ms / 1000.0)},
       {"decode_tokens", decoded},
       {"decode_tok_s", decoded > 0 ? decoded / (run->decode_ms / 1000.0) : 0.0},
+      // The host's own time a decode step (a step's wall time less its wait
+      // for the device): what a GPU step must keep off its critical path.
+      {"decode_host_ms_per_token",
+       decoded > 0 ? (run->decode_ms - run->decode_wait_ms) / decoded : 0.0},
   };
   for (const auto& m : medq::engine::QueryDeviceMemory()) {
     if (info.device == "cuda:" + std::to_string(m.index)) {

@@ -114,6 +114,11 @@ struct GenerateResult {
   int new_tokens = 0;  // tokens passed to on_token, the stop id included
   double prefill_ms = 0;
   double decode_ms = 0;
+  // Of decode_ms, the time the host waited for the device (Generate on the
+  // device loop: each step's copy of the chosen id); decode_ms minus this is
+  // the host's own time, which a GPU step should keep off its critical path.
+  // 0 on the host loop.
+  double decode_wait_ms = 0;
 };
 
 // Runs the prompt in one forward pass, then one token per step, calling

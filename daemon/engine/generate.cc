@@ -47,8 +47,10 @@ class TokenLoop {
   int32_t Choose(const at::Tensor& logits) {
     if (on_device_) {
       const at::Tensor chosen = sampler_.NextOnDevice(logits);
-      host_id_.copy_(chosen.view({1}));  // the one transfer of the step
       sampler_.Observe(chosen);
+      const auto t0 = Clock::now();
+      host_id_.copy_(chosen.view({1}));  // the one transfer of the step: waits for the device
+      wait_ms_ += MsSince(t0);
       step_ids_ = chosen.view({1, 1});
       return static_cast<int32_t>(host_id_.data_ptr<int64_t>()[0]);
     }
@@ -60,6 +62,8 @@ class TokenLoop {
 
   // The input of the next step: the id just chosen, [1, 1] int64.
   const at::Tensor& step_ids() const { return step_ids_; }
+  // Time spent waiting for the device in Choose, in ms.
+  double wait_ms() const { return wait_ms_; }
 
  private:
   Sampler& sampler_;
@@ -67,6 +71,7 @@ class TokenLoop {
   std::vector<int32_t> history_;  // host path: prompt + generated ids, for the penalty
   at::Tensor step_ids_;
   at::Tensor host_id_;
+  double wait_ms_ = 0;
 };
 
 }  // namespace
@@ -139,6 +144,7 @@ Result<GenerateResult> RunGeneration(const Model& m, const GenerateRequest& r,
   result.prefill_ms = MsSince(t_prefill);
 
   const auto t_decode = Clock::now();
+  const double waited_in_prefill = loop.wait_ms();
   while (true) {
     ++result.new_tokens;
     const bool keep_going = on_token(next);
@@ -164,6 +170,7 @@ Result<GenerateResult> RunGeneration(const Model& m, const GenerateRequest& r,
     next = loop.Choose(logits.view({-1}));
   }
   result.decode_ms = MsSince(t_decode);
+  result.decode_wait_ms = loop.wait_ms() - waited_in_prefill;
   return result;
 }
 

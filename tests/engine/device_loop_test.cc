@@ -150,6 +150,20 @@ TEST_CASE("device loop: max_new_tokens 1 ends with the first token", "[engine][d
   CHECK(out[1].tokens.size() == 2);
 }
 
+TEST_CASE("Generate reports the device loop's wait for the device within its decode time",
+          "[engine][device-loop]") {
+  const OnDeviceLoop f;
+  GenerateRequest r = Request(f.p1, 12);
+  auto on_device = Generate(*f.model, r, [](int32_t) { return true; });
+  REQUIRE(on_device.ok());
+  CHECK(on_device->decode_wait_ms >= 0);
+  CHECK(on_device->decode_wait_ms <= on_device->decode_ms);
+  const ScopedSwitch host_loop(&SetDeviceLoopOnCpu, false, true);
+  auto on_host = Generate(*f.model, r, [](int32_t) { return true; });
+  REQUIRE(on_host.ok());
+  CHECK(on_host->decode_wait_ms == 0);
+}
+
 TEST_CASE("the static decode step equals the host loop's step, rows at their own positions",
           "[engine][device-loop]") {
   c10::InferenceMode guard;
