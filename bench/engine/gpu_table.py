@@ -41,9 +41,10 @@ def main():
                 hf.setdefault((r["model"], r["cache"]), []).append(r["decode_tok_s"])
     models = sorted({m for m, _ in medq} | {m for m, _ in hf})
     print("| model | medq graphs tok/s | medq eager tok/s | medq neither tok/s | "
-          "transformers static | transformers dynamic | graphs / static | share of ceiling | "
+          "transformers static | transformers static, compiled | transformers dynamic | "
+          "graphs / static | share of ceiling | "
           "ttft / warm prefill | host ms / token |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
 
     def cell(values):
         if not values:
@@ -67,6 +68,7 @@ def main():
             ttft = f"{statistics.median([r['ttft_ms'] / r['prefill_ms'] for r in rows]):.2f}"
         print(f"| {m} | {cell(g)} | {cell(medq.get((m, 'eager'), []))} | "
               f"{cell(medq.get((m, 'plain'), []))} | {cell(s)} | "
+              f"{cell(hf.get((m, 'static-compiled'), []))} | "
               f"{cell(hf.get((m, 'dynamic'), []))} | {ratio} | {share} | {ttft} | {host} |")
 
 
