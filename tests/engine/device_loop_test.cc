@@ -39,6 +39,13 @@ class DeviceLoopOn : public ScopedSwitch {
   DeviceLoopOn() : ScopedSwitch(&SetDeviceLoopOnCpu, true, DeviceLoopForced()) {}
 };
 
+BatchOptions Chunks(int chunk, int budget) {
+  BatchOptions options;
+  options.prefill_chunk_tokens = chunk;
+  options.prefill_budget_tokens = budget;
+  return options;
+}
+
 // The first fixture model in fp32 with its references, on the device loop.
 struct OnDeviceLoop {
   const DeviceLoopOn loop;
@@ -63,10 +70,8 @@ TEST_CASE("device loop: prompts of one chunk, one chunk plus one, several chunks
     // The longer prompt in one chunk; in one chunk and one token; in chunks of 3.
     for (const int chunk : {n, n - 1, 3}) {
       INFO("chunk " << chunk);
-      BatchOptions options;
-      options.prefill_chunk_tokens = chunk;
-      options.prefill_budget_tokens = chunk;
-      const auto out = RunBatch(model, options, {{0, Request(p1, 24)}, {0, Request(p2, 24)}});
+      const auto out =
+          RunBatch(model, Chunks(chunk, chunk), {{0, Request(p1, 24)}, {0, Request(p2, 24)}});
       CHECK(out[0].tokens == Ids(ref, "greedy_prompt1"));
       CHECK(out[1].tokens == Ids(ref, "greedy_prompt2"));
     }
@@ -82,9 +87,7 @@ TEST_CASE("device loop: a long prompt read in chunks beside running sequences",
   std::vector<int32_t> long_prompt;
   for (int i = 0; i < 6; ++i)
     long_prompt.insert(long_prompt.end(), p1.begin(), p1.end());
-  BatchOptions options;
-  options.prefill_chunk_tokens = 4;
-  options.prefill_budget_tokens = 4;
+  const BatchOptions options = Chunks(4, 4);
   // Two sequences decode while the long prompt (many chunks) joins at step 3,
   // and a third, short one joins while it is still being read.
   const std::vector<Joining> requests = {{0, Request(p1, 30)},
@@ -100,10 +103,7 @@ TEST_CASE("device loop: cancelling a sequence while its prompt is read", "[engin
   const auto& ref = f.ref;
   const auto& model = f.model;
   const auto& p1 = f.p1;
-  BatchOptions options;
-  options.prefill_chunk_tokens = 3;
-  options.prefill_budget_tokens = 6;
-  Batch batch(model, options);
+  Batch batch(model, Chunks(3, 6));
   const SequenceId kept = *batch.Add(Request(p1, 24));
   std::vector<int32_t> tokens;
   for (int i = 0; i < 8; ++i) {  // p1 read, a few tokens decoded
@@ -140,9 +140,7 @@ TEST_CASE("device loop: max_new_tokens 1 ends with the first token", "[engine][d
   const auto& ref = f.ref;
   const auto& model = f.model;
   const auto& p1 = f.p1;
-  BatchOptions options;
-  options.prefill_chunk_tokens = 3;
-  const auto out = RunBatch(model, options, {{0, Request(p1, 1)}, {0, Request(p1, 2)}});
+  const auto out = RunBatch(model, Chunks(3, 512), {{0, Request(p1, 1)}, {0, Request(p1, 2)}});
   REQUIRE(out[0].result.has_value());
   CHECK(out[0].result->finish == FinishReason::kLength);
   CHECK(out[0].tokens == std::vector<int32_t>{Ids(ref, "greedy_prompt1")[0]});
