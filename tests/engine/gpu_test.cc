@@ -1,14 +1,17 @@
 // The fixture references on a CUDA device (label "gpu"; needs a CUDA LibTorch
 // and a visible device, otherwise each case is reported as skipped): solo
-// runs, the continuous batch (batch invariance), seeded sampling, and the
-// decode step's CUDA graph against the same step run eagerly.
+// runs, the continuous batch (batch invariance), seeded sampling, the
+// decode step's CUDA graph against the same step run eagerly, the fused
+// kernels against their references, and embeddings against the CPU's.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <cmath>
 
 #include "daemon/engine/batch.h"
 #include "daemon/engine/decode_graph.h"
 #include "daemon/engine/device_memory.h"
+#include "daemon/engine/embedding.h"
 #include "daemon/engine/fused_ops.h"
 #include "daemon/engine/transformer.h"
 #include "tests/engine/batch_test_util.h"
@@ -150,6 +153,43 @@ TEST_CASE("fused decode kernels equal their LibTorch references on cuda:0", "[en
         CHECK(MaxAbsDiff(la, lb) <= tolerance_for(lb));
       }
       SetFusedKernelsEnabled(true);
+    }
+  }
+}
+
+// The embedding batcher's forward pass runs where the model is: on a GPU
+// the same vectors as on the CPU, within 1e-4, for a padded batch of
+// texts of different lengths.
+TEST_CASE("embeddings on cuda:0 equal the CPU's", "[engine][gpu]") {
+  if (!CudaAvailable()) MEDQ_SKIP(kNoCuda);
+  const fs::path data = fs::path(MEDQ_ENGINE_TEST_DATA) / "embeddings";
+  for (const char* name : {"tiny-bert", "tiny-mpnet"}) {
+    INFO(name);
+    auto cpu = LoadEmbeddingModel(data / name, {"cpu", "fp32"});
+    auto gpu = LoadEmbeddingModel(data / name, {"cuda:0", "fp32"});
+    REQUIRE(cpu.ok());
+    REQUIRE(gpu.ok());
+    CHECK(Info(**gpu).device == "cuda:0");
+    const int64_t vocab = Info(**cpu).vocab_size;
+    std::vector<std::vector<int32_t>> texts;
+    for (const int length : {3, 7, 12, 1}) {
+      std::vector<int32_t> ids;
+      for (int i = 0; i < length; ++i)
+        ids.push_back(static_cast<int32_t>(5 + (i * 7919 + length * 31) % (vocab - 5)));
+      texts.push_back(ids);
+    }
+    auto a = Embed(**cpu, texts);
+    auto b = Embed(**gpu, texts);
+    REQUIRE(a.ok());
+    REQUIRE(b.ok());
+    REQUIRE(a->size() == b->size());
+    for (size_t t = 0; t < a->size(); ++t) {
+      INFO("text " << t);
+      REQUIRE((*a)[t].size() == (*b)[t].size());
+      double worst = 0;
+      for (size_t i = 0; i < (*a)[t].size(); ++i)
+        worst = std::max(worst, std::fabs(double((*a)[t][i]) - (*b)[t][i]));
+      CHECK(worst <= 1e-4);
     }
   }
 }
