@@ -75,12 +75,8 @@ at::Tensor AttendOneQuery(const at::Tensor& q, const at::Tensor& k, const at::Te
                           const at::Tensor& mask) {
   const int64_t heads = q.size(1), d = q.size(3), kv_heads = k.size(1);
   const at::Tensor qg = q.reshape({1, kv_heads, heads / kv_heads, d});
-#if MEDQ_TORCH_AT_LEAST(2, 5)
-  const std::optional<at::Tensor> attn_mask = mask;
-  const at::Tensor out = at::scaled_dot_product_attention(qg, k, v, attn_mask, 0.0, false);
-#elif MEDQ_TORCH_AT_LEAST(2, 0)
-  const c10::optional<at::Tensor> attn_mask = mask;
-  const at::Tensor out = at::scaled_dot_product_attention(qg, k, v, attn_mask, 0.0, false);
+#if MEDQ_TORCH_AT_LEAST(2, 0)
+  const at::Tensor out = at::scaled_dot_product_attention(qg, k, v, mask, 0.0, false);
 #else
   at::Tensor scores = at::matmul(qg, k.transpose(-1, -2)) / std::sqrt(static_cast<double>(d));
   scores = scores.masked_fill(mask.logical_not(), -std::numeric_limits<float>::infinity());

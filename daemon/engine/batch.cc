@@ -127,10 +127,13 @@ struct Batch::Impl {
     std::vector<at::Tensor> device_ids;
     std::vector<SequenceId> order;
     for (Sequence* s : decoders) {
-      ids.push_back(s->last_token);
       caches.push_back(s->cache.get());
-      order.push_back(s->id);
-      if (device_loop) device_ids.push_back(s->device_id);
+      if (device_loop) {
+        order.push_back(s->id);
+        device_ids.push_back(s->device_id);
+      } else {
+        ids.push_back(s->last_token);
+      }
     }
     FailIfArmed(Fault::kDecodeOom);
     at::Tensor logits;
@@ -232,8 +235,8 @@ struct Batch::Impl {
       if (step.finished) {
         s->result.decode_ms = MsBetween(s->first_token_at, t1);
         step.result = s->result;
-        if (s->decoding) DropGraph();  // the graph holds its cache
-        s.reset();                     // frees the cache now
+        DropGraph();  // the graph holds its cache
+        s.reset();    // frees the cache now
       }
       out.push_back(step);
     }

@@ -21,9 +21,8 @@ namespace medq::engine {
 namespace {
 
 std::atomic<bool> g_capture_enabled{true};
-// Set by the first failed capture: graphs stay off for the process.
-std::atomic<bool> g_capture_broken{false};
 std::atomic<int64_t> g_captured{0};
+// Captures that failed: after the first, graphs stay off for the process.
 std::atomic<int64_t> g_failed{0};
 std::mutex g_failure_mutex;
 std::string g_first_failure;  // guarded by g_failure_mutex
@@ -37,7 +36,6 @@ bool EnvAllowsGraphs() {
 }
 
 [[maybe_unused]] void RecordFailure(const std::string& what) {
-  g_capture_broken.store(true);
   ++g_failed;
   const std::lock_guard<std::mutex> lock(g_failure_mutex);
   if (g_first_failure.empty()) g_first_failure = what;
@@ -85,8 +83,8 @@ struct DecodeGraph::Impl {
   }
 
   bool WantsCapture() const {
-    return model.device.is_cuda() && !tried && g_capture_enabled.load() &&
-           !g_capture_broken.load() && EnvAllowsGraphs();
+    return model.device.is_cuda() && !tried && g_capture_enabled.load() && g_failed.load() == 0 &&
+           EnvAllowsGraphs();
   }
 
   // Records Body() into a graph; nothing runs until the first replay. On
@@ -182,7 +180,6 @@ DecodeGraphCounts DecodeGraphStats() {
   DecodeGraphCounts out;
   out.captured = g_captured.load();
   out.failed = g_failed.load();
-  out.enabled = EnvAllowsGraphs() && !g_capture_broken.load();
   const std::lock_guard<std::mutex> lock(g_failure_mutex);
   out.first_failure = g_first_failure;
   return out;

@@ -134,9 +134,8 @@ Result<GenerateResult> Generate(const Model& model, const GenerateRequest& reque
 // What the decode steps' CUDA graphs have done in this process
 // (decode_graph.h): graphs captured, captures that failed (after the first,
 // graphs are off and every step runs eagerly) and the first failure's
-// message. `enabled` is false once a capture failed or when MEDQ_CUDA_GRAPHS=0.
+// message.
 struct DecodeGraphCounts {
-  bool enabled = true;
   int64_t captured = 0;
   int64_t failed = 0;
   std::string first_failure;

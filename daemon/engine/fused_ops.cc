@@ -20,6 +20,16 @@ namespace {
 
 std::atomic<bool> g_fused_enabled{true};
 
+// Key k of a cache of `capacity` slots may be seen from `position` ([1]):
+// [1, capacity] bool.
+at::Tensor SlotMask(const ModelConfig& c, const at::Tensor& position, int64_t capacity) {
+  const at::Tensor slots = at::arange(capacity, position.options());
+  at::Tensor mask = slots.le(position);
+  if (c.sliding_window) mask = mask.logical_and((position - slots).lt(*c.sliding_window));
+  return mask.view({1, capacity});
+}
+
+#if MEDQ_WITH_CUDA
 bool FusedEnvAllows() {
   static const bool allowed = [] {
     const char* v = std::getenv("MEDQ_FUSED_KERNELS");
@@ -32,16 +42,6 @@ bool KernelsOn() {
   return g_fused_enabled.load(std::memory_order_relaxed) && FusedEnvAllows();
 }
 
-// Key k of a cache of `capacity` slots may be seen from `position` ([1]):
-// [1, capacity] bool.
-at::Tensor SlotMask(const ModelConfig& c, const at::Tensor& position, int64_t capacity) {
-  const at::Tensor slots = at::arange(capacity, position.options());
-  at::Tensor mask = slots.le(position);
-  if (c.sliding_window) mask = mask.logical_and((position - slots).lt(*c.sliding_window));
-  return mask.view({1, capacity});
-}
-
-#if MEDQ_WITH_CUDA
 cuda::ElementType ElementOf(const at::Tensor& t) {
   switch (t.scalar_type()) {
     case at::kBFloat16:
@@ -75,7 +75,6 @@ bool FusedKernelsApply(const Model& m) {
          m.config.head_dim <= 1024 && (t == at::kFloat || t == at::kBFloat16 || t == at::kHalf);
 #else
   (void)m;
-  (void)KernelsOn;
   return false;
 #endif
 }
