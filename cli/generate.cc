@@ -244,6 +244,10 @@ void AddGenerateFlags(CLI::App& sub, GenerateFlags& f, std::vector<int32_t>& pro
   sub.add_option("--timeout", f.queue_timeout_s,
                  "Longest wait in the queue, in seconds (at most the daemon's queue_timeout_s)")
       ->check(CLI::PositiveNumber);
+  sub.add_option("--deadline", p.timeout_s,
+                 "Longest the request may take, queue wait plus generation, in seconds; past it "
+                 "the job stops and ends with TIMEOUT, keeping the text it produced")
+      ->check(CLI::PositiveNumber);
   sub.add_option("--prompt-ids", prompt_ids, "Send these token ids as the prompt")->delimiter(',');
 }
 

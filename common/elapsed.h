@@ -3,6 +3,8 @@
 #pragma once
 
 #include <chrono>
+#include <cstdio>
+#include <string>
 
 namespace medq {
 
@@ -13,6 +15,13 @@ inline double MsBetween(std::chrono::steady_clock::time_point from,
 
 inline double MsSince(std::chrono::steady_clock::time_point from) {
   return MsBetween(from, std::chrono::steady_clock::now());
+}
+
+// A duration in seconds for a message: "2.5", "300", "0.001".
+inline std::string FormatSeconds(double s) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%g", s);
+  return buf;
 }
 
 }  // namespace medq

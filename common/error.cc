@@ -21,6 +21,7 @@ constexpr std::array kCodes = {
     CodeInfo{ErrorCode::kNotReady, "NOT_READY", kExitTempFail},
     CodeInfo{ErrorCode::kQueueFull, "QUEUE_FULL", kExitTempFail},
     CodeInfo{ErrorCode::kQueueTimeout, "QUEUE_TIMEOUT", kExitTempFail},
+    CodeInfo{ErrorCode::kTimeout, "TIMEOUT", kExitTempFail},
     CodeInfo{ErrorCode::kModelNotFound, "MODEL_NOT_FOUND", kExitDataErr},
     CodeInfo{ErrorCode::kGpuOom, "GPU_OOM", kExitTempFail},
     CodeInfo{ErrorCode::kInsufficientMemory, "INSUFFICIENT_MEMORY", kExitTempFail},

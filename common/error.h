@@ -21,6 +21,7 @@ enum class ErrorCode {
   kNotReady,            // the daemon is starting, draining or has no usable device
   kQueueFull,           // the generation queue is full; retry later
   kQueueTimeout,        // the job waited longer than its queue timeout
+  kTimeout,             // the job did not finish within its deadline (timeout_s)
   kModelNotFound,       // no such model (or adapter) in the models directory
   kGpuOom,              // the GPU ran out of memory; retry later
   kInsufficientMemory,  // the job cannot fit the memory budget now; retry later

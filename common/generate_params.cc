@@ -41,7 +41,8 @@ Result<GenerateParams> ParseGenerateParams(const Params& p) {
           p, {"model",       "adapter", "prompt",          "messages",        "prompt_ids",
               "mode",        "system",  "template_kwargs", "tools",           "max_tokens",
               "temperature", "top_k",   "top_p",           "min_p",           "repeat_penalty",
-              "seed",        "stop",    "priority",        "queue_timeout_s", "return_ids"});
+              "seed",        "stop",    "priority",        "queue_timeout_s", "timeout_s",
+              "return_ids"});
       !s.ok()) {
     return s.error();
   }
@@ -147,6 +148,12 @@ Result<GenerateParams> ParseGenerateParams(const Params& p) {
     }
     g.queue_timeout_s = it->get<double>();
   }
+  if (auto it = p.find("timeout_s"); it != p.end() && !it->is_null()) {
+    if (!it->is_number() || !(it->get<double>() > 0)) {
+      return InvalidParam("timeout_s", "must be a positive number");
+    }
+    g.timeout_s = it->get<double>();
+  }
   if (auto it = p.find("return_ids"); it != p.end() && !it->is_null()) {
     if (!it->is_boolean()) return InvalidParam("return_ids", "must be true or false");
     g.return_ids = it->get<bool>();
@@ -175,6 +182,7 @@ Params ToJson(const GenerateParams& g) {
   if (!g.stop.empty()) p["stop"] = g.stop;
   if (g.priority != "normal") p["priority"] = g.priority;
   if (g.queue_timeout_s) p["queue_timeout_s"] = *g.queue_timeout_s;
+  if (g.timeout_s) p["timeout_s"] = *g.timeout_s;
   if (g.return_ids) p["return_ids"] = true;
   return p;
 }

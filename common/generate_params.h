@@ -48,6 +48,10 @@ struct GenerateParams {
 
   std::string priority = "normal";        // "high", "normal" or "low"
   std::optional<double> queue_timeout_s;  // at most the daemon's queue_timeout_s
+  // The request's deadline, queue wait plus generation, counted from its
+  // acceptance (at most the daemon's request_timeout_s when that is set):
+  // past it the job ends with TIMEOUT, keeping what it produced.
+  std::optional<double> timeout_s;
   bool return_ids = false;                // token events also carry ids
 };
 

@@ -86,9 +86,10 @@ struct StoreInfo {
   int64_t done = 0;
   int64_t failed = 0;
   int64_t cancelled = 0;
+  int64_t timed_out = 0;
 };
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(StoreInfo, enabled, path, bytes, queued, done,
-                                                failed, cancelled)
+                                                failed, cancelled, timed_out)
 
 struct HealthInfo {
   std::string status;  // "ok", "starting", "draining" or "degraded"

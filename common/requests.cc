@@ -160,7 +160,7 @@ Status ReadEmbedInput(const Params& p, EmbedRequest& r) {
 
 Result<EmbedRequest> ParseEmbedRequest(const Params& p) {
   if (Status st = RejectUnknownFields(p, {"model", "input", "normalize", "truncate", "dimensions",
-                                          "priority", "queue_timeout_s"});
+                                          "priority", "queue_timeout_s", "timeout_s"});
       !st.ok()) {
     return st.error();
   }
@@ -189,6 +189,12 @@ Result<EmbedRequest> ParseEmbedRequest(const Params& p) {
     }
     r.queue_timeout_s = it->get<double>();
   }
+  if (auto it = p.find("timeout_s"); it != p.end() && !it->is_null()) {
+    if (!it->is_number() || !(it->get<double>() > 0)) {
+      return InvalidRequest("params.timeout_s must be a positive number");
+    }
+    r.timeout_s = it->get<double>();
+  }
   return r;
 }
 
@@ -205,6 +211,7 @@ Params ToParams(const EmbedRequest& r) {
   if (r.dimensions) p["dimensions"] = *r.dimensions;
   if (r.priority != "normal") p["priority"] = r.priority;
   if (r.queue_timeout_s) p["queue_timeout_s"] = *r.queue_timeout_s;
+  if (r.timeout_s) p["timeout_s"] = *r.timeout_s;
   return p;
 }
 

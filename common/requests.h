@@ -77,6 +77,7 @@ struct EmbedRequest {
   std::optional<int64_t> dimensions;  // keep the first N components (Matryoshka)
   std::string priority = "normal";    // "high", "normal" or "low"
   std::optional<double> queue_timeout_s;
+  std::optional<double> timeout_s;  // the request's deadline, as generate's
 };
 Result<EmbedRequest> ParseEmbedRequest(const Params& params);
 Params ToParams(const EmbedRequest& request);

@@ -114,6 +114,10 @@ void AddConfigKeys(CLI::App& app, Config& c) {
       ->check(CLI::Range(0, 100000));
   AddKey(app, "queue_timeout_s", c.queue_timeout_s, "Longest a job may wait in the queue")
       ->check(CLI::Range(0.1, 86400.0));
+  AddKey(app, "request_timeout_s", c.request_timeout_s,
+         "Every generate and embed request's deadline, queue wait plus run (a request's own "
+         "timeout_s may be shorter); past it the job ends with TIMEOUT; 0 sets none")
+      ->check(CLI::Range(0.0, 86400.0 * 7));
   AddKey(app, "max_concurrent", c.max_concurrent,
          "Generations decoded at once, in one batch; 1 is the generation lock (one at a "
          "time, the rest wait in the queue)")
@@ -311,6 +315,7 @@ std::string FormatConfig(const Config& c) {
   out << "drain_timeout_s = " << c.drain_timeout_s << "\n";
   out << "max_queue = " << c.max_queue << "\n";
   out << "queue_timeout_s = " << c.queue_timeout_s << "\n";
+  out << "request_timeout_s = " << c.request_timeout_s << "\n";
   out << "max_concurrent = " << c.max_concurrent << "\n";
   out << "prefill_chunk_tokens = " << c.prefill_chunk_tokens << "\n";
   out << "batch_wait_ms = " << c.batch_wait_ms << "\n";

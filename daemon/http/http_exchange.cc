@@ -59,6 +59,7 @@ HttpError MapError(const Error& error) {
       if (!out.retry_after_s) out.retry_after_s = 1;
       break;
     case ErrorCode::kQueueTimeout:
+    case ErrorCode::kTimeout:
       out.status = 504;
       break;
     case ErrorCode::kNotReady:

@@ -163,6 +163,7 @@ Status CommonParams(const Params& body, Params& p, Translation& t) {
   // medq's extensions (docs/http.md).
   if (Status st = CopyField(body, "priority", Kind::kString, p); !st.ok()) return st;
   if (Status st = CopyField(body, "queue_timeout_s", Kind::kNumber, p); !st.ok()) return st;
+  if (Status st = CopyField(body, "timeout_s", Kind::kNumber, p); !st.ok()) return st;
   if (Status st = CopyField(body, "adapter", Kind::kString, p); !st.ok()) return st;
   return {};
 }

@@ -59,7 +59,8 @@ void Embeddings(DaemonState& s, const HttpRequest& request, std::shared_ptr<Http
   for (auto [name, kind] : {std::pair{"model", Kind::kString},
                             {"dimensions", Kind::kInteger},
                             {"priority", Kind::kString},
-                            {"queue_timeout_s", Kind::kNumber}}) {
+                            {"queue_timeout_s", Kind::kNumber},
+                            {"timeout_s", Kind::kNumber}}) {
     if (Status st = CopyField(*body, name, kind, p); !st.ok()) return ex->RespondError(st.error());
   }
   if (Status st = CheckField(*body, "encoding_format", Kind::kString); !st.ok()) {

@@ -66,6 +66,7 @@ void DurableJobs::Refresh(const store::StoreStats& stats) {
   info_.done = stats.done;
   info_.failed = stats.failed;
   info_.cancelled = stats.cancelled;
+  info_.timed_out = stats.timed_out;
 }
 
 StoreInfo DurableJobs::Info() const {
@@ -81,7 +82,13 @@ Result<uint64_t> DurableJobs::IdOf(const std::string& job) {
 // The daemon's own user (and root, for an operator) may read every job; a
 // client only its own.
 bool DurableJobs::MayRead(const std::string& owner, const std::string& who) {
-  return owner == who || who == "uid:0" || who == "uid:" + std::to_string(getuid());
+  return MayActOnJob(owner, who);
+}
+
+std::optional<std::string> DurableJobs::LiveOwner(const std::string& job) const {
+  auto it = live_.find(job);
+  if (it == live_.end()) return std::nullopt;
+  return it->second.owner;
 }
 
 void DurableJobs::Admit(store::JobOp op, JobClass cls, Priority priority, const Params& params,
@@ -158,7 +165,8 @@ void DurableJobs::Cancel(const std::string& job, std::function<void(medq::Status
       });
 }
 
-void DurableJobs::Finish(const std::string& job, Result<json> outcome, bool draining) {
+void DurableJobs::Finish(const std::string& job, Result<json> outcome, bool draining,
+                         json partial) {
   auto it = live_.find(job);
   if (it == live_.end() || it->second.finishing) return;
   Live& live = it->second;
@@ -175,9 +183,12 @@ void DurableJobs::Finish(const std::string& job, Result<json> outcome, bool drai
       live_.erase(it);
       return;
     }
-    state = error.code == ErrorCode::kCancelled ? JobState::kCancelled : JobState::kFailed;
+    state = error.code == ErrorCode::kCancelled ? JobState::kCancelled
+            : error.code == ErrorCode::kTimeout ? JobState::kTimedOut
+                                                : JobState::kFailed;
     reply["state"] = store::JobStateName(state);
     reply["error"] = ErrorJson(error);
+    if (!partial.is_null()) reply["partial"] = std::move(partial);
   } else {
     reply["state"] = "done";
     reply["result"] = std::move(*outcome);

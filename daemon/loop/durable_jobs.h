@@ -41,6 +41,9 @@ struct JobIntake {
   // A job read back from the store, running again after a restart: it is
   // already recorded (and is queued past max_queue: it was accepted before).
   std::optional<uint64_t> replay_id;
+  // When a replayed job was first accepted (seconds since the epoch): its
+  // timeout_s counts from then, not from the restart.
+  std::optional<double> accepted_at;
   // No client waits on the job's stream (submit, replay): it is not
   // cancelled when a connection closes.
   bool detached = false;
@@ -79,13 +82,18 @@ class DurableJobs {
   void CancelRequested(const std::string& job);
   // True when `job` is a recorded job that has not finished in this process.
   bool IsLive(const std::string& job) const;
+  // The owner of a recorded job that has not finished in this process.
+  std::optional<std::string> LiveOwner(const std::string& job) const;
   // The cancel op on a recorded job: its cancellation is written as its
   // result first (so that it stays cancelled across a crash), then `done`
   // runs (the caller stops the job and answers).
   void Cancel(const std::string& job, std::function<void(Status)> done);
   // The job's final reply: the done fields (with the whole text) or result,
   // or its error. A no-op for a job that is not recorded (empty `job`).
-  void Finish(const std::string& job, Result<nlohmann::json> outcome, bool draining);
+  // A job past its deadline (TIMEOUT) is recorded `timed_out`, with what it
+  // produced as `partial` when given.
+  void Finish(const std::string& job, Result<nlohmann::json> outcome, bool draining,
+              nlohmann::json partial = nullptr);
 
   // The status, result and forget ops (docs/protocol.md).
   void StatusOf(const std::string& job, const std::string& owner, Responder reply);

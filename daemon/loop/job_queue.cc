@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "common/elapsed.h"
+
 namespace medq::daemon {
 namespace {
 
@@ -40,15 +42,18 @@ Result<std::string> JobQueue::Submit(std::string op, Options options, StartFn st
   if (!options.past_limit) {
     if (Status room = CheckRoom(); !room.ok()) return room.error();
   }
-  Job job{options.id.empty() ? "j" + std::to_string(next_id_++) : std::move(options.id),
-          std::move(op),
-          options.priority,
-          Clock::now(),
-          {},
-          options.deadline,
-          std::move(start),
-          std::move(drop),
-          std::move(options.on_position)};
+  Job job;
+  job.id = options.id.empty() ? "j" + std::to_string(next_id_++) : std::move(options.id);
+  job.op = std::move(op);
+  job.priority = options.priority;
+  job.enqueued = Clock::now();
+  job.deadline = options.deadline;
+  job.start = std::move(start);
+  job.drop = std::move(drop);
+  job.on_position = std::move(options.on_position);
+  job.owner = std::move(options.owner);
+  job.timeout_at = options.timeout_at;
+  job.timeout_s = options.timeout_s;
   std::string id = job.id;
   waiting_.push_back(std::move(job));
   Reorder();
@@ -88,7 +93,7 @@ void JobQueue::Tick() {
   const auto now = Clock::now();
   std::vector<Job> expired;
   for (auto it = waiting_.begin(); it != waiting_.end();) {
-    if (it->deadline && now >= *it->deadline) {
+    if ((it->deadline && now >= *it->deadline) || (it->timeout_at && now >= *it->timeout_at)) {
       expired.push_back(std::move(*it));
       it = waiting_.erase(it);
     } else {
@@ -98,6 +103,13 @@ void JobQueue::Tick() {
   for (Job& job : expired) {
     ++totals_.timed_out;
     const double waited = std::chrono::duration<double>(now - job.enqueued).count();
+    if (job.timeout_at && now >= *job.timeout_at) {
+      job.drop(Error(ErrorCode::kTimeout,
+                     "job " + job.id + " did not start within its timeout_s of " +
+                         FormatSeconds(job.timeout_s) + " s (it waited " +
+                         std::to_string(static_cast<int>(waited)) + " s in the queue)"));
+      continue;
+    }
     job.drop(Error(ErrorCode::kQueueTimeout,
                    "job " + job.id + " waited " + std::to_string(static_cast<int>(waited)) +
                        " s in the queue without starting; try again later or raise "
@@ -164,6 +176,16 @@ void JobQueue::DropAllWaiting(const Error& why) {
 double JobQueue::EstimatedWaitS(size_t position) const {
   const double per_job = mean_service_s_ > 0 ? mean_service_s_ : 1.0;
   return per_job * static_cast<double>(position) / std::max(1, concurrency_);
+}
+
+std::optional<std::string> JobQueue::OwnerOf(const std::string& job_id) const {
+  for (const Job& j : running_) {
+    if (j.id == job_id) return j.owner;
+  }
+  for (const Job& j : waiting_) {
+    if (j.id == job_id) return j.owner;
+  }
+  return std::nullopt;
 }
 
 QueueInfo JobQueue::Describe() const {

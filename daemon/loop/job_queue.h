@@ -10,8 +10,9 @@
 // latest after jobs that arrived before it in its new class. Order: class
 // after aging, then arrival.
 //
-// A waiting job leaves with QUEUE_TIMEOUT once its deadline passes
-// (ExpireWaiting, called by a timer).
+// A waiting job leaves with QUEUE_TIMEOUT once its queue deadline passes,
+// or with TIMEOUT once the request's own deadline (timeout_s) does (Tick,
+// called by a timer).
 #pragma once
 
 #include <chrono>
@@ -60,14 +61,23 @@ class JobQueue {
     // Queued even when max_queue jobs wait: a job accepted before a restart
     // (daemon/loop/durable_jobs.h), which must not be refused now.
     bool past_limit = false;
+    // Who may act on the job (cancel it): the client's ReplyChannel::owner(),
+    // "uid:N" or "http"; empty for the daemon's own work.
+    std::string owner;
+    // The request's own deadline (timeout_s, queue wait plus run): a job
+    // still waiting past it leaves with TIMEOUT. `timeout_s` is for the
+    // message. The Scheduler stops a running job past it.
+    std::optional<Clock::time_point> timeout_at;
+    double timeout_s = 0;
   };
 
   // Queues a job, or starts it at once when a slot is free and nobody waits.
   // Returns the new job's id, or QUEUE_FULL.
   Result<std::string> Submit(std::string op, Options options, StartFn start, DropFn drop);
   Result<std::string> Submit(std::string op, Priority priority, StartFn start, DropFn drop) {
-    return Submit(std::move(op), Options{priority, std::nullopt, nullptr, {}, false},
-                  std::move(start), std::move(drop));
+    Options options;
+    options.priority = priority;
+    return Submit(std::move(op), std::move(options), std::move(start), std::move(drop));
   }
 
   // QUEUE_FULL (with its retry hint) when a job submitted now would be
@@ -85,6 +95,9 @@ class JobQueue {
   // such job waits (it may be running: the caller stops it instead).
   bool CancelWaiting(const std::string& job_id);
   bool IsRunning(const std::string& job_id) const;
+  // The owner of a waiting or running job (Options::owner); nullopt when no
+  // such job is here.
+  std::optional<std::string> OwnerOf(const std::string& job_id) const;
 
   // Drops every waiting job with `why` (on shutdown).
   void DropAllWaiting(const Error& why);
@@ -102,7 +115,7 @@ class JobQueue {
   struct Job {
     std::string id;
     std::string op;
-    Priority priority;
+    Priority priority = Priority::kNormal;
     Clock::time_point enqueued;
     Clock::time_point started;
     std::optional<Clock::time_point> deadline;
@@ -110,6 +123,9 @@ class JobQueue {
     DropFn drop;
     PositionFn on_position;
     int last_position = 0;
+    std::string owner;
+    std::optional<Clock::time_point> timeout_at;
+    double timeout_s = 0;
   };
 
   int EffectiveClass(const Job& job, Clock::time_point now) const;

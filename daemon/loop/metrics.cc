@@ -150,7 +150,8 @@ std::string Metrics::Render(const Gauges& g) const {
     for (const auto& [state, n] : {std::pair{"queued", g.store.queued},
                                    {"done", g.store.done},
                                    {"failed", g.store.failed},
-                                   {"cancelled", g.store.cancelled}}) {
+                                   {"cancelled", g.store.cancelled},
+                                   {"timed_out", g.store.timed_out}}) {
       out += std::string("medq_store_jobs{state=\"") + state + "\"} " + std::to_string(n) + "\n";
     }
   }

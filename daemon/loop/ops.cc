@@ -78,6 +78,7 @@ void CleanupMemory(DaemonState& state, const Request& req, Responder reply) {
   spec.cls = JobClass::kModel;
   spec.op = "cleanup-memory";
   spec.priority = Priority::kHigh;
+  spec.owner = shared_reply->owner();
   auto job = state.scheduler.Submit<CleanupInfo>(
       std::move(spec),
       [](Worker&) -> Result<CleanupInfo> {

@@ -49,7 +49,9 @@ void SubmitEmbed(DaemonState& s, std::shared_ptr<EmbedSpec> spec,
   JobSpec job_spec = QueuedJobSpec(s, JobClass::kEmbed, "embed", spec->request.priority,
                                    spec->request.queue_timeout_s);
   ForReplay(intake, job_spec);
+  WithTimeout(s, intake, spec->request.timeout_s, job_spec);
   job_spec.id = job;
+  job_spec.owner = intake.owner;
   session->job = job;
   EmbedCallbacks callbacks;
   callbacks.started = [session](const std::string&) { session->started = Clock::now(); };

@@ -26,13 +26,20 @@ struct Session {
   bool quiet = false;  // detached (submit, replay): no events, only the result is recorded
   std::string job;     // its id in the job store; empty without one
   std::string text;    // a recorded job's text so far, for its result
+  int64_t tokens = 0;  // token events so far
 };
 
 void OnDone(DaemonState& s, const std::string& model_name, Session& session,
             Result<GenerateDone> result) {
   if (!result.ok()) {
     const Error& error = result.error();
-    s.jobs.Finish(session.job, error, s.draining);
+    // A job stopped at its deadline keeps what it produced: streamed to its
+    // client already, and recorded with the job.
+    json partial = nullptr;
+    if (error.code == ErrorCode::kTimeout) {
+      partial = {{"text", std::move(session.text)}, {"completion_tokens", session.tokens}};
+    }
+    s.jobs.Finish(session.job, error, s.draining, std::move(partial));
     spdlog::info("generate {}: {} ({})", model_name, ErrorCodeName(error.code), error.message);
     if (error.code == ErrorCode::kGpuOom) s.metrics.CountGpuOom();
     // A device that keeps failing is reported, not hidden: health turns
@@ -72,7 +79,9 @@ void SubmitGenerate(DaemonState& s, std::shared_ptr<GenerateSpec> spec,
   JobSpec job_spec = QueuedJobSpec(s, JobClass::kGenerate, "generate", spec->params.priority,
                                    spec->params.queue_timeout_s);
   ForReplay(intake, job_spec);
+  WithTimeout(s, intake, spec->params.timeout_s, job_spec);
   job_spec.id = job;
+  job_spec.owner = intake.owner;
   session->job = job;
   session->quiet = intake.detached;
   job_spec.on_position = [session](const std::string& job_id, int position, int waiting,
@@ -92,6 +101,7 @@ void SubmitGenerate(DaemonState& s, std::shared_ptr<GenerateSpec> spec,
   };
   callbacks.token = [&s, session](std::string text, std::vector<int32_t> ids) {
     if (!session->job.empty()) session->text += text;
+    ++session->tokens;
     if (!session->first_token_seen) {
       session->first_token_seen = true;
       s.metrics.ObserveFirstToken(MsSince(session->submitted) / 1000);
@@ -151,9 +161,18 @@ void CancelOp(DaemonState& s, const Request& req, Responder reply) {
   auto request = ParseCancelRequest(req.params);
   if (!request.ok()) return reply.Fail(request.error());
   const std::string job = request->job;
+  const Error unknown(
+      ErrorCode::kInvalidRequest,
+      "no waiting or running generation or embed request \"" + job + "\"; see `medq queue`");
+  // Another user's job does not exist for this client, as for status,
+  // result and forget: the same answer as an unknown id, so that ids (which
+  // `queue` lists) cannot be probed for their owners.
+  const std::optional<std::string> owner =
+      s.jobs.IsLive(job) ? s.jobs.LiveOwner(job) : s.scheduler.OwnerOf(job);
+  if (owner && !MayActOnJob(*owner, reply.owner())) return reply.Fail(unknown);
   // `recorded`: the job's cancellation is its recorded result, even when it
   // ended meanwhile.
-  auto stop = [&s, job](Responder& r, bool recorded) {
+  auto stop = [&s, job, unknown](Responder& r, bool recorded) {
     switch (s.scheduler.Cancel(job)) {
       case Scheduler::Cancelled::kRemoved:
         return r.Result({{"job", job}, {"state", "cancelled"}});
@@ -163,9 +182,7 @@ void CancelOp(DaemonState& s, const Request& req, Responder reply) {
         if (recorded) return r.Result({{"job", job}, {"state", "cancelled"}});
         break;
     }
-    r.Fail(Error(
-        ErrorCode::kInvalidRequest,
-        "no waiting or running generation or embed request \"" + job + "\"; see `medq queue`"));
+    r.Fail(unknown);
   };
   if (!s.jobs.IsLive(job)) return stop(reply, false);
   // A recorded job: its cancellation is on disk before it stops.

@@ -70,6 +70,7 @@ void ReplayFrom(DaemonState& s, std::shared_ptr<std::vector<store::UnfinishedJob
   JobIntake intake;
   intake.owner = stored.owner;
   intake.replay_id = stored.id;
+  intake.accepted_at = stored.created_at;
   intake.detached = true;
   intake.accepted = [go_on, weak = std::weak_ptr<ReplayChannel>(channel)](const std::string&,
                                                                           Responder&) {
@@ -90,6 +91,21 @@ void ForReplay(const JobIntake& intake, JobSpec& spec) {
   // max_queue.
   spec.deadline.reset();
   spec.past_limit = true;
+}
+
+void WithTimeout(const DaemonState& s, const JobIntake& intake, std::optional<double> timeout_s,
+                 JobSpec& spec) {
+  const double daemon_s = s.config.request_timeout_s;
+  std::optional<double> seconds = timeout_s;
+  if (daemon_s > 0) seconds = std::min(timeout_s.value_or(daemon_s), daemon_s);
+  if (!seconds) return;
+  const double now =
+      std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  const double left = *seconds - std::max(0.0, now - intake.accepted_at.value_or(now));
+  spec.timeout_s = *seconds;
+  spec.timeout_at =
+      JobQueue::Clock::now() + std::chrono::duration_cast<JobQueue::Clock::duration>(
+                                   std::chrono::duration<double>(std::max(0.0, left)));
 }
 
 void WhenQueued(DaemonState& s, const JobIntake& intake, const std::string& job, Responder& reply) {

@@ -27,6 +27,7 @@ void SubmitModelTask(DaemonState& s, const char* op, Priority priority, Responde
   spec.cls = JobClass::kModel;
   spec.op = op;
   spec.priority = priority;
+  spec.owner = shared_reply->owner();
   auto job =
       s.scheduler.Submit<R>(std::move(spec), std::move(work), [&s, op, shared_reply](Result<R> r) {
         s.faults.ThrowIfCompletionArmed(op);

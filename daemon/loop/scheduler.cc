@@ -1,13 +1,22 @@
 #include "daemon/loop/scheduler.h"
 
+#include <unistd.h>
+
 #include <exception>
 
+#include "common/elapsed.h"
 #include "daemon/worker/memory.h"
 
 namespace medq::daemon {
 namespace {
 
 constexpr std::string_view kClassNames[kJobClasses] = {"generate", "model", "embed"};
+
+Error TimedOut(const std::string& id, double seconds) {
+  return Error(ErrorCode::kTimeout, "job " + id + " did not finish within its timeout_s of " +
+                                        FormatSeconds(seconds) +
+                                        " s; it was stopped, and what it produced is kept");
+}
 
 }  // namespace
 
@@ -35,8 +44,17 @@ void Scheduler::Guarded(const char* what, const std::function<void()>& fn) {
 }
 
 JobQueue::Options Scheduler::QueueOptions(JobSpec& spec) {
-  return JobQueue::Options{spec.priority, spec.deadline, std::move(spec.on_position),
-                           spec.id.empty() ? TakeId() : std::move(spec.id), spec.past_limit};
+  JobQueue::Options options;
+  options.priority = spec.priority;
+  options.deadline = spec.deadline;
+  options.on_position = std::move(spec.on_position);
+  options.id = spec.id.empty() ? TakeId() : std::move(spec.id);
+  options.past_limit = spec.past_limit;
+  options.owner = std::move(spec.owner);
+  options.timeout_at = spec.timeout_at;
+  options.timeout_s = spec.timeout_s;
+  if (spec.timeout_at) deadlines_[options.id] = Deadline{*spec.timeout_at, spec.timeout_s};
+  return options;
 }
 
 Result<std::string> Scheduler::SubmitErased(JobSpec spec, ErasedWork work,
@@ -186,6 +204,12 @@ void Scheduler::OnEmbedDone(const std::string& id, Result<EmbedResult> result,
   auto it = running_.find(id);
   if (it == running_.end() || !it->second.embed) return;
   std::shared_ptr<EmbedCallbacks> callbacks = it->second.embed;
+  if (auto timed_out = timed_out_.find(id); timed_out != timed_out_.end()) {
+    if (!result.ok() && result.error().code == ErrorCode::kCancelled) {
+      result = TimedOut(id, timed_out->second);
+    }
+    timed_out_.erase(timed_out);
+  }
   JobQueue::Outcome outcome = JobQueue::Outcome::kCompleted;
   if (!result.ok()) {
     outcome = result.error().code == ErrorCode::kCancelled ? JobQueue::Outcome::kCancelled
@@ -209,6 +233,12 @@ void Scheduler::OnGenerationDone(const std::string& id, Result<GenerateDone> don
   auto it = running_.find(id);
   if (it == running_.end() || !it->second.generation) return;
   std::shared_ptr<GenerationCallbacks> callbacks = it->second.generation;
+  if (auto timed_out = timed_out_.find(id); timed_out != timed_out_.end()) {
+    // Stopped by Tick for its deadline (a generation that reached its own
+    // end meanwhile keeps it).
+    if (done.ok() && done->finish_reason == "cancelled") done = TimedOut(id, timed_out->second);
+    timed_out_.erase(timed_out);
+  }
   JobQueue::Outcome outcome = JobQueue::Outcome::kFailed;
   if (done.ok()) {
     outcome = done->finish_reason == "cancelled" ? JobQueue::Outcome::kCancelled
@@ -233,6 +263,7 @@ void Scheduler::Finish(const std::string& id, JobQueue::Outcome outcome) {
   if (it == running_.end()) return;
   const JobClass cls = it->second.cls;
   running_.erase(it);
+  deadlines_.erase(id);
   QueueOf(cls).Finish(id, outcome);
 }
 
@@ -249,6 +280,18 @@ Scheduler::Cancelled Scheduler::Cancel(const std::string& job) {
   return Cancelled::kStopping;
 }
 
+std::optional<std::string> Scheduler::OwnerOf(const std::string& job) const {
+  for (const JobQueue& q : queues_) {
+    if (auto owner = q.OwnerOf(job)) return owner;
+  }
+  return std::nullopt;
+}
+
+bool MayActOnJob(const std::string& owner, const std::string& who) {
+  return (!who.empty() && owner == who) || who == "uid:0" ||
+         who == "uid:" + std::to_string(getuid());
+}
+
 void Scheduler::CancelAllRunning() {
   for (auto& [id, r] : running_) {
     if (r.cancel) *r.cancel = true;
@@ -261,8 +304,25 @@ void Scheduler::DropAllWaiting(const Error& why) {
 }
 
 void Scheduler::Tick() {
+  // The queues first: a job still waiting past its deadline leaves there.
   for (JobQueue& q : queues_)
     q.Tick();
+  const auto now = JobQueue::Clock::now();
+  for (auto it = deadlines_.begin(); it != deadlines_.end();) {
+    if (now < it->second.at) {
+      ++it;
+      continue;
+    }
+    if (auto running = running_.find(it->first);
+        running != running_.end() && running->second.cancel) {
+      spdlog::info("job {}: past its timeout_s of {} s; stopping it", it->first,
+                   FormatSeconds(it->second.seconds));
+      timed_out_[it->first] = it->second.seconds;
+      *running->second.cancel = true;
+      if (running->second.cls == JobClass::kEmbed) handoff_.PostToWorker([] {});
+    }
+    it = deadlines_.erase(it);
+  }
 }
 
 int Scheduler::running() const {

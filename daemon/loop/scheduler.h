@@ -63,7 +63,22 @@ struct JobSpec {
   // TakeId(); empty: the scheduler numbers it.
   std::string id;
   bool past_limit = false;  // see JobQueue::Options
+  // The client the job is for (ReplyChannel::owner()); empty for the
+  // daemon's own work. Only its owner (and MayActOnJob's privileged users)
+  // may cancel it.
+  std::string owner;
+  // The request's deadline (timeout_s): waiting past it, the job leaves with
+  // TIMEOUT; running past it, it is stopped at its next step and ends with
+  // TIMEOUT (a generation's tokens so far have been delivered). Checked by
+  // Tick, so up to one tick late.
+  std::optional<JobQueue::Clock::time_point> timeout_at;
+  double timeout_s = 0;  // for the message
 };
+
+// Whether the client `who` ("uid:N", "http") may act on a job of `owner`:
+// its own, or any as root or the daemon's own user (docs/protocol.md,
+// "Durable jobs"). The one rule for cancel, status, result and forget.
+bool MayActOnJob(const std::string& owner, const std::string& who);
 
 struct SchedulerOptions {
   int max_queue = 5;       // waiting jobs per class
@@ -131,6 +146,9 @@ class Scheduler {
   // generation to stop at its next step. Running tasks are short and end
   // by themselves (kUnknown).
   Cancelled Cancel(const std::string& job);
+  // The owner of a waiting or running job (JobSpec::owner); nullopt when no
+  // queue holds it.
+  std::optional<std::string> OwnerOf(const std::string& job) const;
   // (An embed request in the batcher is kStopping too: it ends with CANCELLED
   // before its next batch.)
   // Asks every running generation and embed request to stop (drain timeout).
@@ -208,6 +226,14 @@ class Scheduler {
   std::array<JobQueue, kJobClasses> queues_;
   uint64_t next_id_ = 1;
   std::map<std::string, Running> running_;
+  // Jobs with a deadline (JobSpec::timeout_at), by id, until it passes or
+  // the job ends; and the running ones Tick stopped for it.
+  struct Deadline {
+    JobQueue::Clock::time_point at;
+    double seconds = 0;
+  };
+  std::map<std::string, Deadline> deadlines_;
+  std::map<std::string, double> timed_out_;
   WorkerView view_;
   std::function<void(const WorkerReport&)> on_report_;
 };

@@ -9,7 +9,7 @@ namespace {
 using nlohmann::ordered_json;
 
 constexpr std::string_view kOpNames[] = {"generate", "embed"};
-constexpr std::string_view kStateNames[] = {"queued", "done", "failed", "cancelled"};
+constexpr std::string_view kStateNames[] = {"queued", "done", "failed", "cancelled", "timed_out"};
 
 Error Corrupt(std::string_view column, std::string_view why) {
   return Error(ErrorCode::kInternal,
@@ -65,7 +65,7 @@ std::string_view JobStateName(JobState state) {
 }
 
 std::optional<JobState> JobStateFromName(std::string_view name) {
-  for (int i = 0; i < 4; ++i) {
+  for (int i = 0; i < static_cast<int>(std::size(kStateNames)); ++i) {
     if (kStateNames[i] == name) return static_cast<JobState>(i);
   }
   return std::nullopt;

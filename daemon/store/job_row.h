@@ -27,8 +27,8 @@ std::string_view JobOpName(JobOp op);
 std::optional<JobOp> JobOpFromName(std::string_view name);
 
 // queued: accepted, not finished (it runs again after a restart);
-// done / failed / cancelled: finished, with a result.
-enum class JobState { kQueued, kDone, kFailed, kCancelled };
+// done / failed / cancelled / timed_out: finished, with a result.
+enum class JobState { kQueued, kDone, kFailed, kCancelled, kTimedOut };
 std::string_view JobStateName(JobState state);
 std::optional<JobState> JobStateFromName(std::string_view name);
 inline bool IsFinished(JobState s) {

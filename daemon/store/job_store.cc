@@ -380,6 +380,7 @@ StoreStats JobStore::Stats() {
     if (state == "done") stats.done = n;
     if (state == "failed") stats.failed = n;
     if (state == "cancelled") stats.cancelled = n;
+    if (state == "timed_out") stats.timed_out = n;
   }
   return stats;
 }

@@ -45,6 +45,7 @@ struct StoreStats {
   int64_t done = 0;
   int64_t failed = 0;
   int64_t cancelled = 0;
+  int64_t timed_out = 0;
 };
 
 // What Open found: empty `moved_aside` when the existing store was used.

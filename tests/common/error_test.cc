@@ -12,7 +12,7 @@ TEST_CASE("every error code round-trips through its wire name", "[error]") {
       ErrorCode::kTooLarge,       ErrorCode::kPermissionDenied,   ErrorCode::kNotReady,
       ErrorCode::kQueueFull,      ErrorCode::kQueueTimeout,       ErrorCode::kModelNotFound,
       ErrorCode::kGpuOom,         ErrorCode::kInsufficientMemory, ErrorCode::kCancelled,
-      ErrorCode::kInternal};
+      ErrorCode::kInternal,       ErrorCode::kTimeout};
   for (ErrorCode code : all) {
     auto name = ErrorCodeName(code);
     CAPTURE(name);
@@ -29,6 +29,7 @@ TEST_CASE("error codes map to sysexits statuses", "[error]") {
   CHECK(ExitStatusFor(ErrorCode::kPermissionDenied) == 77);
   CHECK(ExitStatusFor(ErrorCode::kNotReady) == 75);
   CHECK(ExitStatusFor(ErrorCode::kInternal) == 70);
+  CHECK(ExitStatusFor(ErrorCode::kTimeout) == 75);
 }
 
 TEST_CASE("Result holds a value or an error", "[error]") {

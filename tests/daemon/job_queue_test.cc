@@ -1,8 +1,12 @@
 #include "daemon/loop/job_queue.h"
 
+#include <unistd.h>
+
 #include <catch2/catch.hpp>
 #include <map>
 #include <thread>
+
+#include "daemon/loop/scheduler.h"
 
 namespace medq::daemon {
 namespace {
@@ -82,6 +86,32 @@ TEST_CASE("cancelling a waiting job drops it with CANCELLED", "[queue]") {
   CHECK(r.started.size() == 1);
 }
 
+TEST_CASE("a job's owner is known while it waits and runs, and only it may act on it",
+          "[queue]") {
+  JobQueue q(5, 1);
+  Recorder r;
+  JobQueue::Options alice;
+  alice.owner = "uid:1001";
+  JobQueue::Options bob;
+  bob.owner = "uid:1002";
+  auto running = q.Submit("gen", alice, r.Start(), r.Drop());
+  auto waiting = q.Submit("gen", bob, r.Start(), r.Drop());
+  REQUIRE(running.ok());
+  REQUIRE(waiting.ok());
+  CHECK(q.OwnerOf(*running) == "uid:1001");
+  CHECK(q.OwnerOf(*waiting) == "uid:1002");
+  CHECK_FALSE(q.OwnerOf("j999").has_value());
+  q.Finish(*running, JobQueue::Outcome::kCompleted);
+  CHECK_FALSE(q.OwnerOf(*running).has_value());  // gone once it ended
+
+  CHECK(MayActOnJob("uid:1001", "uid:1001"));
+  CHECK_FALSE(MayActOnJob("uid:1001", "uid:1002"));  // another user's job
+  CHECK_FALSE(MayActOnJob("uid:1001", "http"));
+  CHECK_FALSE(MayActOnJob("", ""));  // the daemon's own work; a client that has gone
+  CHECK(MayActOnJob("uid:1001", "uid:0"));  // root
+  CHECK(MayActOnJob("uid:1001", "uid:" + std::to_string(getuid())));  // the daemon's user
+}
+
 TEST_CASE("draining drops every waiting job", "[queue]") {
   JobQueue q(5, 1);
   Recorder r;
@@ -144,6 +174,32 @@ TEST_CASE("a job past its deadline leaves the queue with QUEUE_TIMEOUT", "[queue
   CHECK(r.dropped == std::vector<ErrorCode>{ErrorCode::kQueueTimeout});
   CHECK(q.waiting() == 1);
   CHECK(q.totals().timed_out == 1);
+}
+
+TEST_CASE("a waiting job past its request deadline leaves with TIMEOUT, not QUEUE_TIMEOUT",
+          "[queue]") {
+  JobQueue q(5, 1);
+  Recorder r;
+  REQUIRE(q.Submit("gen", Priority::kNormal, r.Start(), r.Drop()).ok());
+  JobQueue::Options due;
+  due.deadline = JobQueue::Clock::now() - std::chrono::milliseconds(1);  // both passed
+  due.timeout_at = JobQueue::Clock::now() - std::chrono::milliseconds(1);
+  due.timeout_s = 2.5;
+  REQUIRE(q.Submit("gen", std::move(due), r.Start(), r.Drop()).ok());
+  JobQueue::Options later;
+  later.timeout_at = JobQueue::Clock::now() + std::chrono::hours(1);
+  REQUIRE(q.Submit("gen", std::move(later), r.Start(), r.Drop()).ok());
+  std::string message;
+  JobQueue::Options watched;
+  watched.timeout_at = JobQueue::Clock::now() - std::chrono::milliseconds(1);
+  watched.timeout_s = 2.5;
+  REQUIRE(q.Submit("gen", std::move(watched), r.Start(),
+                   [&](const Error& e) { message = e.message; })
+              .ok());
+  q.Tick();
+  CHECK(r.dropped == std::vector<ErrorCode>{ErrorCode::kTimeout});
+  CHECK_THAT(message, Catch::Contains("timeout_s of 2.5 s"));
+  CHECK(q.waiting() == 1);  // the one whose deadline is an hour away
 }
 
 TEST_CASE("aging lifts a low-priority job so it is never starved", "[queue]") {
