@@ -91,6 +91,18 @@ struct StoreInfo {
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(StoreInfo, enabled, path, bytes, queued, done,
                                                 failed, cancelled, timed_out)
 
+// A model's circuit breaker as health shows it (daemon/loop/circuit_breaker.h).
+struct BreakerInfo {
+  std::string model;
+  std::string state;  // "closed", "open" or "half_open"
+  int consecutive_errors = 0;
+  int trips = 0;             // times it opened since its last success
+  double retry_after_s = 0;  // open: the cool-down left; else 0
+  std::string last_error;    // the last device error's message
+};
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(BreakerInfo, model, state, consecutive_errors,
+                                                trips, retry_after_s, last_error)
+
 struct HealthInfo {
   std::string status;  // "ok", "starting", "draining" or "degraded"
   bool ready = false;  // true when the daemon can serve work now
@@ -106,10 +118,12 @@ struct HealthInfo {
   std::vector<std::string> warnings;  // e.g. a device fallback; empty when all is well
   EffectiveLimits limits;
   StoreInfo store;
+  std::vector<BreakerInfo> breakers;  // models with device errors counted or paused
 };
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(HealthInfo, status, ready, version, uptime_s, pid,
                                                 cuda_available, memory, active_jobs, queue_length,
-                                                connections, loaded_models, warnings, limits, store)
+                                                connections, loaded_models, warnings, limits, store,
+                                                breakers)
 
 // One job as `queue` lists it. Never carries prompt or generated text.
 struct JobInfo {

@@ -227,10 +227,11 @@ Result<InjectFaultRequest> ParseInjectFaultRequest(const Params& p) {
   if (Status st = RejectUnknownFields(p, {"at"}); !st.ok()) return st.error();
   InjectFaultRequest r;
   if (Status st = ReadString(p, "at", r.at); !st.ok()) return st.error();
-  if (r.at != "load" && r.at != "merge" && r.at != "decode" && r.at != "completion" &&
-      r.at != "store-write") {
+  if (r.at != "load" && r.at != "merge" && r.at != "decode" && r.at != "decode-error" &&
+      r.at != "completion" && r.at != "store-write") {
     return InvalidRequest(
-        "params.at must be \"load\", \"merge\", \"decode\", \"completion\" or \"store-write\"");
+        "params.at must be \"load\", \"merge\", \"decode\", \"decode-error\", \"completion\" or "
+        "\"store-write\"");
   }
   return r;
 }

@@ -118,6 +118,14 @@ void AddConfigKeys(CLI::App& app, Config& c) {
          "Every generate and embed request's deadline, queue wait plus run (a request's own "
          "timeout_s may be shorter); past it the job ends with TIMEOUT; 0 sets none")
       ->check(CLI::Range(0.0, 86400.0 * 7));
+  AddKey(app, "breaker_errors", c.breaker_errors,
+         "Device errors in a row (requests ending INTERNAL) after which a model stops taking "
+         "work for breaker_cooldown_s (circuit breaker); 0 never stops it")
+      ->check(CLI::Range(0, 1000000));
+  AddKey(app, "breaker_cooldown_s", c.breaker_cooldown_s,
+         "How long a model paused by its circuit breaker refuses work (NOT_READY) before one "
+         "request probes it")
+      ->check(CLI::Range(0.1, 86400.0));
   AddKey(app, "max_concurrent", c.max_concurrent,
          "Generations decoded at once, in one batch; 1 is the generation lock (one at a "
          "time, the rest wait in the queue)")
@@ -316,6 +324,8 @@ std::string FormatConfig(const Config& c) {
   out << "max_queue = " << c.max_queue << "\n";
   out << "queue_timeout_s = " << c.queue_timeout_s << "\n";
   out << "request_timeout_s = " << c.request_timeout_s << "\n";
+  out << "breaker_errors = " << c.breaker_errors << "\n";
+  out << "breaker_cooldown_s = " << c.breaker_cooldown_s << "\n";
   out << "max_concurrent = " << c.max_concurrent << "\n";
   out << "prefill_chunk_tokens = " << c.prefill_chunk_tokens << "\n";
   out << "batch_wait_ms = " << c.batch_wait_ms << "\n";

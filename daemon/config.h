@@ -28,7 +28,9 @@ struct Config {
   double drain_timeout_s = 30;
   int max_queue = 0;  // 0: chosen from the device's memory at start
   double queue_timeout_s = 300;
-  double request_timeout_s = 0;  // every request's deadline (queue + run); 0: none
+  double request_timeout_s = 0;    // every request's deadline (queue + run); 0: none
+  int breaker_errors = 3;          // device errors in a row that pause a model; 0: never
+  double breaker_cooldown_s = 30;  // how long a paused model refuses work before a probe
   int max_concurrent = 1;          // generations decoded at once; 1: the generation lock
   int prefill_chunk_tokens = 512;  // prompt tokens read per step
   int batch_wait_ms = 5;           // an idle worker's wait for the next generation to start with

@@ -136,6 +136,7 @@ struct Batch::Impl {
       }
     }
     FailIfArmed(Fault::kDecodeOom);
+    FailIfArmed(Fault::kDecodeError);
     at::Tensor logits;
     if (device_loop) {
       if (graph == nullptr || graph_rows != order) {

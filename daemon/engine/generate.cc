@@ -161,6 +161,7 @@ Result<GenerateResult> RunGeneration(const Model& m, const GenerateRequest& r,
       break;
     }
     FailIfArmed(Fault::kDecodeOom);
+    FailIfArmed(Fault::kDecodeError);
     if (device_loop) {
       if (graph == nullptr) graph = std::make_unique<DecodeGraph>(m, std::vector<KvCache*>{&cache});
       logits = graph->Step(loop.step_ids());

@@ -39,6 +39,13 @@ HealthInfo DescribeHealth(const DaemonState& s) {
                            " runs on the CPU: the GPU ran out of memory while loading it");
     }
   }
+  h.breakers = s.breaker->Describe(std::chrono::steady_clock::now());
+  for (const BreakerInfo& b : h.breakers) {
+    if (b.state == "closed") continue;
+    h.warnings.push_back("model " + b.model + " is paused by its circuit breaker (" + b.state +
+                         ") after " + std::to_string(b.consecutive_errors) +
+                         " device errors in a row; last: " + b.last_error);
+  }
   if (!worker.decode_graph_failure.empty()) {
     h.warnings.push_back("CUDA graphs are off, decode steps run eagerly (slower): " +
                          worker.decode_graph_failure);
@@ -124,6 +131,11 @@ void InjectFault(DaemonState& state, const Request& req, Responder reply) {
     spdlog::warn("fault injection: the next task completion on the loop thread will throw");
     return reply.Result({{"armed", at}});
   }
+  if (at == "decode-error") {
+    engine::ArmFault(engine::Fault::kDecodeError);
+    spdlog::warn("fault injection: the next decode step will fail as a device error");
+    return reply.Result({{"armed", at}});
+  }
   engine::ArmFault(at == "load"    ? engine::Fault::kLoadOom
                    : at == "merge" ? engine::Fault::kMergeOom
                                    : engine::Fault::kDecodeOom);
@@ -171,11 +183,30 @@ constexpr OpSpec kOps[] = {
     {"apply-template", &ApplyTemplateOp, "Render a conversation with the chat template", true},
     {"metrics", &MetricsOp, "Prometheus text exposition of counters and histograms", false},
     {"inject-fault", &InjectFault,
-     "Testing only: fail the next load, merge or decode step (OOM), or throw in a completion",
+     "Testing only: fail the next load, merge or decode step (OOM or a device error), or throw "
+     "in a completion",
      false},
 };
 
 }  // namespace
+
+Result<std::shared_ptr<CircuitBreaker::Ticket>> AdmitToModel(DaemonState& state,
+                                                             const JobIntake& intake,
+                                                             const std::string& model) {
+  if (intake.replay_id) {
+    return std::make_shared<CircuitBreaker::Ticket>(state.breaker, model, false);
+  }
+  return state.breaker->Admit(model);
+}
+
+void SettleTicket(CircuitBreaker::Ticket* ticket, const Error* error, bool completed) {
+  if (ticket == nullptr) return;
+  if (error != nullptr && error->code == ErrorCode::kInternal) {
+    return ticket->Settle(CircuitBreaker::Outcome::kDeviceError, error->message);
+  }
+  ticket->Settle(error == nullptr && completed ? CircuitBreaker::Outcome::kSuccess
+                                               : CircuitBreaker::Outcome::kOther);
+}
 
 JobSpec QueuedJobSpec(const DaemonState& state, JobClass cls, std::string op,
                       const std::string& priority, std::optional<double> queue_timeout_s) {

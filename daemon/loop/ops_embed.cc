@@ -19,6 +19,8 @@ struct EmbedSession {
   Clock::time_point submitted = Clock::now();
   Clock::time_point started;
   std::string job;  // its id in the job store; empty without one
+  // Its model's circuit breaker hears how it ended.
+  std::shared_ptr<CircuitBreaker::Ticket> ticket;
 };
 
 void OnEmbedDone(DaemonState& s, EmbedSession& session, Result<EmbedResult> result) {
@@ -26,10 +28,12 @@ void OnEmbedDone(DaemonState& s, EmbedSession& session, Result<EmbedResult> resu
     const Error& error = result.error();
     s.jobs.Finish(session.job, error, s.draining);
     if (error.code == ErrorCode::kGpuOom) s.metrics.CountGpuOom();
+    SettleTicket(session.ticket.get(), &error, false);
     // Never the texts: they are patient data.
     spdlog::info("embed: {} ({})", ErrorCodeName(error.code), error.message);
     return session.reply.Fail(error);
   }
+  SettleTicket(session.ticket.get(), nullptr, true);
   EmbedResult out = std::move(*result);
   out.timings.queued_ms = MsBetween(session.submitted, session.started);
   out.timings.total_ms = MsBetween(session.submitted, Clock::now());
@@ -100,6 +104,9 @@ void StartEmbedJob(DaemonState& s, const Params& params, Responder reply, JobInt
         if (Status st = RequireKind(found->name, found->kind, ModelKind::kEmbedding); !st.ok()) {
           return session->reply.Fail(st.error());
         }
+        auto ticket = AdmitToModel(s, intake, found->name);
+        if (!ticket.ok()) return session->reply.Fail(ticket.error());
+        session->ticket = std::move(*ticket);
         spec->model_name = found->name;
         spec->model_dir = found->dir;
         const Priority priority = *PriorityFromName(spec->request.priority);

@@ -14,8 +14,6 @@ namespace {
 using nlohmann::json;
 using Clock = std::chrono::steady_clock;
 
-constexpr int kDeviceErrorThreshold = 3;
-
 // A generation from submission to its final reply, as the loop sees it.
 struct Session {
   explicit Session(Responder r) : reply(std::move(r)) {}
@@ -27,6 +25,8 @@ struct Session {
   std::string job;     // its id in the job store; empty without one
   std::string text;    // a recorded job's text so far, for its result
   int64_t tokens = 0;  // token events so far
+  // Its model's circuit breaker hears how it ended.
+  std::shared_ptr<CircuitBreaker::Ticket> ticket;
 };
 
 void OnDone(DaemonState& s, const std::string& model_name, Session& session,
@@ -42,20 +42,12 @@ void OnDone(DaemonState& s, const std::string& model_name, Session& session,
     s.jobs.Finish(session.job, error, s.draining, std::move(partial));
     spdlog::info("generate {}: {} ({})", model_name, ErrorCodeName(error.code), error.message);
     if (error.code == ErrorCode::kGpuOom) s.metrics.CountGpuOom();
-    // A device that keeps failing is reported, not hidden: health turns
-    // "degraded" with the reason, so that an operator (or systemd) restarts.
-    if (error.code == ErrorCode::kInternal &&
-        ++s.consecutive_internal_errors == kDeviceErrorThreshold) {
-      spdlog::error(
-          "{} generations in a row failed with internal errors; the device may be "
-          "unusable. Last: {}. Restart medqd if this persists.",
-          kDeviceErrorThreshold, error.message);
-      s.warnings.push_back("device errors: " + std::to_string(kDeviceErrorThreshold) +
-                           " generations in a row failed; last: " + error.message);
-    }
+    // A device that keeps failing pauses its model (circuit_breaker.h);
+    // health turns "degraded" with the reason meanwhile.
+    SettleTicket(session.ticket.get(), &error, false);
     return session.reply.Fail(error);
   }
-  s.consecutive_internal_errors = 0;
+  SettleTicket(session.ticket.get(), nullptr, result->finish_reason != "cancelled");
   GenerateDone done = std::move(*result);
   done.timings.queued_ms =
       std::chrono::duration<double, std::milli>(session.started - session.submitted).count();
@@ -63,7 +55,15 @@ void OnDone(DaemonState& s, const std::string& model_name, Session& session,
   s.metrics.ObserveQueueWait(done.timings.queued_ms / 1000);
   s.metrics.ObserveGeneration(done.timings.total_ms / 1000, done.usage.completion_tokens);
   json fields = done;
-  if (!session.job.empty()) {
+  if (!session.job.empty() && done.finish_reason == "cancelled" && !s.draining) {
+    // Stopped while running by a cancellation outside the drain (its client
+    // gone, forget): recorded `cancelled` with the CANCELLED error, as a job
+    // cancelled while waiting is, not `done`. Its client still gets `done`.
+    s.jobs.Finish(
+        session.job,
+        Error(ErrorCode::kCancelled, "job " + session.job + " was cancelled while running"),
+        s.draining);
+  } else if (!session.job.empty()) {
     json recorded = fields;
     recorded["text"] = std::move(session.text);
     s.jobs.Finish(session.job, std::move(recorded), s.draining);
@@ -139,6 +139,9 @@ void StartGenerateJob(DaemonState& s, const Params& params, Responder reply, Job
         if (Status st = RequireKind(found->name, found->kind, ModelKind::kGeneration); !st.ok()) {
           return session->reply.Fail(st.error());
         }
+        auto ticket = AdmitToModel(s, intake, found->name);
+        if (!ticket.ok()) return session->reply.Fail(ticket.error());
+        session->ticket = std::move(*ticket);
         spec->model_name = found->name;
         spec->model_dir = found->dir;
         spec->adapter_dir = found->adapter_dir;

@@ -20,6 +20,16 @@ void StartGenerateJob(DaemonState& state, const Params& params, Responder reply,
 void CancelOp(DaemonState& state, const Request& request, Responder reply);
 
 // ops.cc
+// The model's circuit breaker admits a request for `model`: its ticket, to
+// settle with its outcome, or NOT_READY while the model is paused. A job
+// run again after a restart was accepted before: always admitted (its
+// outcome still counts).
+Result<std::shared_ptr<CircuitBreaker::Ticket>> AdmitToModel(DaemonState& state,
+                                                             const JobIntake& intake,
+                                                             const std::string& model);
+// What a request's end says of its model's device: success, a device error
+// (INTERNAL) or nothing.
+void SettleTicket(CircuitBreaker::Ticket* ticket, const Error* error, bool completed);
 // A job of `cls` for `op` with the request's priority name (already
 // checked) and its deadline: the request's queue_timeout_s, at most the
 // daemon's.
