@@ -24,35 +24,57 @@ std::string StringField(const json& reply, const char* key) {
 
 }  // namespace
 
-Result<Request> ParseRequest(std::string_view line, json* id_out) {
-  *id_out = nullptr;
-  // nlohmann's parser is iterative; the callback keeps it from building any
-  // value below the limit, so nothing recursive ever sees a deep request.
-  // Parsed keeping the keys' order (Params), so that params reach the ops as
-  // the client wrote them.
-  bool too_deep = false;
-  const Params::parser_callback_t depth_guard = [&too_deep](int depth, Params::parse_event_t event,
-                                                            Params&) {
+BoundedJson ParseBoundedJson(std::string_view text) {
+  BoundedJson out;
+  // The callback's depth is the number of arrays and objects around the one
+  // starting: kMaxJsonDepth of them make it level kMaxJsonDepth + 1.
+  const Params::parser_callback_t depth_guard = [&out](int depth, Params::parse_event_t event,
+                                                       Params&) {
     if ((event == Params::parse_event_t::object_start ||
          event == Params::parse_event_t::array_start) &&
         depth >= kMaxJsonDepth) {
-      too_deep = true;
+      out.too_deep = true;
       return false;  // discard it and everything inside
     }
     return true;
   };
-  Params doc;
   try {
-    doc = Params::parse(line, depth_guard);
+    out.value = Params::parse(text, depth_guard);
   } catch (const json::parse_error& e) {
-    return Error(ErrorCode::kInvalidRequest, "request is not valid JSON (or not UTF-8) near byte " +
-                                                 std::to_string(e.byte) +
-                                                 ": send one JSON object per line");
+    out.fault = BoundedJson::Fault::kSyntax;
+    out.byte = e.byte;
+    out.value = Params(Params::value_t::discarded);
   } catch (const json::exception&) {
     // out_of_range 406: a number such as 1e999 that no double holds.
-    return Error(ErrorCode::kInvalidRequest,
-                 "request holds a number out of range (e.g. 1e999): send one JSON object per line");
+    out.fault = BoundedJson::Fault::kOutOfRange;
+    out.value = Params(Params::value_t::discarded);
   }
+  return out;
+}
+
+std::string TooDeepMessage(std::string_view what) {
+  return std::string(what) + " nests arrays and objects deeper than " +
+         std::to_string(kMaxJsonDepth) + " levels, the limit";
+}
+
+Result<Request> ParseRequest(std::string_view line, json* id_out) {
+  *id_out = nullptr;
+  // Parsed keeping the keys' order (Params), so that params reach the ops as
+  // the client wrote them; bounded in depth before any deep value is built.
+  BoundedJson parsed = ParseBoundedJson(line);
+  switch (parsed.fault) {
+    case BoundedJson::Fault::kNone:
+      break;
+    case BoundedJson::Fault::kSyntax:
+      return Error(ErrorCode::kInvalidRequest,
+                   "request is not valid JSON (or not UTF-8) near byte " +
+                       std::to_string(parsed.byte) + ": send one JSON object per line");
+    case BoundedJson::Fault::kOutOfRange:
+      return Error(
+          ErrorCode::kInvalidRequest,
+          "request holds a number out of range (e.g. 1e999): send one JSON object per line");
+  }
+  Params& doc = parsed.value;
   if (!doc.is_object()) {
     return Error(ErrorCode::kInvalidRequest, "request must be a JSON object");
   }
@@ -64,11 +86,7 @@ Result<Request> ParseRequest(std::string_view line, json* id_out) {
                  "this reply carries id null because the id cannot be echoed exactly");
   }
   *id_out = *id;
-  if (too_deep) {
-    return Error(ErrorCode::kInvalidRequest, "request nests arrays and objects deeper than " +
-                                                 std::to_string(kMaxJsonDepth) +
-                                                 " levels, the limit");
-  }
+  if (parsed.too_deep) return Error(ErrorCode::kInvalidRequest, TooDeepMessage("request"));
   auto v = doc.find("v");
   if (v == doc.end()) {
     return Error(ErrorCode::kInvalidRequest, "missing field \"v\" (protocol version, use 1)");

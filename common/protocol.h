@@ -42,6 +42,30 @@ struct Request {
   Params params = Params::object();
 };
 
+// A JSON text parsed with its nesting bounded (kMaxJsonDepth): the parse of
+// every request a client sends, a socket line and an HTTP body alike. nlohmann's parser is
+// iterative; a parser callback drops every array and object below the limit before it is built, so
+// nothing recursive (dump, copy, destruction, a template's `tojson`) ever sees a deep value,
+// however deep the text. Keys keep the client's order (Params). Never throws.
+struct BoundedJson {
+  enum class Fault {
+    kNone,
+    kSyntax,      // not JSON, or not UTF-8: `byte` is where it went wrong
+    kOutOfRange,  // a number no double holds (1e999)
+  };
+  Fault fault = Fault::kNone;
+  size_t byte = 0;
+  // Some array or object was deeper than kMaxJsonDepth levels (the outermost
+  // value is level 1); it was left out of `value`, which the caller must
+  // then refuse (after reading what it needs to answer, such as an id).
+  bool too_deep = false;
+  Params value;  // discarded on a fault
+};
+BoundedJson ParseBoundedJson(std::string_view text);
+
+// "<what> nests arrays and objects deeper than 64 levels, the limit".
+std::string TooDeepMessage(std::string_view what);
+
 // Parses and validates one request line (without its newline).
 // On failure the Error says which field is wrong; `id_out` receives the
 // request's id whenever it could be read, so that the error reply can echo it
