@@ -16,6 +16,7 @@ constexpr uint64_t kHangupCheckMs = 200;
 struct WriteRequest {
   uv_write_t req;
   std::string data;
+  Connection* conn;  // alive: libuv completes (or cancels) writes before the close callback
 };
 
 }  // namespace
@@ -45,7 +46,17 @@ void Connection::StartReading() {
 }
 
 void Connection::ArmIdleTimer() {
-  uv_timer_start(&idle_timer_, &Connection::OnIdle, limits_.idle_timeout_ms, 0);
+  idle_deadline_ms_ = uv_now(pipe_.loop) + limits_.idle_timeout_ms;
+  ScheduleTimer();
+}
+
+// One timer serves three deadlines: the idle one (ArmIdleTimer), the
+// hang-up checks after EOF, and the stall of unread replies.
+void Connection::ScheduleTimer() {
+  const uint64_t now = uv_now(pipe_.loop);
+  uint64_t due = input_ended_ ? now + kHangupCheckMs : idle_deadline_ms_;
+  if (pending_bytes_ > 0) due = std::min(due, write_progress_ms_ + limits_.idle_timeout_ms);
+  uv_timer_start(&idle_timer_, &Connection::OnIdle, due > now ? due - now : 0, 0);
 }
 
 void Connection::OnAlloc(uv_handle_t* handle, size_t, uv_buf_t* buf) {
@@ -85,12 +96,57 @@ bool Connection::DeliverLines() {
   std::shared_ptr<Connection> keep = shared_from_this();
   bool any = false;
   while (!closing_) {
+    // Checked before each line: one read may hold a thousand requests, and
+    // a reply each (metrics: tens of KiB) would pile up unread.
+    if (pending_bytes_ > limits_.pause_reading_bytes) {
+      PauseReading();
+      break;
+    }
     std::optional<std::string> line = lines_.NextLine();
     if (!line) break;
     any = true;
     callbacks_.on_line(*this, std::move(*line));
   }
   return any;
+}
+
+void Connection::PauseReading() {
+  if (paused_) return;
+  paused_ = true;
+  if (reading_) {
+    uv_read_stop(reinterpret_cast<uv_stream_t*>(&pipe_));
+    reading_ = false;
+  }
+  spdlog::debug("connection {}: {} reply bytes unread; reading no more requests until they drain",
+                id_, pending_bytes_);
+}
+
+void Connection::ResumeReading() {
+  paused_ = false;
+  const bool line_in_progress = lines_.HasPartialLine();
+  DeliverLines();  // the lines read before the pause first; may pause again
+  if (closing_ || paused_ || input_ended_ || shutting_down_) return;
+  reading_ = true;
+  uv_read_start(reinterpret_cast<uv_stream_t*>(&pipe_), &Connection::OnAlloc, &Connection::OnRead);
+  // A line cut off by the pause gets a whole timeout from now: its client
+  // could not send the rest meanwhile.
+  if (line_in_progress || in_flight_ == 0) ArmIdleTimer();
+}
+
+void Connection::WriteCompleted(size_t bytes) {
+  pending_bytes_ -= bytes;
+  write_progress_ms_ = uv_now(pipe_.loop);
+  if (closing_) return;  // Close() took the connection's bytes off the budget
+  limits_.budget->pending -= bytes;
+  if (paused_ && pending_bytes_ <= limits_.pause_reading_bytes / 2) {
+    std::shared_ptr<Connection> keep = shared_from_this();
+    ResumeReading();
+  }
+}
+
+std::optional<uint64_t> Connection::WriteStalledMs() const {
+  if (pending_bytes_ == 0) return std::nullopt;
+  return uv_now(pipe_.loop) - write_progress_ms_;
 }
 
 void Connection::OnEndOfInput() {
@@ -108,7 +164,7 @@ void Connection::OnEndOfInput() {
   if (in_flight_ == 0) {
     CloseAfterWrites();
   } else {
-    uv_timer_start(&idle_timer_, &Connection::OnIdle, kHangupCheckMs, 0);
+    ScheduleTimer();
   }
 }
 
@@ -138,20 +194,37 @@ void Connection::OnIdle(uv_timer_t* timer) {
 }
 
 void Connection::IdleTimerFired() {
+  // Replies waiting unread: the client must take some within the timeout,
+  // whether or not it still sends, and whatever it has in flight.
+  if (std::optional<uint64_t> stalled = WriteStalledMs()) {
+    if (*stalled >= limits_.idle_timeout_ms) {
+      spdlog::warn(
+          "connection {}: client read none of its replies for {} ms ({} bytes unread); closing",
+          id_, *stalled, pending_bytes_);
+      Close();
+      return;
+    }
+  }
   if (input_ended_) {
     if (PeerHungUp()) {
       spdlog::info("connection {}: client hung up with {} request(s) in flight", id_, in_flight_);
       Close();
     } else {
-      uv_timer_start(&idle_timer_, &Connection::OnIdle, kHangupCheckMs, 0);
+      ScheduleTimer();
     }
     return;
   }
-  // A request in flight, or replies the client has not read yet (they wait
-  // in the write queue): the client is not idle, and closing would drop them.
-  const bool replies_owed =
-      in_flight_ > 0 || uv_stream_get_write_queue_size(reinterpret_cast<uv_stream_t*>(&pipe_)) > 0;
-  if (replies_owed && !lines_.HasPartialLine()) {
+  // Woken early for the stall deadline, which has moved on.
+  if (uv_now(pipe_.loop) < idle_deadline_ms_) {
+    ScheduleTimer();
+    return;
+  }
+  // A request in flight, or replies the client is reading (they wait in the
+  // write queue and it shrinks): the client is not idle, and closing would
+  // drop them. A line cut off by a pause is ours to wait for, not the
+  // client's.
+  const bool replies_owed = in_flight_ > 0 || pending_bytes_ > 0 || paused_;
+  if (replies_owed && (paused_ || !lines_.HasPartialLine())) {
     ArmIdleTimer();
     return;
   }
@@ -176,20 +249,39 @@ void Connection::SendError(const nlohmann::json& id, const Error& error) {
 void Connection::Write(std::string line) {
   if (closing_) return;
   auto* stream = reinterpret_cast<uv_stream_t*>(&pipe_);
-  if (uv_stream_get_write_queue_size(stream) > limits_.max_pending_write_bytes) {
+  // Checked before queueing: one reply of any size still goes out whole.
+  if (pending_bytes_ > limits_.max_pending_write_bytes) {
     spdlog::warn("connection {}: client is not reading its replies ({} bytes pending); closing",
-                 id_, uv_stream_get_write_queue_size(stream));
+                 id_, pending_bytes_);
     Close();
     return;
   }
-  auto* w = new WriteRequest{{}, std::move(line)};
+  const size_t bytes = line.size();
+  auto* w = new WriteRequest{{}, std::move(line), this};
   uv_buf_t buf = uv_buf_init(w->data.data(), static_cast<unsigned>(w->data.size()));
   w->req.data = w;
-  int rc = uv_write(&w->req, stream, &buf, 1,
-                    [](uv_write_t* req, int) { delete static_cast<WriteRequest*>(req->data); });
+  const bool stall_clock_starts = pending_bytes_ == 0;
+  if (stall_clock_starts) write_progress_ms_ = uv_now(pipe_.loop);
+  pending_bytes_ += bytes;
+  limits_.budget->pending += bytes;
+  peak_pending_bytes_ = std::max(peak_pending_bytes_, pending_bytes_);
+  int rc = uv_write(&w->req, stream, &buf, 1, [](uv_write_t* req, int) {
+    std::unique_ptr<WriteRequest> done(static_cast<WriteRequest*>(req->data));
+    Connection* conn = done->conn;
+    const size_t size = done->data.size();
+    done.reset();  // the reply's memory goes before anything else runs
+    GuardCallback("a socket write's completion", [conn, size] { conn->WriteCompleted(size); });
+  });
   if (rc != 0) {
+    pending_bytes_ -= bytes;
+    limits_.budget->pending -= bytes;
     delete w;
     Close();
+    return;
+  }
+  if (stall_clock_starts) ScheduleTimer();
+  if (limits_.budget->pending > limits_.budget->limit && limits_.budget->over_limit) {
+    limits_.budget->over_limit();
   }
 }
 
@@ -229,6 +321,8 @@ void Connection::CloseAfterWrites() {
 void Connection::Close() {
   if (closing_) return;
   closing_ = true;
+  // Its queued replies are dropped with the handle: they leave the budget now.
+  limits_.budget->pending -= pending_bytes_;
   self_while_closing_ = shared_from_this();
   for (auto& hook : std::exchange(close_hooks_, {}))
     hook();

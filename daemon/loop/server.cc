@@ -2,6 +2,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include <malloc.h>
+
 #include <cstring>
 
 #include "common/protocol.h"
@@ -22,7 +24,21 @@ constexpr uint64_t kMemoryRefreshMs = 5000;
 constexpr uint64_t kDrainPollMs = 50;
 constexpr uint64_t kTickMs = 500;
 constexpr uint64_t kForceCloseMs = 2000;  // after shutdown, for clients that never read
-constexpr size_t kMaxPendingWriteBytes = 64u << 20;
+// Unread reply bytes (docs/protocol.md, "Unread replies"). A connection
+// stops having its requests read past kPauseReadingBytes (a few replies of
+// any op but the largest); it is closed when a reply comes while it holds
+// more than that plus max_message_bytes (so that one reply as large as a
+// request still fits), and all connections together may hold
+// kTotalUnreadFactor times that before the largest holders are closed.
+constexpr size_t kPauseReadingBytes = size_t{4} << 20;
+constexpr size_t kTotalUnreadFactor = 4;
+// A connection that held this much unread makes the heap worth trimming
+// once it closes.
+constexpr size_t kTrimAfterBytes = size_t{1} << 20;
+
+size_t MaxUnreadBytes(const Config& c) {
+  return kPauseReadingBytes + static_cast<size_t>(c.max_message_bytes);
+}
 
 uv_loop_t* InitLoop(uv_loop_t* loop) {
   uv_loop_init(loop);
@@ -75,6 +91,19 @@ Server::Server(Config config, std::vector<std::string> args)
       jobs_(scheduler_, config_.result_ttl_s),
       state_(config_, &loop_, scheduler_, jobs_),
       peers_(config_.socket_group) {
+  write_budget_.limit = kTotalUnreadFactor * MaxUnreadBytes(config_);
+  write_budget_.over_limit = [this] {
+    // Not from inside the Write that crossed the limit: closing runs close
+    // hooks (cancelling jobs), which must not run inside a job's callback.
+    if (shed_timer_.loop != nullptr && !uv_is_active(reinterpret_cast<uv_handle_t*>(&shed_timer_)))
+      uv_timer_start(
+          &shed_timer_,
+          [](uv_timer_t* t) {
+            GuardCallback("shedding unread replies",
+                          [t] { static_cast<Server*>(t->data)->ShedUnreadReplies(); });
+          },
+          0, 0);
+  };
   scheduler_.set_on_report([this](const WorkerReport& report) { CountReport(report); });
   state_.limits.max_queue = scheduler_.max_queue();
   state_.limits.max_concurrent = config_.max_concurrent;
@@ -208,6 +237,8 @@ int Server::Run() {
       },
       kMemoryRefreshMs, kMemoryRefreshMs);
 
+  uv_timer_init(&loop_, &shed_timer_);
+  shed_timer_.data = this;
   uv_timer_init(&loop_, &tick_timer_);
   tick_timer_.data = this;
   uv_timer_start(
@@ -317,6 +348,11 @@ void Server::CountReport(const WorkerReport& report) {
 // Twice a second: queue timeouts and aging, idle model unloading, and the
 // `idle` cleanup policy.
 void Server::Tick() {
+  if (trim_wanted_) {
+    // Replies that clients never read were freed: give the heap back.
+    trim_wanted_ = false;
+    malloc_trim(0);
+  }
   scheduler_.Tick();
   jobs_.Tick();
   const auto now = std::chrono::steady_clock::now();
@@ -365,11 +401,12 @@ void Server::Accept() {
   const uint64_t id = next_connection_id_++;
   Connection::Limits limits{static_cast<size_t>(config_.max_message_bytes),
                             static_cast<uint64_t>(config_.idle_timeout_s * 1000),
-                            kMaxPendingWriteBytes};
+                            kPauseReadingBytes, MaxUnreadBytes(config_), &write_budget_};
   Connection::Callbacks callbacks{
       [this](Connection& c, std::string line) { OnLine(c, std::move(line)); },
       [this](Connection& c) { OnTooLarge(c); },
       [this](Connection& c) {
+        if (c.peak_pending_write_bytes() >= kTrimAfterBytes) trim_wanted_ = true;
         connections_.erase(c.id());
         state_.connections = static_cast<int>(connections_.size());
       }};
@@ -406,6 +443,23 @@ void Server::Accept() {
   spdlog::debug("connection {} from uid {} pid {}", id, peer->uid, peer->pid);
   conn->set_owner("uid:" + std::to_string(peer->uid));
   conn->StartReading();
+}
+
+void Server::ShedUnreadReplies() {
+  while (write_budget_.pending > write_budget_.limit) {
+    Connection* largest = nullptr;
+    for (auto& [id, conn] : connections_) {
+      if (conn->closing()) continue;
+      if (largest == nullptr || conn->pending_write_bytes() > largest->pending_write_bytes())
+        largest = conn.get();
+    }
+    if (largest == nullptr || largest->pending_write_bytes() == 0) return;
+    spdlog::warn(
+        "connection {}: closed holding {} unread reply bytes, the most of any connection, while "
+        "all held {} (more than {})",
+        largest->id(), largest->pending_write_bytes(), write_budget_.pending, write_budget_.limit);
+    largest->Close();  // takes its bytes off the budget
+  }
 }
 
 void Server::OnLine(Connection& conn, std::string line) {
@@ -570,7 +624,8 @@ void Server::CloseEverything() {
         reinterpret_cast<uv_handle_t*>(&sighup_), reinterpret_cast<uv_handle_t*>(&drain_timer_),
         reinterpret_cast<uv_handle_t*>(&memory_timer_),
         reinterpret_cast<uv_handle_t*>(&watchdog_timer_),
-        reinterpret_cast<uv_handle_t*>(&tick_timer_)}) {
+        reinterpret_cast<uv_handle_t*>(&tick_timer_),
+        reinterpret_cast<uv_handle_t*>(&shed_timer_)}) {
     close_if_open(h);
   }
 }

@@ -56,6 +56,9 @@ class Server {
   // Opens the job store (state_dir); false when the daemon cannot start.
   bool OpenJobStore();
   void CountReport(const WorkerReport& report);
+  // Closes the connections holding the most unread reply bytes until the
+  // total is within write_budget_.limit.
+  void ShedUnreadReplies();
 
   Config config_;
   std::vector<std::string> args_;
@@ -86,6 +89,13 @@ class Server {
   std::chrono::milliseconds watchdog_interval_{0};
   uint64_t next_connection_id_ = 1;
   std::map<uint64_t, std::shared_ptr<Connection>> connections_;
+  // Unread reply bytes of every socket connection, and the timer that closes
+  // the largest holders once they pass the limit (ShedUnreadReplies).
+  WriteBudget write_budget_;
+  uv_timer_t shed_timer_{};
+  // A connection that held many unread bytes closed: the heap goes back to
+  // the system at the next tick.
+  bool trim_wanted_ = false;
   bool listening_ = false;
   bool socket_activated_ = false;  // systemd owns the socket file
   bool stopped_ = false;

@@ -86,8 +86,7 @@ TEST_CASE("cancelling a waiting job drops it with CANCELLED", "[queue]") {
   CHECK(r.started.size() == 1);
 }
 
-TEST_CASE("a job's owner is known while it waits and runs, and only it may act on it",
-          "[queue]") {
+TEST_CASE("a job's owner is known while it waits and runs, and only it may act on it", "[queue]") {
   JobQueue q(5, 1);
   Recorder r;
   JobQueue::Options alice;
@@ -107,7 +106,7 @@ TEST_CASE("a job's owner is known while it waits and runs, and only it may act o
   CHECK(MayActOnJob("uid:1001", "uid:1001"));
   CHECK_FALSE(MayActOnJob("uid:1001", "uid:1002"));  // another user's job
   CHECK_FALSE(MayActOnJob("uid:1001", "http"));
-  CHECK_FALSE(MayActOnJob("", ""));  // the daemon's own work; a client that has gone
+  CHECK_FALSE(MayActOnJob("", ""));         // the daemon's own work; a client that has gone
   CHECK(MayActOnJob("uid:1001", "uid:0"));  // root
   CHECK(MayActOnJob("uid:1001", "uid:" + std::to_string(getuid())));  // the daemon's user
 }
@@ -193,9 +192,9 @@ TEST_CASE("a waiting job past its request deadline leaves with TIMEOUT, not QUEU
   JobQueue::Options watched;
   watched.timeout_at = JobQueue::Clock::now() - std::chrono::milliseconds(1);
   watched.timeout_s = 2.5;
-  REQUIRE(q.Submit("gen", std::move(watched), r.Start(),
-                   [&](const Error& e) { message = e.message; })
-              .ok());
+  REQUIRE(q.Submit("gen", std::move(watched), r.Start(), [&](const Error& e) {
+             message = e.message;
+           }).ok());
   q.Tick();
   CHECK(r.dropped == std::vector<ErrorCode>{ErrorCode::kTimeout});
   CHECK_THAT(message, Catch::Contains("timeout_s of 2.5 s"));

@@ -107,19 +107,21 @@ TEST_CASE("a client that stalls in the middle of a line is timed out", "[e2e]") 
   RequireHealthy(d.socket());
 }
 
-TEST_CASE("replies a slow reader has not read yet outlast the idle timeout", "[e2e]") {
+TEST_CASE("replies a slow reader has not read yet are kept while it reads within the timeout",
+          "[e2e]") {
   DaemonProcess d({"--idle-timeout-s", "1"});
   RawClient c(d.socket());
   // Three generations of token events, more than the socket buffer holds:
-  // the rest wait in the daemon's write queue while the client sleeps past
-  // the idle timeout, counted from its last line.
+  // the rest wait in the daemon's write queue while the client sleeps. A
+  // client that reads none of them for the idle timeout is closed
+  // (socket_hostile_e2e_test.cc); one that begins within it gets them all.
   for (int id = 1; id <= 3; ++id) {
     REQUIRE(c.Send(R"({"v":1,"id":)" + std::to_string(id) +
                    R"(,"op":"generate","params":{"prompt":"Hello","max_tokens":200,)"
                    R"("return_ids":true,"stop":[]}})"
                    "\n"));
   }
-  std::this_thread::sleep_for(2500ms);
+  std::this_thread::sleep_for(700ms);
   int done = 0;
   int tokens = 0;
   while (done < 3) {
