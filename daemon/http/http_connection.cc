@@ -38,6 +38,10 @@ const std::string* HttpRequest::Header(std::string_view name) const {
   return nullptr;
 }
 
+std::string DumpJson(const nlohmann::json& value) {
+  return value.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
 std::string StatusLine(int status) {
   const char* reason = "Unknown";
   switch (status) {
@@ -140,6 +144,7 @@ int HttpConnection::fd() const {
 }
 
 void HttpConnection::StartReading() {
+  reading_ = true;
   uv_read_start(stream(), &HttpConnection::OnAlloc, &HttpConnection::OnRead);
   uv_timer_start(&idle_timer_, &HttpConnection::OnIdle, limits_.idle_timeout_ms, 0);
 }
@@ -155,6 +160,11 @@ void HttpConnection::OnRead(uv_stream_t* stream, ssize_t nread, const uv_buf_t* 
   GuardCallback("an HTTP read", [&] {
     auto* self = static_cast<HttpConnection*>(stream->data);
     if (nread == 0 || self->closing_) return;
+    if (self->lingering_) {
+      // Closing: what the client still sends is dropped; its end closes.
+      if (nread < 0) self->Close();
+      return;
+    }
     if (nread < 0) {
       // End of input or a read error. While a request is answered the client
       // has gone (HTTP clients do not half-close): its job is cancelled.
@@ -188,7 +198,9 @@ void HttpConnection::Parse() {
       if (limit_status_ == 413) {
         Reject(413, "request body exceeds " + std::to_string(limits_.max_body_bytes) + " bytes",
                "request_too_large");
-      } else if (limit_status_ == 431) {
+      } else if (limit_status_ == 431 || err == HPE_HEADER_OVERFLOW) {
+        // http-parser's own bound on a head (80 KiB) can stop a long line
+        // or header before our callbacks have counted past ours.
         Reject(431, "request headers exceed the limit", "headers_too_large");
       } else {
         Reject(400, std::string("malformed HTTP request: ") + http_errno_description(err),
@@ -199,13 +211,42 @@ void HttpConnection::Parse() {
     if (!request_ready_) break;  // the rest of the request has not arrived yet
     request_ready_ = false;
     answering_ = true;
+    response_started_ = false;
     uv_timer_stop(&idle_timer_);
     HttpRequest request = std::move(current_);
     current_ = HttpRequest{};
     if (parser_.upgrade) request.keep_alive = false;
-    callbacks_.on_request(*this, std::move(request));
+    if (request.body_unread) {
+      // Its body is never read: nothing more is parsed or buffered, and the
+      // connection closes after the answer.
+      uv_read_stop(stream());
+      input_.clear();
+      input_.shrink_to_fit();
+    }
+    try {
+      callbacks_.on_request(*this, std::move(request));
+    } catch (const std::exception& e) {
+      FailRequest(e.what());
+    } catch (...) {
+      FailRequest("an unknown exception");
+    }
   }
   parsing_ = false;
+}
+
+void HttpConnection::FailRequest(std::string_view what) {
+  spdlog::error("http connection {}: answering a request failed: {}", id_, what);
+  if (!answering_ || closing()) return;
+  // A response cut short cannot be mended; Close runs the close hooks.
+  if (response_started_) return Close();
+  answering_ = false;
+  // From here on the connection is closing: what the request still sends is
+  // dropped, and no second answer can follow the 500.
+  Reject(500, "internal error; see the daemon's log", "internal");
+  // What the request started (its job) is cancelled now, not once the
+  // connection has lingered.
+  for (auto& hook : std::exchange(close_hooks_, {}))
+    hook();
 }
 
 void HttpConnection::EndResponse(bool keep_alive) {
@@ -215,7 +256,7 @@ void HttpConnection::EndResponse(bool keep_alive) {
   std::shared_ptr<void> done = std::move(exchange_);  // freed when this returns
   if (closing()) return;
   if (!keep_alive || parser_.upgrade) {
-    CloseAfterWrites();
+    CloseAfterWrites(/*linger=*/true);
     return;
   }
   uv_timer_start(&idle_timer_, &HttpConnection::OnIdle, limits_.idle_timeout_ms, 0);
@@ -227,7 +268,13 @@ void HttpConnection::EndResponse(bool keep_alive) {
 void HttpConnection::OnIdle(uv_timer_t* timer) {
   GuardCallback("an HTTP connection's idle timer", [&] {
     auto* self = static_cast<HttpConnection*>(timer->data);
+    if (self->lingering_) return self->Close();
     if (self->answering_) return;
+    if (self->shutting_down_) {
+      spdlog::info("http connection {}: closed; its client did not read its last response in {} ms",
+                   self->id_, self->limits_.idle_timeout_ms);
+      return self->Close();
+    }
     spdlog::info("http connection {}: closed after {} ms {}", self->id_,
                  self->limits_.idle_timeout_ms,
                  self->input_.empty() && self->header_bytes_ == 0 ? "without a request"
@@ -237,21 +284,24 @@ void HttpConnection::OnIdle(uv_timer_t* timer) {
 }
 
 void HttpConnection::Reject(int status, std::string_view message, std::string_view code) {
-  const std::string body = nlohmann::json{{"error",
-                                           {{"message", message},
-                                            {"type", "invalid_request_error"},
-                                            {"code", code},
-                                            {"param", nullptr}}}}
-                               .dump() +
-                           "\n";
+  const std::string body =
+      DumpJson({{"error",
+                 {{"message", message},
+                  {"type", status >= 500 ? "server_error" : "invalid_request_error"},
+                  {"code", code},
+                  {"param", nullptr}}}}) +
+      "\n";
   Write(StatusLine(status) +
         "content-type: application/json\r\nconnection: close\r\ncontent-length: " +
         std::to_string(body.size()) + "\r\n\r\n" + body);
-  CloseAfterWrites();
+  // A connection refused as it is accepted (too many, not allowed) closes at
+  // once: lingering would hold more of them under a flood.
+  CloseAfterWrites(/*linger=*/reading_);
 }
 
 void HttpConnection::Write(std::string bytes) {
   if (closing()) return;
+  if (answering_) response_started_ = true;
   if (uv_stream_get_write_queue_size(stream()) > limits_.max_pending_write_bytes) {
     spdlog::warn("http connection {}: client is not reading its responses; closing", id_);
     Close();
@@ -268,21 +318,44 @@ void HttpConnection::Write(std::string bytes) {
   }
 }
 
-void HttpConnection::CloseAfterWrites() {
+void HttpConnection::CloseAfterWrites(bool linger) {
   if (closing_ || shutting_down_) return;
   shutting_down_ = true;
+  linger_after_shutdown_ = linger;
   uv_read_stop(stream());
+  input_.clear();  // never parsed now
+  // A client that never reads its last answer is closed all the same (while
+  // a request is still answered, as at shutdown, its own bounds apply).
+  if (!answering_) {
+    uv_timer_start(&idle_timer_, &HttpConnection::OnIdle, limits_.idle_timeout_ms, 0);
+  }
   auto* req = new uv_shutdown_t;
   req->data = this;
-  int rc = uv_shutdown(req, stream(), [](uv_shutdown_t* r, int) {
+  int rc = uv_shutdown(req, stream(), [](uv_shutdown_t* r, int status) {
     auto* self = static_cast<HttpConnection*>(r->data);
     delete r;
-    GuardCallback("an HTTP connection's shutdown", [self] { self->Close(); });
+    GuardCallback("an HTTP connection's shutdown", [self, status] {
+      if (status != 0 || self->closing_ || !self->linger_after_shutdown_) return self->Close();
+      self->Linger();
+    });
   });
   if (rc != 0) {
     delete req;
     Close();
   }
+}
+
+void HttpConnection::Linger() {
+  // The answer is out and the sending side shut (the client reads it, then
+  // its end). Closing now, with the client's bytes unread, would send a
+  // reset that can destroy the answer before the client reads it: read and
+  // drop them instead, into the one read buffer, for a bounded time.
+  lingering_ = true;
+  if (uv_read_start(stream(), &HttpConnection::OnAlloc, &HttpConnection::OnRead) != 0) {
+    return Close();
+  }
+  uv_timer_start(&idle_timer_, &HttpConnection::OnIdle,
+                 std::min<uint64_t>(kLingerMs, limits_.idle_timeout_ms), 0);
 }
 
 void HttpConnection::Close() {
@@ -362,6 +435,23 @@ int HttpConnection::OnHeadersComplete(http_parser* p) {
   r.path = r.target.substr(0, r.target.find('?'));
   r.keep_alive = http_should_keep_alive(p) != 0;
   r.http10 = p->http_major == 1 && p->http_minor == 0;
+  if (self->callbacks_.admit_head) {
+    bool admitted = false;
+    try {  // nothing may unwind through http-parser's C frames
+      admitted = self->callbacks_.admit_head(r);
+    } catch (const std::exception& e) {
+      spdlog::error("http connection {}: checking a request's head failed: {}", self->id_,
+                    e.what());
+    }
+    if (!admitted) {
+      // Answered without its body: the parser stops here for good.
+      r.body_unread = true;
+      r.keep_alive = false;
+      self->request_ready_ = true;
+      http_parser_pause(p, 1);
+      return 0;
+    }
+  }
   if (p->content_length != ULLONG_MAX && p->content_length > self->limits_.max_body_bytes) {
     self->limit_status_ = 413;
     return -1;

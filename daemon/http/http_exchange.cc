@@ -1,5 +1,7 @@
 #include "daemon/http/http_exchange.h"
 
+#include <spdlog/spdlog.h>
+
 #include <cmath>
 #include <regex>
 
@@ -88,7 +90,7 @@ std::string ErrorBody(const HttpError& error) {
             {"type", error.type},
             {"code", error.code},
             {"param", error.param ? json(*error.param) : json(nullptr)}};
-  return json{{"error", std::move(e)}}.dump() + "\n";
+  return DumpJson(json{{"error", std::move(e)}}) + "\n";
 }
 
 HttpExchange::HttpExchange(std::weak_ptr<HttpConnection> connection, const HttpRequest& request)
@@ -136,7 +138,7 @@ void HttpExchange::Respond(int status, std::string_view content_type, std::strin
 }
 
 void HttpExchange::RespondJson(int status, const nlohmann::json& body) {
-  Respond(status, "application/json", body.dump() + "\n");
+  Respond(status, "application/json", DumpJson(body) + "\n");
 }
 
 void HttpExchange::RespondError(const HttpError& error) {
@@ -181,26 +183,54 @@ void HttpExchange::Finish() {
   if (auto c = connection_.lock()) c->EndResponse(keep_alive_);
 }
 
+template <typename Fn>
+void HttpExchange::Translating(std::string_view what, Fn&& fn) {
+  try {
+    fn();
+  } catch (const std::exception& e) {
+    Fail(what, e.what());
+  } catch (...) {
+    Fail(what, "an unknown exception");
+  }
+}
+
+void HttpExchange::Fail(std::string_view what, std::string_view why) {
+  if (finished_) {
+    spdlog::error("http: translating {} after the response failed: {}", what, why);
+    return;
+  }
+  finished_ = true;  // nothing more from this exchange: the connection answers
+  auto c = connection_.lock();
+  if (c == nullptr) return;
+  c->FailRequest("translating " + std::string(what) + ": " + std::string(why));
+}
+
 void HttpExchange::SendEvent(const nlohmann::json&, std::string_view event, nlohmann::json fields) {
-  if (handlers_.event) handlers_.event(*this, event, fields);
+  Translating(event, [&] {
+    if (handlers_.event) handlers_.event(*this, event, fields);
+  });
 }
 
 void HttpExchange::SendResult(const nlohmann::json&, const nlohmann::json& result) {
-  if (handlers_.result) {
-    handlers_.result(*this, result);
-  } else {
-    RespondJson(200, result);
-  }
+  Translating("a result", [&] {
+    if (handlers_.result) {
+      handlers_.result(*this, result);
+    } else {
+      RespondJson(200, result);
+    }
+  });
 }
 
 void HttpExchange::SendError(const nlohmann::json&, const Error& error) {
-  if (handlers_.error) return handlers_.error(*this, error);
-  if (streaming_) {
-    // The head has gone: the error is the stream's last event.
-    SendData(ErrorBody(MapError(error)));
-    return EndEventStream();
-  }
-  RespondError(error);
+  Translating("an error", [&] {
+    if (handlers_.error) return handlers_.error(*this, error);
+    if (streaming_) {
+      // The head has gone: the error is the stream's last event.
+      SendData(ErrorBody(MapError(error)));
+      return EndEventStream();
+    }
+    RespondError(error);
+  });
 }
 
 bool HttpExchange::closing() const {

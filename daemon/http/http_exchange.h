@@ -8,6 +8,10 @@
 // ends exactly once; then the connection goes on with the next request
 // (keep-alive) or closes. A HEAD request gets the head without the body.
 //
+// Every JSON the exchange writes is dumped with bytes that are not UTF-8
+// replaced (DumpJson), and a translation that throws still ends the response
+// (a 500, or the connection closes once the head has gone).
+//
 // Errors (MapError): a medq Error becomes the OpenAI error object
 // {"error":{"message","type","code","param"}} with the HTTP status the code
 // calls for (docs/http.md), and Retry-After when the daemon gave one.
@@ -93,6 +97,13 @@ class HttpExchange : public ReplyChannel, public std::enable_shared_from_this<Ht
   std::string Head(int status, std::string_view content_type,
                    std::optional<size_t> content_length) const;
   void Finish();
+  // Runs a translation (the route's handlers): what it throws ends the
+  // exchange through HttpConnection::FailRequest (a 500, or the connection
+  // closes once the response has begun; its job is cancelled), so that no
+  // client waits for an answer that cannot come.
+  template <typename Fn>
+  void Translating(std::string_view what, Fn&& fn);
+  void Fail(std::string_view what, std::string_view why);
 
   std::weak_ptr<HttpConnection> connection_;
   bool head_only_;

@@ -119,7 +119,11 @@ void HttpServer::Accept() {
       [this](HttpConnection& c) {
         connections_.erase(c.id());
         state_.http_connections = static_cast<int>(connections_.size());
-      }};
+      },
+      // The key is checked once the headers are in, before the body: a client
+      // without one gets its 401 without the daemon reading (and buffering)
+      // a byte of what it uploads.
+      [this](const HttpRequest& head) { return Authorized(head); }};
   auto conn = std::make_shared<HttpConnection>(loop_, id, !address_.unix_socket, limits,
                                                std::move(callbacks));
   connections_[id] = conn;
@@ -147,17 +151,22 @@ void HttpServer::Accept() {
   conn->StartReading();
 }
 
+bool HttpServer::Authorized(const HttpRequest& head) const {
+  if (keys_.empty() || head.path == "/health") return true;
+  const std::string* auth = head.Header("authorization");
+  return auth != nullptr && keys_.Allows(*auth);
+}
+
 void HttpServer::OnRequest(HttpConnection& connection, HttpRequest request) {
-  if (!keys_.empty() && request.path != "/health") {
+  // body_unread: admit_head refused it, for its key alone.
+  if (request.body_unread || !Authorized(request)) {
     const std::string* auth = request.Header("authorization");
-    if (auth == nullptr || !keys_.Allows(*auth)) {
-      auto exchange = std::make_shared<HttpExchange>(connection.weak_from_this(), request);
-      connection.Hold(exchange);
-      exchange->AddHeader("www-authenticate", "Bearer");
-      return exchange->RespondError(HttpError{
-          401, "authentication_error", "invalid_api_key", std::nullopt, std::nullopt,
-          auth == nullptr ? "missing API key: send Authorization: Bearer KEY" : "invalid API key"});
-    }
+    auto exchange = std::make_shared<HttpExchange>(connection.weak_from_this(), request);
+    connection.Hold(exchange);
+    exchange->AddHeader("www-authenticate", "Bearer");
+    return exchange->RespondError(HttpError{
+        401, "authentication_error", "invalid_api_key", std::nullopt, std::nullopt,
+        auth == nullptr ? "missing API key: send Authorization: Bearer KEY" : "invalid API key"});
   }
   Dispatch(state_, connection, std::move(request));
 }

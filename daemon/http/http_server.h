@@ -5,7 +5,8 @@
 // Who may connect: on TCP, loopback only unless the operator named another
 // address, which config.cc refuses without `http_api_keys_file`; with a keys
 // file every route but GET /health needs "Authorization: Bearer KEY" (401
-// otherwise). On a Unix socket the socket's peer credentials apply as on the
+// otherwise, answered from the headers: the body of a request without a
+// valid key is never read). On a Unix socket the socket's peer credentials apply as on the
 // main socket (403 otherwise).
 #pragma once
 
@@ -49,6 +50,9 @@ class HttpServer {
   static void OnConnection(uv_stream_t* listener, int status);
   void Accept();
   void OnRequest(HttpConnection& connection, HttpRequest request);
+  // The request (its head is enough) may use its route: no keys, GET
+  // /health, or a valid "Authorization: Bearer KEY".
+  bool Authorized(const HttpRequest& head) const;
 
   uv_loop_t* loop_;
   DaemonState& state_;

@@ -59,7 +59,7 @@ struct Translation {
       if (piece.empty()) return;
       if (stream) {
         StartStream(ex);
-        ex.SendData(Chunk({{"content", piece}}, nullptr).dump());
+        ex.SendData(DumpJson(Chunk({{"content", piece}}, nullptr)));
       } else {
         text += piece;
       }
@@ -71,7 +71,7 @@ struct Translation {
   void StartStream(HttpExchange& ex) const {
     if (ex.streaming()) return;
     ex.StartEventStream();
-    if (chat) ex.SendData(Chunk({{"role", "assistant"}, {"content", ""}}, nullptr).dump());
+    if (chat) ex.SendData(DumpJson(Chunk({{"role", "assistant"}, {"content", ""}}, nullptr)));
   }
 
   void OnDone(HttpExchange& ex, const json& done) {
@@ -86,12 +86,12 @@ struct Translation {
                         {"total_tokens", prompt + completion}};
     if (stream) {
       StartStream(ex);
-      ex.SendData(Chunk(json::object(), finish).dump());
+      ex.SendData(DumpJson(Chunk(json::object(), finish)));
       if (include_usage) {
         json last = Envelope(chat ? "chat.completion.chunk" : "text_completion");
         last["choices"] = json::array();
         last["usage"] = usage;
-        ex.SendData(last.dump());
+        ex.SendData(DumpJson(last));
       }
       ex.SendData("[DONE]");
       return ex.EndEventStream();
@@ -258,8 +258,12 @@ void Completions(DaemonState& s, const HttpRequest& request, std::shared_ptr<Htt
   } else {
     return ex->RespondError(Invalid("'prompt' is required: a string or an array of token ids"));
   }
-  const Params logprobs = body->value("logprobs", Params(nullptr));
-  if ((logprobs.is_boolean() && logprobs.get<bool>()) || (logprobs.is_number() && logprobs != 0)) {
+  // An integer here (the number of top tokens to return), or null; only 0
+  // asks for nothing medq lacks.
+  if (Status st = CheckField(*body, "logprobs", Kind::kInteger); !st.ok()) {
+    return ex->RespondError(st.error());
+  }
+  if (Has(*body, "logprobs") && (*body)["logprobs"] != 0) {
     return ex->RespondError(
         Invalid("'logprobs' is not supported: medq does not return log probabilities"));
   }
