@@ -1,5 +1,6 @@
 #include "daemon/http/api_keys.h"
 
+#include <cctype>
 #include <fstream>
 
 namespace medq::daemon::http {
@@ -43,9 +44,22 @@ Status ApiKeys::Load(const std::string& path) {
 }
 
 bool ApiKeys::Allows(std::string_view authorization) const {
-  constexpr std::string_view kBearer = "Bearer ";
-  if (authorization.substr(0, kBearer.size()) != kBearer) return false;
-  const std::string_view presented = authorization.substr(kBearer.size());
+  // RFC 9110: the scheme is case-insensitive, one or more spaces separate it
+  // from the token, and whitespace around a field value is not part of it.
+  constexpr std::string_view kBearer = "bearer";
+  constexpr std::string_view kSpace = " \t";
+  const size_t begin = authorization.find_first_not_of(kSpace);
+  if (begin == std::string_view::npos) return false;
+  authorization = authorization.substr(begin, authorization.find_last_not_of(kSpace) - begin + 1);
+  if (authorization.size() <= kBearer.size() ||
+      kSpace.find(authorization[kBearer.size()]) == std::string_view::npos) {
+    return false;
+  }
+  for (size_t i = 0; i < kBearer.size(); ++i) {
+    if (std::tolower(static_cast<unsigned char>(authorization[i])) != kBearer[i]) return false;
+  }
+  std::string_view presented = authorization.substr(kBearer.size());
+  presented.remove_prefix(presented.find_first_not_of(kSpace));  // not npos: trimmed above
   bool allowed = false;
   for (const std::string& key : keys_)
     allowed |= ConstantTimeEqual(key, presented);

@@ -16,8 +16,10 @@ class ApiKeys {
   Status Load(const std::string& path);
   bool empty() const { return keys_.empty(); }
   size_t size() const { return keys_.size(); }
-  // True when `authorization` is "Bearer KEY" with one of the keys. Every key
-  // is compared in full, in time that depends only on the lengths.
+  // True when `authorization` is "Bearer KEY" with one of the keys: the
+  // scheme in any case, spaces or tabs between it and the key and around the
+  // whole ignored. Every key is compared in full, in time that depends only
+  // on the lengths.
   bool Allows(std::string_view authorization) const;
 
  private:
