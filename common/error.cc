@@ -53,4 +53,13 @@ int ExitStatusFor(ErrorCode code) {
   return Info(code).exit_status;
 }
 
+std::string Echo(std::string_view value) {
+  if (value.size() <= kMaxEchoBytes) return std::string(value);
+  size_t cut = kMaxEchoBytes;
+  // Back up over continuation bytes (10xxxxxx) to the start of a character.
+  while (cut > 0 && (static_cast<unsigned char>(value[cut]) & 0xC0) == 0x80)
+    --cut;
+  return std::string(value.substr(0, cut)) + "\u2026 (" + std::to_string(value.size()) + " bytes)";
+}
+
 }  // namespace medq

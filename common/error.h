@@ -60,6 +60,13 @@ struct Error {
       : code(c), message(std::move(m)), retry_after_s(retry) {}
 };
 
+// A value from the client (a model name, an op, a key, a job id) as an error
+// message quotes it: at most kMaxEchoBytes of it, cut at a UTF-8 character
+// boundary and marked with its full length ("abc… (15728640 bytes)"), so
+// that a huge value is never sent back whole.
+inline constexpr size_t kMaxEchoBytes = 200;
+std::string Echo(std::string_view value);
+
 // The INVALID_REQUEST error every parser returns for input it refuses.
 inline Error InvalidRequest(std::string message) {
   return Error(ErrorCode::kInvalidRequest, std::move(message));

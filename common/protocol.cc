@@ -38,6 +38,14 @@ BoundedJson ParseBoundedJson(std::string_view text) {
     }
     return true;
   };
+  // The parser takes a NUL byte for the end of its input and would ignore
+  // what follows; JSON text never holds one (a string writes it \u0000).
+  if (const size_t nul = text.find('\0'); nul != std::string_view::npos) {
+    out.fault = BoundedJson::Fault::kSyntax;
+    out.byte = nul + 1;
+    out.value = Params(Params::value_t::discarded);
+    return out;
+  }
   try {
     out.value = Params::parse(text, depth_guard);
   } catch (const json::parse_error& e) {
@@ -59,6 +67,11 @@ std::string TooDeepMessage(std::string_view what) {
 
 Result<Request> ParseRequest(std::string_view line, json* id_out) {
   *id_out = nullptr;
+  if (const size_t nul = line.find('\0'); nul != std::string_view::npos) {
+    return Error(ErrorCode::kInvalidRequest,
+                 "request line holds a NUL byte at byte " + std::to_string(nul + 1) +
+                     ": JSON text has none (inside a string, write \\u0000)");
+  }
   // Parsed keeping the keys' order (Params), so that params reach the ops as
   // the client wrote them; bounded in depth before any deep value is built.
   BoundedJson parsed = ParseBoundedJson(line);
@@ -158,7 +171,7 @@ Status RejectUnknownFields(const Params& params, std::initializer_list<std::stri
     for (std::string_view k : known)
       found = found || k == key;
     if (!found) {
-      return Error(ErrorCode::kInvalidRequest, "unknown field \"params." + key + "\"");
+      return Error(ErrorCode::kInvalidRequest, "unknown field \"params." + Echo(key) + "\"");
     }
   }
   return Status::Ok();

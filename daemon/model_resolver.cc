@@ -44,7 +44,7 @@ Result<fs::path> ModelResolver::Resolve(const std::string& name, const char* wha
   std::error_code ec;
   fs::path real = fs::canonical(name, ec);
   if (ec || !fs::is_directory(real, ec)) {
-    return Error(ErrorCode::kModelNotFound, "no " + std::string(what) + " \"" + name + "\"");
+    return Error(ErrorCode::kModelNotFound, "no " + std::string(what) + " \"" + Echo(name) + "\"");
   }
   return real;
 }
@@ -52,8 +52,8 @@ Result<fs::path> ModelResolver::Resolve(const std::string& name, const char* wha
 Result<fs::path> ModelResolver::ResolveName(const std::string& name, const char* what) const {
   if (name.empty() || name == "." || name == ".." || name.find('/') != std::string::npos ||
       name.find('\0') != std::string::npos) {
-    return Error(ErrorCode::kModelNotFound, "invalid " + std::string(what) + " name \"" + name +
-                                                "\": use the name of a folder in " +
+    return Error(ErrorCode::kModelNotFound, "invalid " + std::string(what) + " name \"" +
+                                                Echo(name) + "\": use the name of a folder in " +
                                                 models_dir_.string());
   }
   for (const fs::path& root : std::array<fs::path, 2>{models_dir_, builtin_dir_}) {
@@ -63,13 +63,14 @@ Result<fs::path> ModelResolver::ResolveName(const std::string& name, const char*
     if (ec || !fs::is_directory(real, ec)) continue;
     const fs::path real_root = fs::canonical(root, ec);
     if (ec || !IsInside(real, real_root)) {
-      return Error(ErrorCode::kPermissionDenied, std::string(what) + " \"" + name +
+      return Error(ErrorCode::kPermissionDenied, std::string(what) + " \"" + Echo(name) +
                                                      "\" leads outside the models directory " +
                                                      root.string() + "; refused");
     }
     return real;
   }
-  std::string msg = "no " + std::string(what) + " \"" + name + "\" in " + models_dir_.string();
+  std::string msg =
+      "no " + std::string(what) + " \"" + Echo(name) + "\" in " + models_dir_.string();
   const std::vector<std::string> names = Available();
   if (names.empty()) {
     msg += " (it holds none)";

@@ -24,8 +24,29 @@ json ErrorJson(const Error& e) {
 
 Error UnknownJob(const std::string& job) {
   return Error(ErrorCode::kInvalidRequest,
-               "no job \"" + job + "\": it was never accepted, was forgotten, or its result " +
+               "no job \"" + Echo(job) +
+                   "\": it was never accepted, was forgotten, or its result " +
                    "expired (result_ttl_s)");
+}
+
+// A job whose record damage took (docs/protocol.md, "Durable jobs").
+json LostReply(const std::string& job, const store::LostJob& lost) {
+  return {{"job", job},
+          {"state", "lost"},
+          {"lost_at", lost.at},
+          {"error", ErrorJson(Error(ErrorCode::kInternal,
+                                    "job " + job + " was accepted, but its record was lost: " +
+                                        lost.why + "; run it again"))}};
+}
+
+// A job whose row does not decode: it can be forgotten.
+json DamagedReply(const std::string& job, const store::StoredJob& stored) {
+  return {
+      {"job", job},
+      {"state", "damaged"},
+      {"error", ErrorJson(Error(ErrorCode::kInternal,
+                                "the stored record of job " + job + " is damaged (" +
+                                    stored.damage + "); its result cannot be read: forget it"))}};
 }
 
 Error NoStore() {
@@ -67,10 +88,21 @@ void DurableJobs::Refresh(const store::StoreStats& stats) {
   info_.failed = stats.failed;
   info_.cancelled = stats.cancelled;
   info_.timed_out = stats.timed_out;
+  info_.lost = stats.lost;
+}
+
+void DurableJobs::NoteWrite(const Status& written) {
+  if (written.ok()) {
+    info_.disk_full = false;
+  } else if (written.error().code == ErrorCode::kNotReady) {
+    info_.disk_full = true;
+  }
 }
 
 StoreInfo DurableJobs::Info() const {
-  return info_;
+  StoreInfo info = info_;
+  info.damaged = static_cast<int64_t>(damaged_.size());
+  return info;
 }
 
 Result<uint64_t> DurableJobs::IdOf(const std::string& job) {
@@ -109,7 +141,16 @@ void DurableJobs::Admit(store::JobOp op, JobClass cls, Priority priority, const 
         if (Status st = db.Insert(row); !st.ok()) return st.error();
         return db.Stats();
       },
-      [this, job, owner = intake.owner, next = std::move(next)](Result<store::StoreStats> stats) {
+      [this, job, owner = intake.owner, detached = intake.detached,
+       next = std::move(next)](Result<store::StoreStats> stats) {
+        NoteWrite(stats.ok() ? medq::Status::Ok() : medq::Status(stats.error()));
+        if (!stats.ok() && !detached && stats.error().code == ErrorCode::kNotReady) {
+          // A full disk: a client that waits on its stream is served all the
+          // same, unrecorded (it would not survive a restart); only work
+          // that exists to be recorded (submit) is refused.
+          spdlog::warn("job {}: the job store's disk is full; it runs unrecorded", job);
+          return next(std::string());
+        }
         if (!stats.ok()) {
           spdlog::error("job {} not accepted: {}", job, stats.error().message);
           return next(stats.error());
@@ -156,6 +197,7 @@ void DurableJobs::Cancel(const std::string& job, std::function<void(medq::Status
         return db.Stats();
       },
       [this, job, done = std::move(done)](Result<store::StoreStats> stats) {
+        NoteWrite(stats.ok() ? medq::Status::Ok() : medq::Status(stats.error()));
         if (stats.ok()) Refresh(*stats);
         if (auto found = live_.find(job); found != live_.end()) {
           AnswerWaiters(found->second, *found->second.result);
@@ -208,6 +250,7 @@ void DurableJobs::Finish(const std::string& job, Result<json> outcome, bool drai
         return db.Stats();
       },
       [this, job](Result<store::StoreStats> stats) {
+        NoteWrite(stats.ok() ? medq::Status::Ok() : medq::Status(stats.error()));
         if (!stats.ok()) {
           spdlog::error("job {}: its result could not be recorded: {}", job, stats.error().message);
         } else {
@@ -228,64 +271,92 @@ void DurableJobs::AnswerWaiters(Live& live, const json& reply) {
 
 void DurableJobs::ReadOwned(
     const std::string& job, const std::string& owner, Responder reply,
-    std::function<void(std::shared_ptr<Responder>, const store::StoredJob&)> next) {
+    std::function<void(std::shared_ptr<Responder>, const store::StoredJob&)> next, bool lost_too) {
   if (!enabled()) return reply.Fail(NoStore());
   auto id = IdOf(job);
   if (!id.ok()) return reply.Fail(id.error());
   auto shared = std::make_shared<Responder>(std::move(reply));
-  thread_->Run<std::optional<store::StoredJob>>(
-      [id = *id](store::JobStore& db) { return db.Get(id); },
-      [job, owner, shared, next = std::move(next)](Result<std::optional<store::StoredJob>> row) {
-        if (!row.ok()) return shared->Fail(row.error());
-        // Someone else's job does not exist for this client.
-        if (!*row || !MayRead((*row)->owner, owner)) return shared->Fail(UnknownJob(job));
-        next(shared, **row);
+  struct Found {
+    std::optional<store::StoredJob> row;
+    std::optional<store::LostJob> lost;
+  };
+  thread_->Run<Found>(
+      [id = *id](store::JobStore& db) -> Result<Found> {
+        Found found;
+        auto row = db.Get(id);
+        if (!row.ok()) return row.error();
+        found.row = std::move(*row);
+        if (!found.row) {
+          auto lost = db.Lost(id);
+          if (!lost.ok()) return lost.error();
+          found.lost = *lost;
+        }
+        return found;
+      },
+      [this, job, owner, shared, lost_too, next = std::move(next)](Result<Found> found) {
+        if (!found.ok()) return shared->Fail(found.error());
+        if (found->lost) {
+          // Its owner is gone with its record; the answer holds nothing of it.
+          if (lost_too) return shared->Result(LostReply(job, *found->lost));
+          return shared->Fail(UnknownJob(job));
+        }
+        // Someone else's job does not exist for this client; a damaged row
+        // whose owner cannot be read is visible to the privileged users only.
+        if (!found->row || !MayRead(found->row->owner, owner)) return shared->Fail(UnknownJob(job));
+        if (!found->row->damage.empty()) damaged_.insert(job);
+        next(shared, *found->row);
       });
 }
 
 void DurableJobs::StatusOf(const std::string& job, const std::string& owner, Responder reply) {
-  ReadOwned(job, owner, std::move(reply),
-            [this, job](std::shared_ptr<Responder> r, const store::StoredJob& stored) {
-              json status = {{"job", job},
-                             {"op", store::JobOpName(stored.op)},
-                             {"priority", PriorityName(static_cast<Priority>(stored.priority))},
-                             {"state", store::JobStateName(stored.state)},
-                             {"created_at", stored.created_at}};
-              if (stored.finished_at) status["finished_at"] = *stored.finished_at;
-              if (stored.state == JobState::kQueued) {
-                const QueueInfo queue = scheduler_.Describe();
-                for (const JobInfo& j : queue.running) {
-                  if (j.job == job) status["state"] = "running";
-                }
-                for (const JobInfo& j : queue.waiting) {
-                  if (j.job == job) status["position"] = j.position;
-                }
-              }
-              r->Result(status);
-            });
+  ReadOwned(
+      job, owner, std::move(reply),
+      [this, job](std::shared_ptr<Responder> r, const store::StoredJob& stored) {
+        if (!stored.damage.empty()) return r->Result(DamagedReply(job, stored));
+        json status = {{"job", job},
+                       {"op", store::JobOpName(stored.op)},
+                       {"priority", PriorityName(static_cast<Priority>(stored.priority))},
+                       {"state", store::JobStateName(stored.state)},
+                       {"created_at", stored.created_at}};
+        if (stored.finished_at) status["finished_at"] = *stored.finished_at;
+        if (stored.state == JobState::kQueued) {
+          const QueueInfo queue = scheduler_.Describe();
+          for (const JobInfo& j : queue.running) {
+            if (j.job == job) status["state"] = "running";
+          }
+          for (const JobInfo& j : queue.waiting) {
+            if (j.job == job) status["position"] = j.position;
+          }
+        }
+        r->Result(status);
+      },
+      /*lost_too=*/true);
 }
 
 void DurableJobs::ResultOf(const std::string& job, const std::string& owner, bool wait,
                            Responder reply) {
-  ReadOwned(job, owner, std::move(reply),
-            [this, job, wait](std::shared_ptr<Responder> r, const store::StoredJob& stored) {
-              if (store::IsFinished(stored.state)) return r->Result(stored.result);
-              // Unfinished: it runs (or waits) in this process; a finish
-              // written meanwhile has answered nobody yet, since live_ holds
-              // it until then.
-              auto live = live_.find(job);
-              if (live == live_.end()) {
-                // Recorded but not yet running again (a restart's replay).
-                return r->Result({{"job", job}, {"state", "queued"}});
-              }
-              // Not finished until its result is on disk: a result handed
-              // out before that could be followed by another after a crash.
-              if (!wait) {
-                return r->Result(
-                    {{"job", job}, {"state", scheduler_.IsRunning(job) ? "running" : "queued"}});
-              }
-              live->second.waiters.push_back(std::move(r));
-            });
+  ReadOwned(
+      job, owner, std::move(reply),
+      [this, job, wait](std::shared_ptr<Responder> r, const store::StoredJob& stored) {
+        if (!stored.damage.empty()) return r->Result(DamagedReply(job, stored));
+        if (store::IsFinished(stored.state)) return r->Result(stored.result);
+        // Unfinished: it runs (or waits) in this process; a finish
+        // written meanwhile has answered nobody yet, since live_ holds
+        // it until then.
+        auto live = live_.find(job);
+        if (live == live_.end()) {
+          // Recorded but not yet running again (a restart's replay).
+          return r->Result({{"job", job}, {"state", "queued"}});
+        }
+        // Not finished until its result is on disk: a result handed
+        // out before that could be followed by another after a crash.
+        if (!wait) {
+          return r->Result(
+              {{"job", job}, {"state", scheduler_.IsRunning(job) ? "running" : "queued"}});
+        }
+        live->second.waiters.push_back(std::move(r));
+      },
+      /*lost_too=*/true);
 }
 
 void DurableJobs::Forget(const std::string& job, const std::string& owner, Responder reply) {
@@ -303,7 +374,9 @@ void DurableJobs::Forget(const std::string& job, const std::string& owner, Respo
                     return db.Stats();
                   },
                   [this, job, shared](Result<store::StoreStats> stats) {
+                    NoteWrite(stats.ok() ? medq::Status::Ok() : medq::Status(stats.error()));
                     if (!stats.ok()) return shared->Fail(stats.error());
+                    damaged_.erase(job);
                     Refresh(*stats);
                     shared->Result({{"job", job}, {"forgotten", true}});
                   });

@@ -166,7 +166,7 @@ void CancelOp(DaemonState& s, const Request& req, Responder reply) {
   const std::string job = request->job;
   const Error unknown(
       ErrorCode::kInvalidRequest,
-      "no waiting or running generation or embed request \"" + job + "\"; see `medq queue`");
+      "no waiting or running generation or embed request \"" + Echo(job) + "\"; see `medq queue`");
   // Another user's job does not exist for this client, as for status,
   // result and forget: the same answer as an unknown id, so that ids (which
   // `queue` lists) cannot be probed for their owners.

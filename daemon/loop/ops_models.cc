@@ -132,7 +132,7 @@ void UnloadOp(DaemonState& s, const Request& req, Responder reply) {
                                   if (!worker.generations().busy()) ReleaseCachedMemory();
                                   if (!unloaded) {
                                     return Error(ErrorCode::kModelNotFound,
-                                                 "model \"" + name + "\" is not loaded");
+                                                 "model \"" + Echo(name) + "\" is not loaded");
                                   }
                                   return UnloadResult{name, true};
                                 });

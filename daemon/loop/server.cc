@@ -139,7 +139,9 @@ Server::~Server() {
 
 // Before the socket is served: a store another daemon holds, or one that
 // cannot be created, stops the start (exit 69); a damaged or newer one is
-// moved aside with a warning (job_store.h).
+// moved aside with a warning, damage the store's mark reveals is reported
+// with the ids it took (job_store.h); a store that cannot open for want of
+// disk space leaves the daemon serving work that is not recorded.
 bool Server::OpenJobStore() {
   if (config_.state_dir == "none") {
     spdlog::warn(
@@ -149,15 +151,41 @@ bool Server::OpenJobStore() {
   }
   store::OpenReport report;
   auto store = store::JobStore::Open(config_.state_dir, &report);
+  if (!store.ok() && store.error().code == ErrorCode::kNotReady) {
+    spdlog::error("job store: {}; serving without it: accepted jobs are not recorded",
+                  store.error().message);
+    state_.warnings.push_back(
+        "job store unavailable (the disk is full): accepted jobs are not recorded and submit "
+        "is refused until medqd restarts with free space");
+    return true;
+  }
   if (!store.ok()) {
     spdlog::critical("{}", store.error().message);
     return false;
+  }
+  if (!report.damage.empty()) {
+    std::string lost = "no job was lost";
+    if (report.lost_first != 0) {
+      lost = "jobs " + store::FormatJobId(report.lost_first) + " to " +
+             store::FormatJobId(report.lost_last) + " were lost (their status says so)";
+    }
+    spdlog::error("job store damaged: {}; {}; {}", report.damage, lost,
+                  report.copied_aside.empty()
+                      ? std::string("the damaged file was moved aside")
+                      : "the files were copied to " + report.copied_aside.string());
+    state_.warnings.push_back("job store damaged: " + report.damage + "; " + lost +
+                              "; the other jobs are kept; see the log");
+  }
+  if (!report.mark_problem.empty()) {
+    spdlog::warn("job store: {}", report.mark_problem);
+    state_.warnings.push_back("job store: " + report.mark_problem);
   }
   if (!report.moved_aside.empty()) {
     spdlog::error("job store: {} was moved aside because {}; starting with an empty store",
                   report.moved_aside.string(), report.why);
     state_.warnings.push_back("job store was moved aside (" + report.why +
                               "): its jobs are not run again; see the log");
+    // (Its ids are still never given again when the store's mark survived.)
   }
   if (Status st = jobs_.Attach(&loop_, std::move(*store)); !st.ok()) {
     spdlog::critical("cannot read the job store: {}", st.error().message);
@@ -473,7 +501,7 @@ void Server::OnLine(Connection& conn, std::string line) {
   const OpSpec* op = FindOp(request->op);
   if (op == nullptr) {
     state_.metrics.CountRequest("-", "UNKNOWN_OP");
-    conn.Write(EncodeError(id, Error(ErrorCode::kUnknownOp, "unknown op \"" + request->op +
+    conn.Write(EncodeError(id, Error(ErrorCode::kUnknownOp, "unknown op \"" + Echo(request->op) +
                                                                 "\"; known ops: " + KnownOps())));
     return;
   }

@@ -7,18 +7,31 @@
 namespace medq {
 
 TEST_CASE("every error code round-trips through its wire name", "[error]") {
-  const ErrorCode all[] = {
-      ErrorCode::kInvalidRequest, ErrorCode::kUnknownOp,          ErrorCode::kUnsupportedVersion,
-      ErrorCode::kTooLarge,       ErrorCode::kPermissionDenied,   ErrorCode::kNotReady,
-      ErrorCode::kQueueFull,      ErrorCode::kQueueTimeout,       ErrorCode::kModelNotFound,
-      ErrorCode::kGpuOom,         ErrorCode::kInsufficientMemory, ErrorCode::kCancelled,
-      ErrorCode::kInternal,       ErrorCode::kTimeout};
+  const ErrorCode all[] = {ErrorCode::kInvalidRequest,     ErrorCode::kUnknownOp,
+                           ErrorCode::kUnsupportedVersion, ErrorCode::kTooLarge,
+                           ErrorCode::kPermissionDenied,   ErrorCode::kNotReady,
+                           ErrorCode::kQueueFull,          ErrorCode::kQueueTimeout,
+                           ErrorCode::kModelNotFound,      ErrorCode::kGpuOom,
+                           ErrorCode::kInsufficientMemory, ErrorCode::kCancelled,
+                           ErrorCode::kInternal,           ErrorCode::kTimeout};
   for (ErrorCode code : all) {
     auto name = ErrorCodeName(code);
     CAPTURE(name);
     REQUIRE(ErrorCodeFromName(name) == code);
   }
   REQUIRE_FALSE(ErrorCodeFromName("NO_SUCH_CODE").has_value());
+}
+
+TEST_CASE("a client's value is echoed whole up to 200 bytes, cut on a character past it",
+          "[error]") {
+  CHECK(Echo("tiny-llama") == "tiny-llama");
+  CHECK(Echo(std::string(200, 'a')) == std::string(200, 'a'));
+  const std::string huge(15u << 20, 'x');
+  CHECK(Echo(huge) == std::string(200, 'x') + "\u2026 (15728640 bytes)");
+  // 199 ASCII bytes, then a 3-byte character across the cut: it is left out
+  // whole, never split.
+  const std::string split = std::string(199, 'a') + "\u20ac" + std::string(50, 'b');
+  CHECK(Echo(split) == std::string(199, 'a') + "\u2026 (252 bytes)");
 }
 
 TEST_CASE("error codes map to sysexits statuses", "[error]") {

@@ -52,6 +52,25 @@ TEST_CASE("malformed requests name what is wrong", "[protocol]") {
   CHECK(ParseError(R"({"v":2,"id":1,"op":"health"})", &id).code == ErrorCode::kUnsupportedVersion);
 }
 
+TEST_CASE("a line holding a NUL byte is refused, not cut short", "[protocol]") {
+  json id;
+  const std::string line = std::string(R"({"v":1,"id":1,"op":"health"})") + '\0' + "garbage";
+  const Error e = ParseError(line, &id);
+  CHECK(e.code == ErrorCode::kInvalidRequest);
+  CHECK_THAT(e.message, Catch::Contains("NUL byte at byte 29"));
+  CHECK(ParseBoundedJson(std::string("{}\0{", 4)).fault == BoundedJson::Fault::kSyntax);
+  // Escaped, it is an ordinary character of a string.
+  CHECK(ParseRequest(R"({"v":1,"id":1,"op":"tokenize","params":{"text":"a\u0000b"}})", &id).ok());
+}
+
+TEST_CASE("an unknown field's name is echoed at most 200 bytes long", "[protocol]") {
+  const std::string key(15u << 20, 'k');
+  const Status st = RejectUnknownFields(Params{{key, 1}}, {"model"});
+  REQUIRE_FALSE(st.ok());
+  CHECK(st.error().message.size() < 300);
+  CHECK_THAT(st.error().message, Catch::Contains("(15728640 bytes)"));
+}
+
 TEST_CASE("nesting deeper than the limit is refused before parsing", "[protocol]") {
   // The hostile client's reproducer: 100,000 levels in template_kwargs used to
   // overflow the loop thread's stack in a recursive dump.

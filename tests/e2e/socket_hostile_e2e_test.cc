@@ -310,4 +310,37 @@ TEST_CASE("a client that reads slowly but steadily is not closed", "[e2e]") {
   CHECK(Clock::now() - start > 1500ms);
 }
 
+TEST_CASE("a socket line with a NUL byte is refused, and huge values are not echoed back",
+          "[e2e]") {
+  DaemonProcess d;
+  RawClient c(d.socket());
+  const std::string nul_line =
+      std::string(R"({"v":1,"id":1,"op":"health"})") + '\0' + R"(,"op":"cleanup-memory"})" + "\n";
+  const json refused = c.Roundtrip(nul_line);
+  CHECK(refused["event"] == "error");
+  CHECK(refused["code"] == "INVALID_REQUEST");
+  CHECK_THAT(refused["message"].get<std::string>(), Catch::Contains("NUL byte"));
+
+  // A 15 MiB model name (under max_message_bytes): the error quotes 200
+  // bytes of it and its length, not 15 MiB.
+  const std::string name(15u << 20, 'm');
+  for (const char* op : {"tokenize", "generate", "load"}) {
+    json params = {{"model", name}};
+    if (std::string(op) == "tokenize") params["text"] = "hi";
+    if (std::string(op) == "generate") params["prompt"] = "hi";
+    const json reply =
+        c.Roundtrip(json{{"v", 1}, {"id", op}, {"op", op}, {"params", params}}.dump() + "\n");
+    INFO(op);
+    CHECK(reply["event"] == "error");
+    CHECK(reply["code"] == "MODEL_NOT_FOUND");
+    CHECK(reply.dump().size() < 4096);
+    CHECK_THAT(reply["message"].get<std::string>(), Catch::Contains("(15728640 bytes)"));
+  }
+  const json unknown_op =
+      c.Roundtrip(json{{"v", 1}, {"id", 2}, {"op", std::string(15u << 20, 'o')}}.dump() + "\n");
+  CHECK(unknown_op["code"] == "UNKNOWN_OP");
+  CHECK(unknown_op.dump().size() < 4096);
+  RequireHealthy(d.socket());
+}
+
 }  // namespace medq::test
