@@ -87,9 +87,13 @@ struct StoreInfo {
   int64_t failed = 0;
   int64_t cancelled = 0;
   int64_t timed_out = 0;
+  int64_t lost = 0;        // ids given out whose records damage took (status says "lost")
+  int64_t damaged = 0;     // rows found damaged since the start, not yet forgotten
+  bool disk_full = false;  // the last write failed for want of space
 };
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(StoreInfo, enabled, path, bytes, queued, done,
-                                                failed, cancelled, timed_out)
+                                                failed, cancelled, timed_out, lost, damaged,
+                                                disk_full)
 
 // A model's circuit breaker as health shows it (daemon/loop/circuit_breaker.h).
 struct BreakerInfo {

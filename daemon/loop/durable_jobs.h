@@ -70,7 +70,8 @@ class DurableJobs {
   // Records a new job (see the header) and calls `next` with its id, or
   // with why it was not accepted: QUEUE_FULL when its class has no room, the
   // store's error (a full disk is NOT_READY). Without a store, `next` gets an
-  // empty id at once and the scheduler numbers the job.
+  // empty id at once and the scheduler numbers the job; so does a streaming
+  // request (not detached) when the disk is full: it runs unrecorded.
   void Admit(store::JobOp op, JobClass cls, Priority priority, const Params& params,
              const JobIntake& intake, std::function<void(Result<std::string>)> next);
   // A job read back from the store is about to run again; `channel` (which
@@ -125,10 +126,15 @@ class DurableJobs {
   void AnswerWaiters(Live& live, const nlohmann::json& reply);
   // Reads `job` from the store and calls `next` with it when `owner` may
   // read it; answers `reply` itself otherwise (no store, no such job, an
-  // error of the store).
+  // error of the store). With `lost_too`, a job lost to damage of the store
+  // is answered as such (status, result); else it is "no job" (forget).
   void ReadOwned(const std::string& job, const std::string& owner, Responder reply,
-                 std::function<void(std::shared_ptr<Responder>, const store::StoredJob&)> next);
+                 std::function<void(std::shared_ptr<Responder>, const store::StoredJob&)> next,
+                 bool lost_too = false);
   void Refresh(const store::StoreStats& stats);
+  // After a write: a full disk (NOT_READY from the store) shows in health
+  // until a write succeeds.
+  void NoteWrite(const Status& written);
   // `job` as a store id; INVALID_REQUEST naming it otherwise.
   static Result<uint64_t> IdOf(const std::string& job);
   static bool MayRead(const std::string& owner, const std::string& who);
@@ -138,6 +144,8 @@ class DurableJobs {
   std::unique_ptr<store::StoreThread> thread_;
   std::map<std::string, Live> live_;
   std::vector<store::UnfinishedJob> unfinished_;
+  // Rows found damaged (status, result), until forgotten: health counts them.
+  std::set<std::string> damaged_;
   StoreInfo info_;
   std::chrono::steady_clock::time_point last_sweep_{};
 };

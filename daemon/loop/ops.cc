@@ -50,12 +50,21 @@ HealthInfo DescribeHealth(const DaemonState& s) {
     h.warnings.push_back("CUDA graphs are off, decode steps run eagerly (slower): " +
                          worker.decode_graph_failure);
   }
+  h.store = s.jobs.Info();
+  if (h.store.disk_full) {
+    h.warnings.push_back(
+        "job store: the disk is full; new jobs are refused until space is freed (forget jobs, "
+        "or free space in the state directory)");
+  }
+  if (h.store.damaged > 0) {
+    h.warnings.push_back("job store: " + std::to_string(h.store.damaged) +
+                         " damaged job record(s) found; their status says which: forget them");
+  }
   h.status = s.draining           ? "draining"
              : !s.ready           ? "starting"
              : h.warnings.empty() ? "ok"
                                   : "degraded";
   h.limits = s.limits;
-  h.store = s.jobs.Info();
   return h;
 }
 

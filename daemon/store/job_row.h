@@ -60,6 +60,10 @@ struct StoredJob {
   double created_at = 0;
   std::optional<double> finished_at;
   nlohmann::ordered_json result;  // finished jobs: the final reply (see docs/protocol.md)
+  // Set when the row did not decode (JobStore::Get): why. Then only `id`,
+  // `owner` (empty when unreadable) and `state` (kFailed when unreadable)
+  // are known; the job can be looked at and forgotten, never run.
+  std::string damage;
 };
 
 // Limits on what a row may hold; larger rows are refused, not read.

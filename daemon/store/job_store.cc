@@ -7,6 +7,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
 #include <chrono>
 #include <system_error>
 
@@ -17,7 +20,12 @@ namespace fs = std::filesystem;
 
 constexpr char kFileName[] = "jobs.db";
 constexpr char kLockName[] = "jobs.lock";
+constexpr char kMarkName[] = "jobs.mark";
+constexpr char kBallastName[] = "jobs.ballast";
 constexpr double kDiskFullRetryS = 60;
+// Room a full disk gives back so that jobs can still be forgotten: enough for
+// the write-ahead log frames of deleting a few large rows.
+constexpr off_t kBallastBytes = 128 * 1024;
 
 constexpr char kSchema[] =
     "CREATE TABLE IF NOT EXISTS jobs ("
@@ -32,7 +40,14 @@ constexpr char kSchema[] =
     "  result TEXT);"
     "CREATE INDEX IF NOT EXISTS jobs_unfinished ON jobs(state, priority, id);"
     // Ids are never reused, even after the newest job is forgotten.
-    "CREATE TABLE IF NOT EXISTS ids (k INTEGER PRIMARY KEY CHECK (k = 0), next INTEGER NOT NULL);";
+    "CREATE TABLE IF NOT EXISTS ids (k INTEGER PRIMARY KEY CHECK (k = 0), next INTEGER NOT NULL);"
+    // The store's identity and its count of commits, checked against the
+    // mark (store_mark.h).
+    "CREATE TABLE IF NOT EXISTS meta (k INTEGER PRIMARY KEY CHECK (k = 0), store TEXT NOT NULL,"
+    "  commits INTEGER NOT NULL);"
+    // Ids given out whose records damage took.
+    "CREATE TABLE IF NOT EXISTS lost (first INTEGER NOT NULL, last INTEGER NOT NULL,"
+    "  at REAL NOT NULL, why TEXT NOT NULL);";
 
 constexpr char kColumns[] =
     "id, op, priority, params, owner, state, created_at, finished_at, result";
@@ -92,6 +107,58 @@ bool IsDamage(int rc) {
   return rc == SQLITE_CORRUPT || rc == SQLITE_NOTADB;
 }
 
+bool IsFull(const Error& e) {
+  return e.code == ErrorCode::kNotReady;  // StoreError's only NOT_READY is a full disk
+}
+
+double WallNow() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+struct Meta {
+  std::string store;
+  uint64_t commits = 0;
+};
+
+// The meta row, or nullopt when the table or its row is missing.
+std::optional<Meta> ReadMeta(sqlite3* db) {
+  Statement stmt(db, "SELECT store, commits FROM meta WHERE k = 0");
+  if (!stmt.ok() || stmt.Step() != SQLITE_ROW) return std::nullopt;
+  return Meta{Text(stmt.get(), 0), static_cast<uint64_t>(sqlite3_column_int64(stmt.get(), 1))};
+}
+
+// What the database lacks of what its mark says it holds; "" when nothing.
+std::string CompareWithMark(sqlite3* db, const StoreMark& mark) {
+  const std::optional<Meta> meta = ReadMeta(db);
+  if (!meta) return "jobs.db does not hold the store's jobs: it was emptied or replaced";
+  if (meta->store != mark.store) return "jobs.db holds another store's jobs: it was replaced";
+  if (meta->commits < mark.commits) {
+    return std::to_string(mark.commits - meta->commits) +
+           " committed write(s) are missing from jobs.db and its write-ahead log (damaged)";
+  }
+  return "";
+}
+
+std::string Stamp() {
+  return std::to_string(std::chrono::duration_cast<std::chrono::seconds>(
+                            std::chrono::system_clock::now().time_since_epoch())
+                            .count());
+}
+
+// Copies the database and its WAL aside, as they are, before anything is
+// written: the evidence of damage the store goes on from.
+fs::path CopyAside(const fs::path& path) {
+  fs::path aside = path;
+  aside += ".lost-" + Stamp();
+  std::error_code ec;
+  fs::copy_file(path, aside, fs::copy_options::overwrite_existing, ec);
+  fs::path wal = path, aside_wal = aside;
+  wal += "-wal";
+  aside_wal += "-wal";
+  if (fs::exists(wal, ec)) fs::copy_file(wal, aside_wal, fs::copy_options::overwrite_existing, ec);
+  return aside;
+}
+
 // Opens the database and checks it; `damaged` is set (and the handle closed)
 // when the file is not a store this version can use.
 sqlite3* OpenChecked(const fs::path& path, std::string* damaged, Error* error) {
@@ -143,11 +210,8 @@ sqlite3* OpenChecked(const fs::path& path, std::string* damaged, Error* error) {
 }
 
 void MoveAside(const fs::path& path, const std::string& why, OpenReport* report) {
-  const auto now = std::chrono::duration_cast<std::chrono::seconds>(
-                       std::chrono::system_clock::now().time_since_epoch())
-                       .count();
   fs::path aside = path;
-  aside += "." + why + "-" + std::to_string(now);
+  aside += "." + why + "-" + Stamp();
   std::error_code ec;
   fs::rename(path, aside, ec);
   fs::path wal = path, aside_wal = aside;
@@ -184,11 +248,26 @@ Result<std::unique_ptr<JobStore>> JobStore::Open(const fs::path& dir, OpenReport
                      " is in use by another medqd: give each daemon its own state_dir");
   }
   const fs::path path = dir / kFileName;
+  std::optional<StoreMark> mark;
+  if (auto read = ReadStoreMark(dir / kMarkName); read.ok()) {
+    mark = *read;
+  } else {
+    report->mark_problem = read.error().message + "; damage to jobs.db before now cannot be seen";
+  }
   for (int attempt = 0;; ++attempt) {
     std::string damaged;
     Error error;
     sqlite3* db = OpenChecked(path, &damaged, &error);
     if (db != nullptr) {
+      // Before anything is written, so that the copy shows what was found.
+      if (mark && report->damage.empty()) {
+        if (!report->moved_aside.empty()) {
+          report->damage = "jobs.db was damaged (moved aside)";
+        } else {
+          report->damage = CompareWithMark(db, *mark);
+          if (!report->damage.empty()) report->copied_aside = CopyAside(path);
+        }
+      }
       // The schema, and a probe of every column: a file that is SQLite but
       // holds a table of another shape is damage too.
       int rc = sqlite3_exec(db, kSchema, nullptr, nullptr, nullptr);
@@ -196,9 +275,21 @@ Result<std::unique_ptr<JobStore>> JobStore::Open(const fs::path& dir, OpenReport
         Statement probe(db, (std::string("SELECT ") + kColumns + " FROM jobs LIMIT 1").c_str());
         rc = probe.rc();
       }
-      if (rc == SQLITE_OK)
-        rc = sqlite3_exec(db, "PRAGMA user_version=1", nullptr, nullptr, nullptr);
-      if (rc == SQLITE_OK) return std::unique_ptr<JobStore>(new JobStore(path, db, lock_fd));
+      if (rc == SQLITE_OK) {
+        // Written only when it changes: a store on a full disk still opens.
+        Statement version(db, "PRAGMA user_version");
+        if (version.ok() && version.Step() == SQLITE_ROW &&
+            sqlite3_column_int64(version.get(), 0) != kSchemaVersion) {
+          rc = sqlite3_exec(db, "PRAGMA user_version=1", nullptr, nullptr, nullptr);
+        }
+      }
+      if (rc == SQLITE_OK) {
+        std::unique_ptr<JobStore> store(new JobStore(path, db, lock_fd));
+        if (Status st = store->Reconcile(mark, report); !st.ok()) {
+          return st.error();
+        }
+        return store;
+      }
       if (IsDamage(rc) || (rc & 0xff) == SQLITE_ERROR) {
         damaged = "damaged";
       } else {
@@ -224,6 +315,83 @@ JobStore::~JobStore() {
   ::close(lock_fd_);  // releases the flock
 }
 
+Status JobStore::Reconcile(std::optional<StoreMark> mark, OpenReport* report) {
+  const std::optional<Meta> meta = ReadMeta(db_);
+  Meta now{meta ? meta->store : mark ? mark->store : NewStoreId(), meta ? meta->commits : 0};
+  auto held = MaxId();  // floor_ is 0 yet: the database's own
+  if (!held.ok()) return held.error();
+  uint64_t last_id = *held;
+  if (mark) {
+    last_id = std::max(last_id, mark->last_id);
+    if (!report->damage.empty()) {
+      // The database goes on from what it holds; the ids given out above it
+      // are lost, and no id is given again below the mark's reserved floor
+      // (its last_id may lag after a power loss).
+      if (mark->last_id > *held) {
+        report->lost_first = *held + 1;
+        report->lost_last = mark->last_id;
+      }
+      floor_ = std::max(mark->reserved, last_id);
+      now.commits = std::max(now.commits, mark->commits);
+    }
+  }
+  floor_ = std::max(floor_, last_id);
+  if (report->lost_first != 0) {
+    Statement lost(db_, "INSERT INTO lost (first, last, at, why) VALUES (?, ?, ?, ?)");
+    sqlite3_bind_int64(lost.get(), 1, static_cast<int64_t>(report->lost_first));
+    sqlite3_bind_int64(lost.get(), 2, static_cast<int64_t>(report->lost_last));
+    sqlite3_bind_double(lost.get(), 3, WallNow());
+    sqlite3_bind_text(lost.get(), 4, report->damage.data(), static_cast<int>(report->damage.size()),
+                      SQLITE_STATIC);
+    if (!lost.ok() || lost.Step() != SQLITE_DONE) return StoreError(db_, lost.rc(), "record");
+  }
+  if (!meta || meta->store != now.store || meta->commits != now.commits) {
+    Statement put(db_, "INSERT OR REPLACE INTO meta (k, store, commits) VALUES (0, ?, ?)");
+    sqlite3_bind_text(put.get(), 1, now.store.data(), static_cast<int>(now.store.size()),
+                      SQLITE_STATIC);
+    sqlite3_bind_int64(put.get(), 2, static_cast<int64_t>(now.commits));
+    if (!put.ok() || put.Step() != SQLITE_DONE) return StoreError(db_, put.rc(), "record");
+  }
+  mark_ = StoreMark{now.store, now.commits, last_id,
+                    std::max(mark ? mark->reserved : 0, floor_) + kIdBlock};
+  if (Status st = WriteStoreMark(path_.parent_path() / kMarkName, mark_, /*durable=*/true);
+      !st.ok()) {
+    report->mark_problem = st.error().message;
+  }
+  KeepBallast();
+  return Status::Ok();
+}
+
+void JobStore::SaveMark(bool durable) {
+  if (Status st = WriteStoreMark(path_.parent_path() / kMarkName, mark_, durable); !st.ok()) {
+    // Not damage: a mark that lags the database is never taken for it.
+    spdlog::debug("{}", st.error().message);
+  }
+}
+
+void JobStore::KeepBallast() {
+  const fs::path path = path_.parent_path() / kBallastName;
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+  if (fd < 0) return;
+  struct stat st {};
+  if (fstat(fd, &st) == 0 && st.st_size < kBallastBytes &&
+      posix_fallocate(fd, 0, kBallastBytes) != 0) {
+    // No room for it now: none until a later write finds some.
+    ::close(fd);
+    ::unlink(path.c_str());
+    return;
+  }
+  ::close(fd);
+}
+
+bool JobStore::ReleaseBallast() {
+  const fs::path path = path_.parent_path() / kBallastName;
+  if (::unlink(path.c_str()) != 0) return false;
+  spdlog::warn("job store: the disk is full; its reserve ({} KiB) is given up to free space",
+               kBallastBytes / 1024);
+  return true;
+}
+
 Status JobStore::Exec(const char* sql) {
   const int rc = sqlite3_exec(db_, sql, nullptr, nullptr, nullptr);
   if (rc != SQLITE_OK) return StoreError(db_, rc, "write");
@@ -231,7 +399,16 @@ Status JobStore::Exec(const char* sql) {
 }
 
 template <typename Bind>
-Result<int64_t> JobStore::Write(const char* sql, Bind bind) {
+Result<int64_t> JobStore::Write(const char* sql, Bind bind, bool frees) {
+  auto written = WriteOnce(sql, bind);
+  if (!written.ok() && frees && IsFull(written.error()) && ReleaseBallast()) {
+    written = WriteOnce(sql, bind);
+  }
+  return written;
+}
+
+template <typename Bind>
+Result<int64_t> JobStore::WriteOnce(const char* sql, Bind& bind) {
   int rc = sqlite3_exec(db_, "BEGIN IMMEDIATE", nullptr, nullptr, nullptr);
   if (rc != SQLITE_OK) return StoreError(db_, rc, "begin a write");
   {
@@ -249,6 +426,15 @@ Result<int64_t> JobStore::Write(const char* sql, Bind bind) {
     return error;
   }
   const int64_t changed = sqlite3_changes64(db_);
+  // Every commit is counted, in the database and then in the mark: a
+  // database found behind its mark lost commits (store_mark.h).
+  rc = sqlite3_exec(db_, "UPDATE meta SET commits = commits + 1 WHERE k = 0", nullptr, nullptr,
+                    nullptr);
+  if (rc != SQLITE_OK) {
+    Error error = StoreError(db_, rc, "write");
+    sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
+    return error;
+  }
   if (kill_in_write_) raise(SIGKILL);  // testing: a crash between the write and its commit
   rc = sqlite3_exec(db_, "COMMIT", nullptr, nullptr, nullptr);
   if (rc != SQLITE_OK) {
@@ -256,10 +442,28 @@ Result<int64_t> JobStore::Write(const char* sql, Bind bind) {
     sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
     return error;
   }
+  ++mark_.commits;
+  SaveMark(/*durable=*/false);
   return changed;
 }
 
 Status JobStore::Insert(const NewJob& job) {
+  if (job.id > mark_.reserved) {
+    // The next block of ids, on disk before one of them is given: after any
+    // damage, ids go on above it.
+    StoreMark next = mark_;
+    next.reserved = job.id + kIdBlock;
+    if (Status st = WriteStoreMark(path_.parent_path() / kMarkName, next, /*durable=*/true);
+        !st.ok()) {
+      return Error(ErrorCode::kNotReady,
+                   st.error().message +
+                       ": the job was not accepted; free space in the daemon's "
+                       "state directory",
+                   kDiskFullRetryS);
+    }
+    mark_ = next;
+  }
+  mark_.last_id = std::max(mark_.last_id, job.id);
   auto changed = Write(
       "INSERT INTO jobs (id, op, priority, params, owner, state, created_at) "
       "VALUES (?, ?, ?, ?, ?, 'queued', ?)",
@@ -287,16 +491,18 @@ Result<bool> JobStore::Finish(uint64_t id, JobState state, const std::string& re
         sqlite3_bind_text64(s, 2, result.data(), result.size(), SQLITE_STATIC, SQLITE_UTF8);
         sqlite3_bind_double(s, 3, finished_at);
         sqlite3_bind_int64(s, 4, static_cast<int64_t>(id));
-      });
+      },
+      /*frees=*/true);
   if (!changed.ok()) return changed.error();
   return *changed > 0;
 }
 
 Result<bool> JobStore::Forget(uint64_t id) {
   RememberMaxId();
-  auto changed = Write("DELETE FROM jobs WHERE id = ?", [&](sqlite3_stmt* s) {
-    sqlite3_bind_int64(s, 1, static_cast<int64_t>(id));
-  });
+  auto changed = Write(
+      "DELETE FROM jobs WHERE id = ?",
+      [&](sqlite3_stmt* s) { sqlite3_bind_int64(s, 1, static_cast<int64_t>(id)); },
+      /*frees=*/true);
   if (!changed.ok()) return changed.error();
   if (*changed > 0) AfterDelete();
   return *changed > 0;
@@ -309,9 +515,28 @@ Result<std::optional<StoredJob>> JobStore::Get(uint64_t id) {
   const int rc = stmt.Step();
   if (rc == SQLITE_DONE) return std::optional<StoredJob>();
   if (rc != SQLITE_ROW) return StoreError(db_, rc, "read");
-  auto job = DecodeJobRow(ReadRow(stmt.get()));
-  if (!job.ok()) return job.error();
+  const RawJobRow row = ReadRow(stmt.get());
+  auto job = DecodeJobRow(row);
+  if (!job.ok()) {
+    // Still a job: it can be looked at and forgotten, never run.
+    StoredJob damaged;
+    damaged.id = id;
+    if (!row.owner.empty() && row.owner.size() <= 64) damaged.owner = row.owner;
+    damaged.state = JobStateFromName(row.state).value_or(JobState::kFailed);
+    damaged.damage = job.error().message;
+    return std::optional<StoredJob>(std::move(damaged));
+  }
   return std::optional<StoredJob>(std::move(*job));
+}
+
+Result<std::optional<LostJob>> JobStore::Lost(uint64_t id) {
+  Statement stmt(db_, "SELECT at, why FROM lost WHERE ? BETWEEN first AND last LIMIT 1");
+  if (!stmt.ok()) return StoreError(db_, stmt.rc(), "read");
+  sqlite3_bind_int64(stmt.get(), 1, static_cast<int64_t>(id));
+  const int rc = stmt.Step();
+  if (rc == SQLITE_DONE) return std::optional<LostJob>();
+  if (rc != SQLITE_ROW) return StoreError(db_, rc, "read");
+  return std::optional<LostJob>(LostJob{sqlite3_column_double(stmt.get(), 0), Text(stmt.get(), 1)});
 }
 
 Result<std::vector<UnfinishedJob>> JobStore::Unfinished() {
@@ -331,9 +556,20 @@ Result<std::vector<UnfinishedJob>> JobStore::Unfinished() {
 }
 
 Result<int64_t> JobStore::DeleteFinishedBefore(double before) {
+  {
+    // Nothing expired: no write (none to count, none to fail on a full disk).
+    Statement any(db_, "SELECT 1 FROM jobs WHERE state != 'queued' AND finished_at < ? LIMIT 1");
+    if (!any.ok()) return StoreError(db_, any.rc(), "read");
+    sqlite3_bind_double(any.get(), 1, before);
+    const int rc = any.Step();
+    if (rc == SQLITE_DONE) return int64_t{0};
+    if (rc != SQLITE_ROW) return StoreError(db_, rc, "read");
+  }
   RememberMaxId();
-  auto changed = Write("DELETE FROM jobs WHERE state != 'queued' AND finished_at < ?",
-                       [&](sqlite3_stmt* s) { sqlite3_bind_double(s, 1, before); });
+  auto changed = Write(
+      "DELETE FROM jobs WHERE state != 'queued' AND finished_at < ?",
+      [&](sqlite3_stmt* s) { sqlite3_bind_double(s, 1, before); },
+      /*frees=*/true);
   if (!changed.ok()) return changed.error();
   if (*changed > 0) AfterDelete();
   return *changed;
@@ -346,7 +582,7 @@ Result<uint64_t> JobStore::MaxId() {
   Statement next(db_, "SELECT max(next) FROM ids");
   if (!next.ok() || next.Step() != SQLITE_ROW) return StoreError(db_, next.rc(), "read");
   const int64_t max_given = sqlite3_column_int64(next.get(), 0);
-  return static_cast<uint64_t>(std::max<int64_t>({max_row, max_given, 0}));
+  return std::max(floor_, static_cast<uint64_t>(std::max<int64_t>({max_row, max_given, 0})));
 }
 
 void JobStore::RememberMaxId() {
@@ -360,6 +596,7 @@ void JobStore::RememberMaxId() {
 void JobStore::AfterDelete() {
   // The WAL's frames still hold the deleted rows' old pages: empty it.
   sqlite3_exec(db_, "PRAGMA wal_checkpoint(TRUNCATE)", nullptr, nullptr, nullptr);
+  KeepBallast();  // room again, maybe: the reserve for the next full disk
 }
 
 StoreStats JobStore::Stats() {
@@ -382,6 +619,8 @@ StoreStats JobStore::Stats() {
     if (state == "cancelled") stats.cancelled = n;
     if (state == "timed_out") stats.timed_out = n;
   }
+  Statement lost(db_, "SELECT coalesce(sum(last - first + 1), 0) FROM lost");
+  if (lost.ok() && lost.Step() == SQLITE_ROW) stats.lost = sqlite3_column_int64(lost.get(), 0);
   return stats;
 }
 
