@@ -3,8 +3,6 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
-#include <cctype>
-#include <climits>
 
 #include <nlohmann/json.hpp>
 
@@ -18,25 +16,7 @@ struct HttpWriteRequest {
   std::string data;
 };
 
-HttpConnection* Self(http_parser* p) {
-  return static_cast<HttpConnection*>(p->data);
-}
-
-std::string Lower(std::string_view s) {
-  std::string out(s);
-  std::transform(out.begin(), out.end(), out.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  return out;
-}
-
 }  // namespace
-
-const std::string* HttpRequest::Header(std::string_view name) const {
-  for (const auto& [key, value] : headers) {
-    if (key == name) return &value;
-  }
-  return nullptr;
-}
 
 std::string DumpJson(const nlohmann::json& value) {
   return value.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
@@ -110,7 +90,12 @@ std::string StatusLine(int status) {
 
 HttpConnection::HttpConnection(uv_loop_t* loop, uint64_t id, bool tcp, Limits limits,
                                Callbacks callbacks)
-    : id_(id), tcp_(tcp), limits_(limits), callbacks_(std::move(callbacks)) {
+    : id_(id),
+      tcp_(tcp),
+      limits_(limits),
+      callbacks_(std::move(callbacks)),
+      parser_({limits.max_header_bytes, limits.max_headers, limits.max_body_bytes},
+              callbacks_.admit_head) {
   if (tcp_) {
     uv_tcp_init(loop, &handle_.tcp);
   } else {
@@ -119,16 +104,6 @@ HttpConnection::HttpConnection(uv_loop_t* loop, uint64_t id, bool tcp, Limits li
   uv_timer_init(loop, &idle_timer_);
   handle_.handle.data = this;
   idle_timer_.data = this;
-  http_parser_init(&parser_, HTTP_REQUEST);
-  parser_.data = this;
-  http_parser_settings_init(&settings_);
-  settings_.on_message_begin = &HttpConnection::OnMessageBegin;
-  settings_.on_url = &HttpConnection::OnUrl;
-  settings_.on_header_field = &HttpConnection::OnHeaderField;
-  settings_.on_header_value = &HttpConnection::OnHeaderValue;
-  settings_.on_headers_complete = &HttpConnection::OnHeadersComplete;
-  settings_.on_body = &HttpConnection::OnBody;
-  settings_.on_message_complete = &HttpConnection::OnMessageComplete;
 }
 
 int HttpConnection::Accept(uv_stream_t* server) {
@@ -189,33 +164,17 @@ void HttpConnection::Parse() {
   std::shared_ptr<HttpConnection> keep = shared_from_this();
   parsing_ = true;
   while (!closing() && !answering_ && !input_.empty()) {
-    const size_t n = http_parser_execute(&parser_, &settings_, input_.data(), input_.size());
-    const auto err = static_cast<http_errno>(parser_.http_errno);
-    input_.erase(0, std::min(n, input_.size()));
-    if (err == HPE_PAUSED) {
-      http_parser_pause(&parser_, 0);
-    } else if (err != HPE_OK) {
-      if (limit_status_ == 413) {
-        Reject(413, "request body exceeds " + std::to_string(limits_.max_body_bytes) + " bytes",
-               "request_too_large");
-      } else if (limit_status_ == 431 || err == HPE_HEADER_OVERFLOW) {
-        // http-parser's own bound on a head (80 KiB) can stop a long line
-        // or header before our callbacks have counted past ours.
-        Reject(431, "request headers exceed the limit", "headers_too_large");
-      } else {
-        Reject(400, std::string("malformed HTTP request: ") + http_errno_description(err),
-               "malformed_http");
-      }
+    HttpRequestParser::Step step = parser_.Feed(input_);
+    input_.erase(0, step.consumed);
+    if (step.kind == HttpRequestParser::Step::Kind::kRefused) {
+      Reject(step.status, step.message, step.code);
       break;
     }
-    if (!request_ready_) break;  // the rest of the request has not arrived yet
-    request_ready_ = false;
+    if (step.kind == HttpRequestParser::Step::Kind::kNeedMore) break;
     answering_ = true;
     response_started_ = false;
     uv_timer_stop(&idle_timer_);
-    HttpRequest request = std::move(current_);
-    current_ = HttpRequest{};
-    if (parser_.upgrade) request.keep_alive = false;
+    HttpRequest request = std::move(step.request);
     if (request.body_unread) {
       // Its body is never read: nothing more is parsed or buffered, and the
       // connection closes after the answer.
@@ -255,7 +214,7 @@ void HttpConnection::EndResponse(bool keep_alive) {
   close_hooks_.clear();
   std::shared_ptr<void> done = std::move(exchange_);  // freed when this returns
   if (closing()) return;
-  if (!keep_alive || parser_.upgrade) {
+  if (!keep_alive || parser_.upgrade()) {
     CloseAfterWrites(/*linger=*/true);
     return;
   }
@@ -275,10 +234,10 @@ void HttpConnection::OnIdle(uv_timer_t* timer) {
                    self->id_, self->limits_.idle_timeout_ms);
       return self->Close();
     }
-    spdlog::info("http connection {}: closed after {} ms {}", self->id_,
-                 self->limits_.idle_timeout_ms,
-                 self->input_.empty() && self->header_bytes_ == 0 ? "without a request"
-                                                                  : "without completing a request");
+    spdlog::info(
+        "http connection {}: closed after {} ms {}", self->id_, self->limits_.idle_timeout_ms,
+        self->input_.empty() && !self->parser_.in_request() ? "without a request"
+                                                            : "without completing a request");
     self->Close();
   });
 }
@@ -376,105 +335,6 @@ void HttpConnection::OnHandleClosed(uv_handle_t* handle) {
   if (self->callbacks_.on_closed) {
     GuardCallback("an HTTP connection's close", [self] { self->callbacks_.on_closed(*self); });
   }
-}
-
-int HttpConnection::OnMessageBegin(http_parser* p) {
-  HttpConnection* self = Self(p);
-  self->current_ = HttpRequest{};
-  self->header_bytes_ = 0;
-  self->in_value_ = false;
-  return 0;
-}
-
-int HttpConnection::OnUrl(http_parser* p, const char* at, size_t n) {
-  HttpConnection* self = Self(p);
-  self->header_bytes_ += n;
-  if (self->header_bytes_ > self->limits_.max_header_bytes) {
-    self->limit_status_ = 431;
-    return -1;
-  }
-  self->current_.target.append(at, n);
-  return 0;
-}
-
-int HttpConnection::OnHeaderField(http_parser* p, const char* at, size_t n) {
-  HttpConnection* self = Self(p);
-  self->header_bytes_ += n;
-  if (self->in_value_ || self->current_.headers.empty()) {
-    if (self->current_.headers.size() >= self->limits_.max_headers) {
-      self->limit_status_ = 431;
-      return -1;
-    }
-    self->current_.headers.emplace_back();
-    self->in_value_ = false;
-  }
-  if (self->header_bytes_ > self->limits_.max_header_bytes) {
-    self->limit_status_ = 431;
-    return -1;
-  }
-  self->current_.headers.back().first += Lower(std::string_view(at, n));
-  return 0;
-}
-
-int HttpConnection::OnHeaderValue(http_parser* p, const char* at, size_t n) {
-  HttpConnection* self = Self(p);
-  self->header_bytes_ += n;
-  if (self->header_bytes_ > self->limits_.max_header_bytes) {
-    self->limit_status_ = 431;
-    return -1;
-  }
-  self->in_value_ = true;
-  if (!self->current_.headers.empty()) self->current_.headers.back().second.append(at, n);
-  return 0;
-}
-
-int HttpConnection::OnHeadersComplete(http_parser* p) {
-  HttpConnection* self = Self(p);
-  HttpRequest& r = self->current_;
-  r.method = http_method_str(static_cast<http_method>(p->method));
-  r.path = r.target.substr(0, r.target.find('?'));
-  r.keep_alive = http_should_keep_alive(p) != 0;
-  r.http10 = p->http_major == 1 && p->http_minor == 0;
-  if (self->callbacks_.admit_head) {
-    bool admitted = false;
-    try {  // nothing may unwind through http-parser's C frames
-      admitted = self->callbacks_.admit_head(r);
-    } catch (const std::exception& e) {
-      spdlog::error("http connection {}: checking a request's head failed: {}", self->id_,
-                    e.what());
-    }
-    if (!admitted) {
-      // Answered without its body: the parser stops here for good.
-      r.body_unread = true;
-      r.keep_alive = false;
-      self->request_ready_ = true;
-      http_parser_pause(p, 1);
-      return 0;
-    }
-  }
-  if (p->content_length != ULLONG_MAX && p->content_length > self->limits_.max_body_bytes) {
-    self->limit_status_ = 413;
-    return -1;
-  }
-  return 0;
-}
-
-int HttpConnection::OnBody(http_parser* p, const char* at, size_t n) {
-  HttpConnection* self = Self(p);
-  if (self->current_.body.size() + n > self->limits_.max_body_bytes) {
-    self->limit_status_ = 413;
-    return -1;
-  }
-  self->current_.body.append(at, n);
-  return 0;
-}
-
-int HttpConnection::OnMessageComplete(http_parser* p) {
-  HttpConnection* self = Self(p);
-  self->request_ready_ = true;
-  self->header_bytes_ = 0;
-  http_parser_pause(p, 1);
-  return 0;
 }
 
 }  // namespace medq::daemon::http

@@ -1,7 +1,6 @@
 // One HTTP/1.1 client connection on the loop thread: reads bytes, parses
-// requests with Debian's http-parser (the Node.js parser: incremental,
-// chunked request bodies, pipelining), enforces the limits, and writes
-// response bytes. Loop thread only; nothing here blocks.
+// requests (HttpRequestParser: http_request_parser.h), enforces the limits,
+// and writes response bytes. Loop thread only; nothing here blocks.
 //
 // One request at a time: after a whole request is parsed, parsing pauses
 // until its response has ended (EndResponse), so pipelined requests are
@@ -31,7 +30,6 @@
 // libuv handles are closed.
 #pragma once
 
-#include <http_parser.h>
 #include <uv.h>
 
 #include <cstdint>
@@ -44,23 +42,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "daemon/http/http_request_parser.h"
+
 namespace medq::daemon::http {
-
-struct HttpRequest {
-  std::string method;                                        // "GET", "POST", "HEAD", ...
-  std::string target;                                        // as sent: path and query
-  std::string path;                                          // without the query
-  std::vector<std::pair<std::string, std::string>> headers;  // names lowercased
-  std::string body;
-  bool keep_alive = true;
-  bool http10 = false;  // HTTP/1.0: keep-alive only when asked, and said in the response
-  // admit_head refused the head: `body` is empty, whatever the client sends
-  // after the head is never read, and the connection closes after the answer.
-  bool body_unread = false;
-
-  // The first header of that (lowercase) name, or null.
-  const std::string* Header(std::string_view name) const;
-};
 
 class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
  public:
@@ -128,15 +112,6 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
   uv_stream_t* stream() { return &handle_.stream; }
   uv_handle_t* handle() { return &handle_.handle; }
 
-  // http-parser callbacks.
-  static int OnMessageBegin(http_parser* p);
-  static int OnUrl(http_parser* p, const char* at, size_t n);
-  static int OnHeaderField(http_parser* p, const char* at, size_t n);
-  static int OnHeaderValue(http_parser* p, const char* at, size_t n);
-  static int OnHeadersComplete(http_parser* p);
-  static int OnBody(http_parser* p, const char* at, size_t n);
-  static int OnMessageComplete(http_parser* p);
-
   uint64_t id_;
   bool tcp_;
   Limits limits_;
@@ -148,14 +123,8 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
     uv_pipe_t pipe;
   } handle_;
   uv_timer_t idle_timer_;
-  http_parser parser_;
-  http_parser_settings settings_;
+  HttpRequestParser parser_;
   std::string input_;  // read, not parsed yet
-  HttpRequest current_;
-  size_t header_bytes_ = 0;
-  bool in_value_ = false;
-  int limit_status_ = 0;  // 413 or 431 when a callback stopped the parser for a limit
-  bool request_ready_ = false;
   bool answering_ = false;
   bool response_started_ = false;  // a byte of the current request's response was written
   bool reading_ = false;           // StartReading was called

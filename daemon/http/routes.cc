@@ -111,28 +111,6 @@ void RunOp(DaemonState& state, std::string_view op_name, Params params,
   }
 }
 
-Result<Params> ParseBody(const HttpRequest& request) {
-  // The socket's parse and its nesting bound: a body of 100,000 brackets is
-  // refused before anything recursive (the job store's dump, a template)
-  // can see it.
-  BoundedJson body = ParseBoundedJson(request.body);
-  if (body.fault == BoundedJson::Fault::kOutOfRange) {
-    return Error(ErrorCode::kInvalidRequest,
-                 "the request body holds a number out of range (e.g. 1e999)");
-  }
-  if (body.fault != BoundedJson::Fault::kNone) {
-    return Error(ErrorCode::kInvalidRequest,
-                 "the request body is not valid JSON (or not UTF-8) near byte " +
-                     std::to_string(body.byte) +
-                     "; send a JSON object with content-type: application/json");
-  }
-  if (body.too_deep) return Error(ErrorCode::kInvalidRequest, TooDeepMessage("the request body"));
-  if (!body.value.is_object()) {
-    return Error(ErrorCode::kInvalidRequest, "the request body must be a JSON object");
-  }
-  return std::move(body.value);
-}
-
 bool Has(const Params& body, std::string_view name) {
   auto it = body.find(name);
   return it != body.end() && !it->is_null();

@@ -40,9 +40,6 @@ void Dispatch(DaemonState& state, HttpConnection& connection, HttpRequest reques
 void RunOp(DaemonState& state, std::string_view op, Params params,
            const std::shared_ptr<HttpExchange>& exchange);
 
-// The request body as a JSON object, or the 400 error to answer with.
-Result<Params> ParseBody(const HttpRequest& request);
-
 // Field checks on a body; null counts as absent, as in the OpenAI API.
 // Each returns INVALID_REQUEST "'name' must be ..." when the type is wrong.
 enum class Kind { kString, kNumber, kInteger, kBoolean, kArray, kObject };
