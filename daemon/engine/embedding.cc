@@ -10,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/file_read.h"
 #include "daemon/engine/checkpoint.h"
 #include "daemon/engine/device_name.h"
 #include "daemon/engine/encoder.h"
@@ -207,9 +208,10 @@ Result<std::shared_ptr<const EmbeddingModel>> LoadEmbeddingModel(const fs::path&
 bool IsEmbeddingModelDir(const fs::path& dir) {
   std::error_code ec;
   if (fs::exists(dir / "modules.json", ec)) return true;
-  std::ifstream in(dir / "config.json");
-  if (!in) return false;
-  const nlohmann::json config = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  // Regular files only, never blocking (a FIFO here held a pool thread).
+  auto text = ReadWholeFile(dir / "config.json");
+  if (!text.ok()) return false;
+  const nlohmann::json config = nlohmann::json::parse(*text, nullptr, /*allow_exceptions=*/false);
   if (!config.is_object()) return false;
   static constexpr std::string_view kEncoderTypes[] = {"bert",        "mpnet",      "roberta",
                                                        "xlm-roberta", "distilbert", "electra",

@@ -122,20 +122,16 @@ int64_t StTensorInfo::numel() const {
 
 Result<std::shared_ptr<const SafetensorsFile>> SafetensorsFile::Open(
     const std::filesystem::path& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    const int err = errno;
-    if (err == ENOENT) {
-      return Error(ErrorCode::kModelNotFound,
-                   "cannot open safetensors file " + path.string() + ": " + std::strerror(err));
-    }
-    return FileError(path, err);
-  }
   struct stat st {};
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    ::close(fd);
-    return Invalid(path, "not a regular file");
+  // Never blocks: a FIFO named like a shard is refused, not waited on.
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec) && !ec) {
+    return Error(ErrorCode::kModelNotFound, "cannot open safetensors file " + ModelFileName(path) +
+                                                ": " + std::strerror(ENOENT));
   }
+  auto opened = OpenRegularFile(path, &st);
+  if (!opened.ok()) return opened.error();
+  const int fd = *opened;
   const auto file_size = static_cast<uint64_t>(st.st_size);
   if (file_size < 8) {
     ::close(fd);

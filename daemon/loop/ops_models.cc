@@ -102,12 +102,13 @@ void ModelsOp(DaemonState& s, const Request& req, Responder reply) {
   if (Status st = RejectUnknownFields(req.params, {}); !st.ok()) return reply.Fail(st.error());
   auto shared_reply = std::make_shared<Responder>(std::move(reply));
   const ModelResolver& resolver = s.resolver;
-  RunFsWork<std::vector<std::string>>(
-      s.loop, [&resolver] { return resolver.Available(); },
-      [&s, shared_reply](std::vector<std::string> available) {
+  RunFsWork<Result<std::vector<std::string>>>(
+      s.loop, [&resolver]() -> Result<std::vector<std::string>> { return resolver.Available(); },
+      [&s, shared_reply](Result<std::vector<std::string>> available) {
+        if (!available.ok()) return shared_reply->Fail(available.error());
         shared_reply->Result({{"models_dir", s.resolver.models_dir().string()},
                               {"builtin_models_dir", s.resolver.builtin_dir().string()},
-                              {"available", std::move(available)},
+                              {"available", std::move(*available)},
                               {"default", s.config.model},
                               {"loaded", s.scheduler.view().loaded}});
       });

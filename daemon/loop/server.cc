@@ -3,12 +3,14 @@
 #include <spdlog/spdlog.h>
 
 #include <malloc.h>
+#include <unistd.h>
 
 #include <cstring>
 
 #include "common/protocol.h"
 #include "daemon/engine/engine.h"
 #include "daemon/logging.h"
+#include "daemon/loop/fs_work.h"
 #include "daemon/loop/ops.h"
 #include "daemon/loop/ops_internal.h"
 #include "daemon/loop/systemd.h"
@@ -291,6 +293,15 @@ int Server::Run() {
   spdlog::info("medqd listening on {}{} (pid {})", config_.socket,
                socket_activated_ ? " (socket from systemd)" : "", getpid());
   uv_run(&loop_, UV_RUN_DEFAULT);
+  if (abandoned_fs_work_) {
+    // A thread of libuv's file pool is stuck in a system call: the loop
+    // cannot close and libuv joins its threads at exit, so exit now. The
+    // worker is joined and the job store closed (CloseEverything).
+    spdlog::warn("medqd stopped without waiting for {} stuck file-system operation(s)",
+                 FsWorkOutstanding());
+    spdlog::shutdown();
+    _exit(0);
+  }
   spdlog::info("medqd stopped");
   return 0;
 }
@@ -638,6 +649,25 @@ void Server::CloseEverything() {
         },
         kForceCloseMs, 0);
     uv_unref(reinterpret_cast<uv_handle_t*>(&force_close_timer_));
+  }
+  if (FsWorkOutstanding() > 0) {
+    // Work on the file pool keeps the loop running; a stuck one would keep
+    // it forever. Wait at most its own bound, then stop the loop.
+    uv_timer_init(&loop_, &fs_stop_timer_);
+    fs_stop_timer_.data = this;
+    uv_timer_start(
+        &fs_stop_timer_,
+        [](uv_timer_t* t) {
+          auto* self = static_cast<Server*>(t->data);
+          uv_close(reinterpret_cast<uv_handle_t*>(t), nullptr);
+          if (FsWorkOutstanding() == 0) return;
+          spdlog::error("{} file-system operation(s) still stuck after {} ms; not waiting for them",
+                        FsWorkOutstanding(), kFsWorkTimeoutMs);
+          self->abandoned_fs_work_ = true;
+          uv_stop(&self->loop_);
+        },
+        kFsWorkTimeoutMs, 0);
+    uv_unref(reinterpret_cast<uv_handle_t*>(&fs_stop_timer_));
   }
   auto close_if_open = [](uv_handle_t* h) {
     if (h->loop != nullptr && !uv_is_closing(h)) uv_close(h, nullptr);

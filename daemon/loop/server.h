@@ -93,6 +93,10 @@ class Server {
   // the largest holders once they pass the limit (ShedUnreadReplies).
   WriteBudget write_budget_;
   uv_timer_t shed_timer_{};
+  // At shutdown, the bound on waiting for file-system work (loop/fs_work.h);
+  // set when it passed with work still stuck: Run exits without waiting.
+  uv_timer_t fs_stop_timer_{};
+  bool abandoned_fs_work_ = false;
   // A connection that held many unread bytes closed: the heap goes back to
   // the system at the next tick.
   bool trim_wanted_ = false;

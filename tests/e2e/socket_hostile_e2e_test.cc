@@ -343,4 +343,55 @@ TEST_CASE("a socket line with a NUL byte is refused, and huge values are not ech
   RequireHealthy(d.socket());
 }
 
+TEST_CASE("a FIFO named like a model file is refused at once, and SIGTERM still stops medqd",
+          "[e2e]") {
+  ModelRepo repo;
+  // Inside the models directory, and (allow_model_paths) outside it.
+  TempDir outside;
+  const std::filesystem::path in_dir = repo.dir() / "fifo-model";
+  const std::filesystem::path out_dir = outside.path() / "fifo-model";
+  for (const auto& dir : {in_dir, out_dir}) {
+    std::filesystem::create_directories(dir);
+    REQUIRE(mkfifo((dir / "config.json").c_str(), 0644) == 0);
+    REQUIRE(mkfifo((dir / "tokenizer.json").c_str(), 0644) == 0);
+  }
+  DaemonProcess d(DaemonArgs(repo, {"--allow-model-paths", "true"}));
+  // Twice libuv's four pool threads, in two waves of four (within the
+  // model queue): each such request once held one thread forever.
+  std::vector<json> replies(8);
+  const auto start = Clock::now();
+  for (size_t wave = 0; wave < 2; ++wave) {
+    std::vector<std::thread> clients;
+    for (size_t i = wave * 4; i < wave * 4 + 4; ++i) {
+      clients.emplace_back([&, i] {
+        const std::string model = i % 2 == 0 ? "fifo-model" : out_dir.string();
+        auto client = ipc::Client::Connect(d.socket());
+        if (!client.ok()) return;
+        auto reply = client->Call("tokenize", {{"model", model}, {"text", "hi"}}, 20s);
+        if (reply.ok()) replies[i] = *reply;
+      });
+    }
+    for (std::thread& t : clients)
+      t.join();
+  }
+  CHECK(Clock::now() - start < 10s);
+  for (const json& r : replies) {
+    INFO(r.dump());
+    CHECK(r.value("event", "") == "error");
+    CHECK(r.value("code", "") == "INVALID_REQUEST");
+    const std::string message = r.value("message", "");
+    CHECK_THAT(message, Catch::Contains("fifo-model/config.json"));
+    CHECK_THAT(message, Catch::Contains("not a regular file"));
+    // Named relative to the model, never by the daemon's absolute path.
+    CHECK(message.find(repo.dir().string()) == std::string::npos);
+    CHECK(message.find(outside.path().string()) == std::string::npos);
+  }
+  // Everything else still works.
+  CHECK(SockCall(d.socket(), "models")["event"] == "result");
+  const Run run = Generate(d.socket(), {{"prompt", "Hello"}, {"max_tokens", 4}});
+  CHECK(run.final()["event"] == "done");
+  d.Signal(SIGTERM);
+  CHECK(d.Wait(20s) == 0);
+}
+
 }  // namespace medq::test
