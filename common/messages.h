@@ -134,7 +134,7 @@ struct JobInfo {
   std::string job;        // daemon-assigned job id, e.g. "j42"
   std::string op;         // the op that created it, e.g. "cleanup-memory"
   std::string priority;   // "high", "normal" or "low"
-  std::string state;      // "running" or "waiting"
+  std::string state;      // "running", "starting" (slot held, not yet admitted) or "waiting"
   int position = 0;       // 0 while running; 1 = next to run in its class
   double waited_s = 0;    // time spent waiting in the queue so far
   std::string job_class;  // "generate" or "model": the queue it waits in

@@ -321,9 +321,8 @@ void DurableJobs::StatusOf(const std::string& job, const std::string& owner, Res
         if (stored.finished_at) status["finished_at"] = *stored.finished_at;
         if (stored.state == JobState::kQueued) {
           const QueueInfo queue = scheduler_.Describe();
-          for (const JobInfo& j : queue.running) {
-            if (j.job == job) status["state"] = "running";
-          }
+          // Running once it runs: not while the worker holds it back.
+          if (scheduler_.IsRunning(job)) status["state"] = "running";
           for (const JobInfo& j : queue.waiting) {
             if (j.job == job) status["position"] = j.position;
           }

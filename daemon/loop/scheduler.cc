@@ -127,9 +127,12 @@ Result<std::string> Scheduler::SubmitGeneration(JobSpec spec,
 void Scheduler::StartGeneration(const std::string& id, std::shared_ptr<const GenerateSpec> spec,
                                 bool log_text, std::shared_ptr<GenerationCallbacks> callbacks) {
   auto cancel = std::make_shared<std::atomic<bool>>(false);
-  running_[id] = Running{JobClass::kGenerate, cancel, callbacks, nullptr};
+  Running& running = running_[id];
+  running = Running{JobClass::kGenerate, cancel, callbacks, nullptr};
+  running.admitted = false;  // `queue` says "starting" until the worker admits it
   Guarded("a generation's start", [&] { callbacks->started(id); });
   GenerationSink sink;
+  sink.admitted = [this, id] { handoff_.PostToLoop([this, id] { OnAdmitted(id); }); };
   sink.token = [this, id](std::string text, std::vector<int32_t> ids) {
     handoff_.PostToLoop([this, id, text = std::move(text), ids = std::move(ids)]() mutable {
       OnToken(id, std::move(text), std::move(ids));
@@ -220,6 +223,12 @@ void Scheduler::OnEmbedDone(const std::string& id, Result<EmbedResult> result,
     callbacks->done(std::move(result));
   });
   Finish(id, outcome);
+}
+
+void Scheduler::OnAdmitted(const std::string& id) {
+  auto it = running_.find(id);
+  if (it == running_.end() || !it->second.generation) return;
+  it->second.admitted = true;
 }
 
 void Scheduler::OnToken(const std::string& id, std::string text, std::vector<int32_t> ids) {
@@ -351,6 +360,9 @@ QueueInfo Scheduler::Describe() const {
     QueueInfo q = queues_[c].Describe();
     for (JobInfo& j : q.running) {
       j.job_class = std::string(kClassNames[c]);
+      if (auto r = running_.find(j.job); r != running_.end() && !r->second.admitted) {
+        j.state = "starting";
+      }
       info.running.push_back(std::move(j));
     }
     for (JobInfo& j : q.waiting) {

@@ -167,8 +167,12 @@ class Scheduler {
   Status CheckRoom(JobClass cls) { return QueueOf(cls).CheckRoom(); }
 
   int running() const;
-  // True while `job` runs (in any class), not while it waits.
-  bool IsRunning(const std::string& job) const { return running_.count(job) > 0; }
+  // True while `job` runs (in any class), not while it waits, nor while the
+  // worker still prepares or holds back a generation it was given.
+  bool IsRunning(const std::string& job) const {
+    auto it = running_.find(job);
+    return it != running_.end() && it->second.admitted;
+  }
   int waiting() const;
   int waiting(JobClass cls) const { return queues_[static_cast<int>(cls)].waiting(); }
   // Texts in the worker's embedding batcher (any thread may ask the worker).
@@ -195,6 +199,11 @@ class Scheduler {
     std::shared_ptr<std::atomic<bool>> cancel;  // generations and embeds
     std::shared_ptr<GenerationCallbacks> generation;
     std::shared_ptr<EmbedCallbacks> embed;
+    // A generation holds its slot (and its client has heard `started`) from
+    // its start, but runs only once the worker admitted it into a batch
+    // (GenerationSink::admitted): until then `queue` says "starting", never
+    // "running".
+    bool admitted = true;
   };
 
   // The queue options of `spec` (its position callback moved out) with the
@@ -208,6 +217,7 @@ class Scheduler {
   void StartEmbed(const std::string& id, std::shared_ptr<const EmbedSpec> spec,
                   std::shared_ptr<EmbedCallbacks> callbacks);
   void OnEmbedDone(const std::string& id, Result<EmbedResult> result, WorkerReport report);
+  void OnAdmitted(const std::string& id);
   void OnToken(const std::string& id, std::string text, std::vector<int32_t> ids);
   void OnGenerationDone(const std::string& id, Result<GenerateDone> done, WorkerReport report);
   void Apply(const WorkerReport& report);

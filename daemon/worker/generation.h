@@ -39,6 +39,10 @@ struct GenerationSink {
   std::function<void(std::string text, std::vector<int32_t> ids)> token;
   // The worker's state mid-run (the model it loaded, shown by `health`).
   std::function<void(WorkerReport report)> report;
+  // The run joined its model's batch (its model loaded, its prompt read,
+  // its memory admitted): it runs from the next step. Once at most, before
+  // any token; a run that ends before that never calls it.
+  std::function<void()> admitted;
   // The end, exactly once: the done fields, or the error the job fails with.
   std::function<void(Result<GenerateDone> done, WorkerReport report)> done;
 };

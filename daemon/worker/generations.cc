@@ -98,6 +98,7 @@ void Generations::Admit() {
       End(std::move(next), std::move(seq).error());
       continue;
     }
+    if (next->job().sink.admitted) next->job().sink.admitted();
     next->sequence = *seq;
     running_.emplace(*seq, std::move(next));
   }

@@ -2,6 +2,7 @@
 // switch --test-fault-injection applies the budget to CPU models too, with
 // the weights loaded on the CPU counted as held.
 #include <catch2/catch.hpp>
+#include <thread>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -83,6 +84,73 @@ TEST_CASE("without the test switch a CPU model is exempt from max_gpu_memory_mb"
   json done = GenerateFinal(d.socket(), {{"prompt_ids", {1, 450, 16500, 471}}, {"max_tokens", 4}});
   CAPTURE(done.dump());
   CHECK(done["event"] == "done");
+}
+
+TEST_CASE("a generation the worker holds back for memory is starting in queue, never running",
+          "[e2e][generate][memory]") {
+  ModelRepo repo;
+  // tiny-llama3 holds about 15.7 MiB of float32 weights. The long run (3 ids,
+  // 30000 new tokens) needs about 6 MiB more, the short one (300 ids) about
+  // 5 MiB: each fits 24 MiB alone, not both together, so the short one waits
+  // for memory while the long one runs (max_concurrent 2 gives it a slot).
+  DaemonProcess d({"--models-dir", repo.dir().string(), "--model", "tiny-llama3", "--threads", "1",
+                   "--device", "cpu", "--dtype", "fp32", "--test-fault-injection",
+                   "--max-gpu-memory-mb", "24", "--max-concurrent", "2"});
+  RawClient running(d.socket());
+  REQUIRE(
+      running.Send(json{{"v", 1},
+                        {"id", "long"},
+                        {"op", "generate"},
+                        {"params", {{"prompt_ids", {128000, 1000, 1001}}, {"max_tokens", 30000}}}}
+                       .dump() +
+                   "\n"));
+  std::string long_job;
+  for (;;) {
+    auto e = running.Read(60s);
+    REQUIRE(e.has_value());
+    if ((*e)["event"] == "started") long_job = (*e)["job"];
+    if ((*e)["event"] == "token") break;
+  }
+  RawClient held(d.socket());
+  REQUIRE(held.Send(json{{"v", 1},
+                         {"id", "short"},
+                         {"op", "generate"},
+                         {"params", {{"prompt_ids", std::vector<int>(300, 5)}, {"max_tokens", 3}}}}
+                        .dump() +
+                    "\n"));
+  std::string short_job;
+  for (;;) {
+    auto e = held.Read(60s);
+    REQUIRE(e.has_value());
+    if ((*e)["event"] == "started") {
+      short_job = (*e)["job"];
+      break;
+    }
+  }
+  auto client = ipc::Client::Connect(d.socket());
+  REQUIRE(client.ok());
+  // It has its slot (listed with the running ones), but does not run.
+  json q;
+  for (int i = 0; i < 50; ++i) {
+    auto reply = client->Call("queue", {}, 5s);
+    REQUIRE(reply.ok());
+    q = (*reply)["result"];
+    if (q["running"].size() == 2) break;
+    std::this_thread::sleep_for(20ms);
+  }
+  INFO(q.dump());
+  REQUIRE(q["running"].size() == 2);
+  for (const json& j : q["running"]) {
+    CHECK(j["state"] == (j["job"] == short_job ? "starting" : "running"));
+  }
+  // Once the long one is stopped, the held one runs to its end.
+  REQUIRE(client->Call("cancel", {{"job", long_job}}, 5s).ok());
+  for (;;) {
+    auto e = held.Read(60s);
+    REQUIRE(e.has_value());
+    if ((*e)["event"] == "error") FAIL(e->dump());
+    if ((*e)["event"] == "done") break;
+  }
 }
 
 }  // namespace medq::test
