@@ -52,7 +52,7 @@ struct GenerateParams {
   // acceptance (at most the daemon's request_timeout_s when that is set):
   // past it the job ends with TIMEOUT, keeping what it produced.
   std::optional<double> timeout_s;
-  bool return_ids = false;                // token events also carry ids
+  bool return_ids = false;  // token events also carry ids
 };
 
 inline constexpr int kMaxStopStrings = 16;

@@ -8,9 +8,9 @@
 namespace medq::engine {
 
 enum class Fault {
-  kLoadOom,    // the next LoadModel fails with GPU_OOM
-  kDecodeOom,  // the next decode step of a generation fails with GPU_OOM
-  kMergeOom,   // the next LoRA adapter merge fails with GPU_OOM
+  kLoadOom,      // the next LoadModel fails with GPU_OOM
+  kDecodeOom,    // the next decode step of a generation fails with GPU_OOM
+  kMergeOom,     // the next LoRA adapter merge fails with GPU_OOM
   kDecodeError,  // the next decode step fails as a device error: INTERNAL (the last: see Flag())
 };
 

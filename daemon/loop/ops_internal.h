@@ -50,8 +50,8 @@ void ForReplay(const JobIntake& intake, JobSpec& spec);
 // The request's deadline: its timeout_s, at most the daemon's
 // request_timeout_s when that is set (or that alone), counted from the
 // job's acceptance (a replayed job's first acceptance).
-void WithTimeout(const DaemonState& state, const JobIntake& intake,
-                 std::optional<double> timeout_s, JobSpec& spec);
+void WithTimeout(const DaemonState& state, const JobIntake& intake, std::optional<double> timeout_s,
+                 JobSpec& spec);
 // The job is queued: a streaming client that goes away cancels it, and the
 // intake hears of it (submit answers, a replay goes on to the next job).
 void WhenQueued(DaemonState& state, const JobIntake& intake, const std::string& job,
