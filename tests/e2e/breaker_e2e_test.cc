@@ -18,14 +18,6 @@ namespace {
 using nlohmann::json;
 using namespace std::chrono_literals;
 
-json BreakerCall(const std::string& socket, const std::string& op, const json& params) {
-  auto client = ipc::Client::Connect(socket);
-  REQUIRE(client.ok());
-  auto reply = client->Call(op, params, 60s);
-  REQUIRE(reply.ok());
-  return *reply;
-}
-
 json Short() {
   return {{"prompt", "Hello"}, {"mode", "raw"}, {"max_tokens", 3}, {"temperature", 0}};
 }
@@ -37,7 +29,7 @@ TEST_CASE("breaker: device errors in a row pause the model until a probe succeed
   DaemonProcess d(DaemonArgs(
       repo, {"--test-fault-injection", "--breaker-errors", "2", "--breaker-cooldown-s", "2"}));
   for (int i = 0; i < 2; ++i) {
-    REQUIRE(BreakerCall(d.socket(), "inject-fault", {{"at", "decode-error"}})["event"] == "result");
+    REQUIRE(CallOp(d.socket(), "inject-fault", {{"at", "decode-error"}})["event"] == "result");
     const Run failed = Generate(d.socket(), Short());
     INFO(failed.final().dump());
     REQUIRE(failed.final()["code"] == "INTERNAL");
@@ -50,20 +42,20 @@ TEST_CASE("breaker: device errors in a row pause the model until a probe succeed
   CHECK(refused.final()["retry_after_s"].get<double>() >= 1);
   CHECK_THAT(refused.final()["message"].get<std::string>(), Catch::Contains("circuit breaker"));
 
-  json health = BreakerCall(d.socket(), "health", json::object())["result"];
+  json health = CallOp(d.socket(), "health", json::object())["result"];
   CHECK(health["status"] == "degraded");
   REQUIRE(health["breakers"].size() == 1);
   CHECK(health["breakers"][0]["state"] == "open");
   CHECK(health["breakers"][0]["consecutive_errors"] == 2);
   // Other ops on the daemon go on: tokenize is no device work.
-  CHECK(BreakerCall(d.socket(), "tokenize", {{"text", "hi"}})["event"] == "result");
+  CHECK(CallOp(d.socket(), "tokenize", {{"text", "hi"}})["event"] == "result");
 
   std::this_thread::sleep_for(2200ms);
-  health = BreakerCall(d.socket(), "health", json::object())["result"];
+  health = CallOp(d.socket(), "health", json::object())["result"];
   CHECK(health["breakers"][0]["state"] == "half_open");
   const Run probe = Generate(d.socket(), Short());
   CHECK(probe.final()["event"] == "done");
-  health = BreakerCall(d.socket(), "health", json::object())["result"];
+  health = CallOp(d.socket(), "health", json::object())["result"];
   CHECK(health["status"] == "ok");
   CHECK(health["breakers"].empty());
   CHECK(Generate(d.socket(), Short()).final()["event"] == "done");

@@ -15,7 +15,6 @@
 // no id is ever given twice. It runs a third of MEDQ_CRASH_KILLS (at least 8).
 #include <signal.h>
 #include <sqlite3.h>
-#include <sys/mount.h>
 
 #include <catch2/catch.hpp>
 #include <cstdlib>
@@ -34,6 +33,7 @@
 #include "tests/e2e/generate_client.h"
 #include "tests/support/daemon_process.h"
 #include "tests/support/model_repo.h"
+#include "tests/support/small_filesystem.h"
 
 namespace medq::test {
 namespace {
@@ -350,21 +350,6 @@ class Harness {
   int full_lives_ = 0;
 };
 
-// A filesystem of its own for the damage run's store, unmounted at the end.
-class CrashTmpfs {
- public:
-  explicit CrashTmpfs(const std::filesystem::path& at)
-      : at_(at), ok_(mount("tmpfs", at.c_str(), "tmpfs", 0, "size=4m,mode=0700") == 0) {}
-  ~CrashTmpfs() {
-    if (ok_) umount2(at_.c_str(), MNT_DETACH);
-  }
-  bool ok() const { return ok_; }
-
- private:
-  std::filesystem::path at_;
-  bool ok_;
-};
-
 TEST_CASE("crash: SIGKILL at random moments loses no accepted job", "[e2e][crash]") {
   ModelRepo repo;
   TempDir state;
@@ -383,7 +368,7 @@ TEST_CASE("crash: store damage and a full disk between kills lose nothing silent
           "[e2e][crash]") {
   ModelRepo repo;
   TempDir state;
-  CrashTmpfs tmpfs(state.path());  // without it (no CAP_SYS_ADMIN): no full disk
+  SmallFilesystem tmpfs(state.path(), "4m");  // without it (no CAP_SYS_ADMIN): no full disk
   const auto seed = static_cast<uint32_t>(EnvInt("MEDQ_CRASH_SEED", std::random_device{}()));
   const int kills = std::max(8, EnvInt("MEDQ_CRASH_KILLS", 100) / 3);
   std::cout << "crash harness with damage: seed " << seed << ", " << kills << " kills"

@@ -31,14 +31,6 @@ json LongRun(std::optional<double> timeout_s = std::nullopt) {
   return p;
 }
 
-json DeadlineCall(const std::string& socket, const std::string& op, const json& params) {
-  auto client = ipc::Client::Connect(socket);
-  REQUIRE(client.ok());
-  auto reply = client->Call(op, params, 120s);
-  REQUIRE(reply.ok());
-  return *reply;
-}
-
 double DeadlineSeconds(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
 }
@@ -85,7 +77,7 @@ TEST_CASE("deadline: a job still waiting at its deadline leaves with TIMEOUT", "
   CHECK(waited.Count("token") == 0);
   CHECK(DeadlineSeconds(start) < 10);
   // The running job without a deadline goes on.
-  CHECK(DeadlineCall(d.socket(), "queue", json::object())["result"]["running"].size() == 1);
+  CHECK(CallOp(d.socket(), "queue", json::object())["result"]["running"].size() == 1);
 }
 
 TEST_CASE("deadline: request_timeout_s bounds every request; a recorded job is timed_out",
@@ -95,20 +87,19 @@ TEST_CASE("deadline: request_timeout_s bounds every request; a recorded job is t
   DaemonProcess d(
       DaemonArgs(repo, {"--state-dir", state.path().string(), "--request-timeout-s", "1"}));
   // Longer than the daemon's: capped at it.
-  json submitted =
-      DeadlineCall(d.socket(), "submit", {{"op", "generate"}, {"params", LongRun(30)}});
+  json submitted = CallOp(d.socket(), "submit", {{"op", "generate"}, {"params", LongRun(30)}});
   REQUIRE(submitted["event"] == "result");
   const std::string job = submitted["result"]["job"];
-  json result = DeadlineCall(d.socket(), "result", {{"job", job}, {"wait", true}});
+  json result = CallOp(d.socket(), "result", {{"job", job}, {"wait", true}});
   INFO(result.dump());
   REQUIRE(result["event"] == "result");
   CHECK(result["result"]["state"] == "timed_out");
   CHECK(result["result"]["error"]["code"] == "TIMEOUT");
   CHECK(result["result"]["partial"]["completion_tokens"].get<int>() > 0);
   CHECK(!result["result"]["partial"]["text"].get<std::string>().empty());
-  json status = DeadlineCall(d.socket(), "status", {{"job", job}});
+  json status = CallOp(d.socket(), "status", {{"job", job}});
   CHECK(status["result"]["state"] == "timed_out");
-  json health = DeadlineCall(d.socket(), "health", json::object());
+  json health = CallOp(d.socket(), "health", json::object());
   CHECK(health["result"]["store"]["timed_out"] == 1);
   // The CLI's exit status for it is 75, like the other retryable codes.
   const ProcessResult cli = RunMedq(d.socket(), {"generate", "--deadline", "1", "--max-tokens",

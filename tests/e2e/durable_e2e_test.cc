@@ -5,7 +5,6 @@
 // linger, and results that expire.
 #include <signal.h>
 #include <sqlite3.h>
-#include <sys/mount.h>
 #include <sys/stat.h>
 
 #include <catch2/catch.hpp>
@@ -22,6 +21,7 @@
 #include "tests/support/daemon_process.h"
 #include "tests/support/model_repo.h"
 #include "tests/support/skip.h"
+#include "tests/support/small_filesystem.h"
 
 namespace medq::test {
 namespace {
@@ -30,25 +30,16 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 using namespace std::chrono_literals;
 
-json Call(const std::string& socket, const std::string& op, const json& params,
-          std::chrono::milliseconds timeout = 60s) {
-  auto client = ipc::Client::Connect(socket);
-  REQUIRE(client.ok());
-  auto reply = client->Call(op, params, timeout);
-  REQUIRE(reply.ok());
-  return *reply;
-}
-
 // A job's result, waiting for it.
 json AwaitResult(const std::string& socket, const std::string& job) {
   // Generous: under ThreadSanitizer a replayed blocker takes minutes.
-  json reply = Call(socket, "result", {{"job", job}, {"wait", true}}, 600s);
+  json reply = CallOp(socket, "result", {{"job", job}, {"wait", true}}, 600s);
   REQUIRE(reply["event"] == "result");
   return reply["result"];
 }
 
 std::string Submit(const std::string& socket, const json& generate_params) {
-  json reply = Call(socket, "submit", {{"op", "generate"}, {"params", generate_params}});
+  json reply = CallOp(socket, "submit", {{"op", "generate"}, {"params", generate_params}});
   INFO(reply.dump());
   REQUIRE(reply["event"] == "result");
   REQUIRE(reply["result"]["state"] == "queued");
@@ -104,11 +95,11 @@ TEST_CASE("durable: submit returns at once, and result gives what generate strea
   CHECK_THAT(status.out, Catch::Contains("done"));
 
   // health shows counts, never contents.
-  const json health = Call(d.socket(), "health", json::object());
+  const json health = CallOp(d.socket(), "health", json::object());
   CHECK(health["result"]["store"]["enabled"] == true);
   CHECK(health["result"]["store"]["done"].get<int>() >= 2);  // submit and the generate
   CHECK(health["result"].dump().find("Hello") == std::string::npos);
-  const std::string metrics = Call(d.socket(), "metrics", json::object())["result"]["text"];
+  const std::string metrics = CallOp(d.socket(), "metrics", json::object())["result"]["text"];
   CHECK_THAT(metrics, Catch::Contains("medq_store_jobs{state=\"done\"}"));
   CHECK_THAT(metrics, Catch::Contains("medq_store_bytes"));
 
@@ -138,7 +129,7 @@ TEST_CASE("durable: the job ops name a wrong field", "[e2e]") {
   };
   for (const Case& c : cases) {
     INFO(c.op << " " << c.params.dump());
-    const json reply = Call(d.socket(), c.op, c.params);
+    const json reply = CallOp(d.socket(), c.op, c.params);
     CHECK(reply["event"] == "error");
     CHECK(reply["code"] == "INVALID_REQUEST");
     CHECK_THAT(reply["message"].get<std::string>(), Catch::Contains(c.names));
@@ -175,11 +166,11 @@ TEST_CASE("durable: accepted jobs survive SIGKILL and run again in priority orde
     // The same text as the same request run alone, now.
     const Run solo = Generate(d.socket(), Greedy(prompts[i], 10));
     CHECK(result["result"]["text"] == solo.Text());
-    finished[jobs[i]] = Call(d.socket(), "status", {{"job", jobs[i]}})["result"]["finished_at"];
+    finished[jobs[i]] = CallOp(d.socket(), "status", {{"job", jobs[i]}})["result"]["finished_at"];
   }
   CHECK(AwaitResult(d.socket(), blocker)["state"] == "done");
   const double blocker_done =
-      Call(d.socket(), "status", {{"job", blocker}})["result"]["finished_at"];
+      CallOp(d.socket(), "status", {{"job", blocker}})["result"]["finished_at"];
   // Replayed in priority order, then by id: high one, high two, the blocker
   // and normal one (normal), low one.
   CHECK(finished[jobs[1]] < finished[jobs[3]]);
@@ -205,18 +196,18 @@ TEST_CASE("durable: finished results and cancellations survive a restart", "[e2e
     const std::string blocker = Submit(d.socket(), Blocker());
     AwaitQueue(d.socket(), 1, 0);
     cancelled_job = Submit(d.socket(), Greedy("never", 8));
-    CHECK(Call(d.socket(), "cancel", {{"job", cancelled_job}})["event"] == "result");
+    CHECK(CallOp(d.socket(), "cancel", {{"job", cancelled_job}})["event"] == "result");
     const json cancelled = AwaitResult(d.socket(), cancelled_job);
     CHECK(cancelled["state"] == "cancelled");
     CHECK(cancelled["error"]["code"] == "CANCELLED");
-    CHECK(Call(d.socket(), "forget", {{"job", blocker}})["result"]["forgotten"] == true);
+    CHECK(CallOp(d.socket(), "forget", {{"job", blocker}})["result"]["forgotten"] == true);
     d.Signal(SIGKILL);
     d.Wait(10s);
   }
   DaemonProcess d(DurableArgs(repo, state.path()));
   CHECK(AwaitResult(d.socket(), done_job) == done_result);
   CHECK(AwaitResult(d.socket(), cancelled_job)["state"] == "cancelled");
-  const json health = Call(d.socket(), "health", json::object());
+  const json health = CallOp(d.socket(), "health", json::object());
   CHECK(health["result"]["store"]["queued"] == 0);  // nothing ran again
 }
 
@@ -246,7 +237,7 @@ TEST_CASE("durable: a write killed before its commit leaves no job", "[e2e]") {
     DaemonProcess d(DurableArgs(repo, state.path(), {"--test-fault-injection"}));
     before = Submit(d.socket(), Greedy("one", 4));
     REQUIRE(AwaitResult(d.socket(), before)["state"] == "done");
-    REQUIRE(Call(d.socket(), "inject-fault", {{"at", "store-write"}})["event"] == "result");
+    REQUIRE(CallOp(d.socket(), "inject-fault", {{"at", "store-write"}})["event"] == "result");
     auto client = ipc::Client::Connect(d.socket());
     REQUIRE(client.ok());
     // The daemon dies writing the job: no reply, no job id.
@@ -255,7 +246,7 @@ TEST_CASE("durable: a write killed before its commit leaves no job", "[e2e]") {
     CHECK(d.Wait(10s) == 128 + SIGKILL);
   }
   DaemonProcess d(DurableArgs(repo, state.path()));
-  const json store = Call(d.socket(), "health", json::object())["result"]["store"];
+  const json store = CallOp(d.socket(), "health", json::object())["result"]["store"];
   CHECK(store["done"] == 1);
   CHECK(store["queued"] == 0);
   CHECK(AwaitResult(d.socket(), before)["state"] == "done");
@@ -275,7 +266,7 @@ TEST_CASE("durable: a damaged or newer store is moved aside, never read", "[e2e]
     sqlite3_close(db);
   }
   DaemonProcess d(DurableArgs(repo, state.path()));
-  const json health = Call(d.socket(), "health", json::object())["result"];
+  const json health = CallOp(d.socket(), "health", json::object())["result"];
   CHECK(health["status"] == "degraded");
   CHECK_THAT(health["warnings"].dump(), Catch::Contains("moved aside"));
   int aside = 0;
@@ -300,7 +291,7 @@ TEST_CASE("durable: one store serves one daemon", "[e2e]") {
                   (state.path() / "second.sock").string(), "--state-dir", state.path().string()});
   CHECK(second.status == 69);
   CHECK_THAT(second.err, Catch::Contains("in use by another medqd"));
-  CHECK(Call(first.socket(), "health", json::object())["event"] == "result");
+  CHECK(CallOp(first.socket(), "health", json::object())["event"] == "result");
 }
 
 TEST_CASE("durable: the store is private and forgotten jobs do not linger", "[e2e]") {
@@ -323,7 +314,7 @@ TEST_CASE("durable: the store is private and forgotten jobs do not linger", "[e2
     return bytes;
   };
   CHECK(on_disk().find(secret) != std::string::npos);  // recorded...
-  REQUIRE(Call(d.socket(), "forget", {{"job", job}})["event"] == "result");
+  REQUIRE(CallOp(d.socket(), "forget", {{"job", job}})["event"] == "result");
   CHECK(on_disk().find(secret) == std::string::npos);   // ...and gone for good
   CHECK(d.Log().find("Zebulon") == std::string::npos);  // never in the log
 }
@@ -337,32 +328,17 @@ TEST_CASE("durable: results expire after result_ttl_s", "[e2e]") {
   json reply;
   for (int i = 0; i < 100; ++i) {
     std::this_thread::sleep_for(100ms);
-    reply = Call(d.socket(), "status", {{"job", job}});
+    reply = CallOp(d.socket(), "status", {{"job", job}});
     if (reply["event"] == "error") break;
   }
   CHECK(reply["event"] == "error");
   CHECK(reply["code"] == "INVALID_REQUEST");
 }
 
-// A small filesystem of its own for the store, unmounted on destruction.
-class TinyFilesystem {
- public:
-  explicit TinyFilesystem(const fs::path& at)
-      : at_(at), ok_(mount("tmpfs", at.c_str(), "tmpfs", 0, "size=256k,mode=0700") == 0) {}
-  ~TinyFilesystem() {
-    if (ok_) umount2(at_.c_str(), MNT_DETACH);
-  }
-  bool ok() const { return ok_; }
-
- private:
-  fs::path at_;
-  bool ok_;
-};
-
 TEST_CASE("durable: a full disk refuses new jobs while the running one finishes", "[e2e]") {
   ModelRepo repo;
   TempDir state;
-  TinyFilesystem tiny(state.path());
+  SmallFilesystem tiny(state.path(), "256k");
   if (!tiny.ok()) MEDQ_SKIP("cannot mount a small tmpfs here (needs CAP_SYS_ADMIN)");
   DaemonProcess d(DurableArgs(repo, state.path(), {"--max-queue", "1000"}));
   RawClient running(d.socket());
@@ -374,7 +350,7 @@ TEST_CASE("durable: a full disk refuses new jobs while the running one finishes"
   json refused;
   for (int i = 0; i < 40 && refused.is_null(); ++i) {
     json params = Greedy(std::string(40000, 'a' + i % 26), 1);
-    const json reply = Call(d.socket(), "submit", {{"op", "generate"}, {"params", params}});
+    const json reply = CallOp(d.socket(), "submit", {{"op", "generate"}, {"params", params}});
     if (reply["event"] == "error") refused = reply;
   }
   INFO(refused.dump());
@@ -385,16 +361,16 @@ TEST_CASE("durable: a full disk refuses new jobs while the running one finishes"
   // The running generation still ends with its reply, and the daemon serves.
   const Run run = Collect(running, "b", 120s);
   CHECK(run.final()["event"] == "done");
-  CHECK(Call(d.socket(), "health", json::object())["event"] == "result");
+  CHECK(CallOp(d.socket(), "health", json::object())["event"] == "result");
 }
 
 TEST_CASE("durable: without a store, submit and the job ops say so", "[e2e]") {
   ModelRepo repo;
   DaemonProcess d(DaemonArgs(repo, {"--state-dir", "none"}));
   const json submitted =
-      Call(d.socket(), "submit", {{"op", "generate"}, {"params", Greedy("x", 2)}});
+      CallOp(d.socket(), "submit", {{"op", "generate"}, {"params", Greedy("x", 2)}});
   CHECK(submitted["code"] == "NOT_READY");
-  CHECK(Call(d.socket(), "status", {{"job", "j1"}})["code"] == "NOT_READY");
+  CHECK(CallOp(d.socket(), "status", {{"job", "j1"}})["code"] == "NOT_READY");
   // Streaming generation works as before.
   CHECK(Generate(d.socket(), Greedy("x", 2)).final()["event"] == "done");
 }

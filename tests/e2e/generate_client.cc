@@ -71,6 +71,15 @@ std::vector<std::string> DaemonArgs(const ModelRepo& repo, std::vector<std::stri
 }
 
 // Waits until `queue` shows `running` running and `waiting` waiting jobs.
+nlohmann::json CallOp(const std::string& socket, const std::string& op,
+                      const nlohmann::json& params, std::chrono::milliseconds timeout) {
+  auto client = ipc::Client::Connect(socket);
+  REQUIRE(client.ok());
+  auto reply = client->Call(op, params, timeout);
+  REQUIRE(reply.ok());
+  return *reply;
+}
+
 void AwaitQueue(const std::string& socket, size_t running, size_t waiting) {
   auto client = ipc::Client::Connect(socket);
   REQUIRE(client.ok());

@@ -37,6 +37,12 @@ Run Generate(const std::string& socket, const nlohmann::json& params);
 // --models-dir repo --model tiny-llama --threads 1, plus `extra`.
 std::vector<std::string> DaemonArgs(const ModelRepo& repo, std::vector<std::string> extra = {});
 
+// One request on a fresh connection: its final reply (result or error);
+// REQUIREs one within `timeout`.
+nlohmann::json CallOp(const std::string& socket, const std::string& op,
+                      const nlohmann::json& params = nlohmann::json::object(),
+                      std::chrono::milliseconds timeout = std::chrono::seconds(60));
+
 // Waits until `queue` shows `running` running and `waiting` waiting jobs.
 void AwaitQueue(const std::string& socket, size_t running, size_t waiting);
 

@@ -13,6 +13,8 @@
 #include <sstream>
 #include <utility>
 
+#include "tests/e2e/generate_client.h"
+
 namespace medq::test {
 
 int FreePort() {
@@ -172,6 +174,29 @@ HttpResponse HttpCall(int port, const std::string& method, const std::string& pa
   auto r = c.Read(std::chrono::seconds(60), method == "HEAD");
   REQUIRE(r.has_value());
   return *r;
+}
+
+std::vector<std::string> HttpArgs(const ModelRepo& repo, int port, std::vector<std::string> extra) {
+  std::vector<std::string> args =
+      DaemonArgs(repo, {"--http-listen", "127.0.0.1:" + std::to_string(port)});
+  args.insert(args.end(), extra.begin(), extra.end());
+  return args;
+}
+
+nlohmann::json Body(const HttpResponse& r) {
+  INFO(r.body);
+  return nlohmann::json::parse(r.body);
+}
+
+void RequireError(const HttpResponse& r, int status, const std::string& param) {
+  INFO(r.status << " " << r.body);
+  REQUIRE(r.status == status);
+  const nlohmann::json e = Body(r)["error"];
+  CHECK(e["message"].is_string());
+  CHECK(e["type"].is_string());
+  CHECK(e["code"].is_string());
+  REQUIRE(e.contains("param"));
+  if (!param.empty()) CHECK(e["param"] == param);
 }
 
 }  // namespace medq::test

@@ -9,6 +9,10 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
+#include "tests/support/model_repo.h"
+
 namespace medq::test {
 
 // A free TCP port on 127.0.0.1 (bound, then released).
@@ -49,6 +53,15 @@ class HttpClient {
   int fd_ = -1;
   std::string buffer_;
 };
+
+// The daemon's usual test arguments (DaemonArgs) with the HTTP endpoint on
+// 127.0.0.1:`port`, plus `extra`.
+std::vector<std::string> HttpArgs(const ModelRepo& repo, int port,
+                                  std::vector<std::string> extra = {});
+// A response's body as JSON (REQUIREs that it parses).
+nlohmann::json Body(const HttpResponse& r);
+// `r` is an OpenAI error object with `status`, naming `param` when given.
+void RequireError(const HttpResponse& r, int status, const std::string& param = "");
 
 // A whole request: `method` `path` with `body` (JSON) on a fresh connection.
 HttpResponse HttpCall(int port, const std::string& method, const std::string& path,

@@ -39,34 +39,10 @@ void AddTinyBert(const ModelRepo& repo) {
   repo.AddModel("tiny-bert", kEmbeddingData / "tiny-bert");
 }
 
-std::vector<std::string> HttpArgs(const ModelRepo& repo, int port,
-                                  std::vector<std::string> extra = {}) {
-  std::vector<std::string> args =
-      DaemonArgs(repo, {"--http-listen", "127.0.0.1:" + std::to_string(port)});
-  args.insert(args.end(), extra.begin(), extra.end());
-  return args;
-}
-
 // `base` with the fields of `extra` added or replaced.
 json With(json base, const json& extra) {
   base.update(extra);
   return base;
-}
-
-json Body(const HttpResponse& r) {
-  INFO(r.body);
-  return json::parse(r.body);
-}
-
-void RequireError(const HttpResponse& r, int status, const std::string& param = "") {
-  INFO(r.status << " " << r.body);
-  REQUIRE(r.status == status);
-  json e = Body(r)["error"];
-  CHECK(e["message"].is_string());
-  CHECK(e["type"].is_string());
-  CHECK(e["code"].is_string());
-  REQUIRE(e.contains("param"));
-  if (!param.empty()) CHECK(e["param"] == param);
 }
 
 // The text a streamed completion's events carry, and the last chunk's

@@ -29,31 +29,6 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 using namespace std::chrono_literals;
 
-std::vector<std::string> HttpArgs(const ModelRepo& repo, int port,
-                                  std::vector<std::string> extra = {}) {
-  std::vector<std::string> args =
-      DaemonArgs(repo, {"--http-listen", "127.0.0.1:" + std::to_string(port)});
-  args.insert(args.end(), extra.begin(), extra.end());
-  return args;
-}
-
-json Body(const HttpResponse& r) {
-  INFO(r.body);
-  return json::parse(r.body);
-}
-
-// An OpenAI error object with `status`, naming `param` when given.
-void RequireError(const HttpResponse& r, int status, const std::string& param = "") {
-  INFO(r.status << " " << r.body);
-  REQUIRE(r.status == status);
-  const json e = Body(r)["error"];
-  CHECK(e["message"].is_string());
-  CHECK(e["type"].is_string());
-  CHECK(e["code"].is_string());
-  REQUIRE(e.contains("param"));
-  if (!param.empty()) CHECK(e["param"] == param);
-}
-
 void RequireHealthy(int port) {
   CHECK(HttpCall(port, "GET", "/health").status == 200);
 }
@@ -63,18 +38,9 @@ std::string Brackets(int n) {
   return std::string(static_cast<size_t>(n), '[') + std::string(static_cast<size_t>(n), ']');
 }
 
-json Call(const std::string& socket, const std::string& op, const json& params,
-          std::chrono::milliseconds timeout = 60s) {
-  auto client = ipc::Client::Connect(socket);
-  REQUIRE(client.ok());
-  auto reply = client->Call(op, params, timeout);
-  REQUIRE(reply.ok());
-  return *reply;
-}
-
 // A recorded job's result, waiting for it.
 json AwaitResult(const std::string& socket, const std::string& job) {
-  const json reply = Call(socket, "result", {{"job", job}, {"wait", true}}, 120s);
+  const json reply = CallOp(socket, "result", {{"job", job}, {"wait", true}}, 120s);
   INFO(reply.dump());
   REQUIRE(reply["event"] == "result");
   return reply["result"];
@@ -268,7 +234,7 @@ TEST_CASE("http hostile: a streaming client that hangs up leaves its job cancell
     INFO(result.dump());
     CHECK(result["state"] == "cancelled");
     CHECK(result["error"]["code"] == "CANCELLED");
-    const json status = Call(d.socket(), "status", {{"job", job}});
+    const json status = CallOp(d.socket(), "status", {{"job", job}});
     CHECK(status["result"]["state"] == "cancelled");
   }
   RequireHealthy(port);

@@ -33,15 +33,6 @@ using nlohmann::json;
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 
-json SockCall(const std::string& socket, const std::string& op, const json& params = json::object(),
-              std::chrono::milliseconds timeout = 30s) {
-  auto client = ipc::Client::Connect(socket);
-  REQUIRE(client.ok());
-  auto reply = client->Call(op, params, timeout);
-  REQUIRE(reply.ok());
-  return *reply;
-}
-
 // A generation long enough to hold the generate slot (tiny-llama3's 128k
 // vocabulary makes each step slow).
 json SlotHolder() {
@@ -137,7 +128,7 @@ class NeverReader {
 };
 
 int64_t SockRss(const std::string& socket) {
-  return SockCall(socket, "health")["result"]["memory"]["rss_bytes"].get<int64_t>();
+  return CallOp(socket, "health")["result"]["memory"]["rss_bytes"].get<int64_t>();
 }
 
 }  // namespace
@@ -191,18 +182,24 @@ TEST_CASE("a socket_group member cannot cancel another user's job", "[e2e]") {
       CHECK(status["code"] == "INVALID_REQUEST");
     }
     // Nothing was cancelled.
-    const json q = SockCall(d.socket(), "queue")["result"];
+    const json q = CallOp(d.socket(), "queue")["result"];
     CHECK(q["running"].size() == 1);
     CHECK(q["waiting"].size() == 1);
     CHECK(q["totals"]["cancelled"] == 0);
-    CHECK(SockCall(d.socket(), "status", {{"job", running}})["result"]["state"] == "running");
+    // (Running once the worker admits it: its model may still be loading.)
+    std::string state;
+    for (int i = 0; i < 300 && state != "running"; ++i) {
+      state = CallOp(d.socket(), "status", {{"job", running}})["result"]["state"];
+      if (state != "running") std::this_thread::sleep_for(20ms);
+    }
+    CHECK(state == "running");
 
     // Alice may cancel her own; root (an operator) anyone's.
     const json own =
         json::parse(RunAsUser(alice, group, UserCall(d.socket(), "cancel", {{"job", waiting}})));
     INFO(own.dump());
     CHECK(own["result"]["state"] == "cancelled");
-    const json by_root = SockCall(d.socket(), "cancel", {{"job", running}});
+    const json by_root = CallOp(d.socket(), "cancel", {{"job", running}});
     CHECK(by_root["event"] == "result");
   }
   SECTION("a streaming job without a job store") {
@@ -226,7 +223,7 @@ TEST_CASE("a socket_group member cannot cancel another user's job", "[e2e]") {
         json::parse(RunAsUser(mallory, group, UserCall(d.socket(), "cancel", {{"job", job}})));
     INFO(r.dump());
     CHECK(r["code"] == "INVALID_REQUEST");
-    CHECK(SockCall(d.socket(), "queue")["result"]["running"].size() == 1);
+    CHECK(CallOp(d.socket(), "queue")["result"]["running"].size() == 1);
     // Its owner can.
     owner.Send(json{{"v", 1}, {"id", 2}, {"op", "cancel"}, {"params", {{"job", job}}}}.dump() +
                "\n");
@@ -256,7 +253,7 @@ TEST_CASE("clients that send thousands of requests and never read are bounded an
   // Everyone else is still served, at once, while they hoard.
   for (int i = 0; i < 5; ++i) {
     const auto t0 = Clock::now();
-    const json h = SockCall(d.socket(), "health", json::object(), 5s);
+    const json h = CallOp(d.socket(), "health", json::object(), 5s);
     CHECK(h["event"] == "result");
     CHECK(Clock::now() - t0 < 2s);
     for (auto& h2 : hoarders)
@@ -286,7 +283,7 @@ TEST_CASE("clients that send thousands of requests and never read are bounded an
   const int64_t rss_after = SockRss(d.socket());
   INFO("RSS after " << rss_after);
   CHECK(rss_after - rss_before < (64 << 20));
-  CHECK(SockCall(d.socket(), "health")["result"]["connections"] == 1);
+  CHECK(CallOp(d.socket(), "health")["result"]["connections"] == 1);
   RequireHealthy(d.socket());
 }
 
@@ -387,7 +384,7 @@ TEST_CASE("a FIFO named like a model file is refused at once, and SIGTERM still 
     CHECK(message.find(outside.path().string()) == std::string::npos);
   }
   // Everything else still works.
-  CHECK(SockCall(d.socket(), "models")["event"] == "result");
+  CHECK(CallOp(d.socket(), "models")["event"] == "result");
   const Run run = Generate(d.socket(), {{"prompt", "Hello"}, {"max_tokens", 4}});
   CHECK(run.final()["event"] == "done");
   d.Signal(SIGTERM);

@@ -6,7 +6,6 @@
 // daemon starting.
 #include <signal.h>
 #include <sqlite3.h>
-#include <sys/mount.h>
 
 #include <catch2/catch.hpp>
 #include <filesystem>
@@ -20,6 +19,7 @@
 #include "tests/support/daemon_process.h"
 #include "tests/support/model_repo.h"
 #include "tests/support/skip.h"
+#include "tests/support/small_filesystem.h"
 
 namespace medq::test {
 namespace {
@@ -28,16 +28,8 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 using namespace std::chrono_literals;
 
-json StoreCall(const std::string& socket, const std::string& op, const json& params) {
-  auto client = ipc::Client::Connect(socket);
-  REQUIRE(client.ok());
-  auto reply = client->Call(op, params, 300s);
-  REQUIRE(reply.ok());
-  return *reply;
-}
-
 std::string SubmitJob(const std::string& socket, const json& params) {
-  const json reply = StoreCall(socket, "submit", {{"op", "generate"}, {"params", params}});
+  const json reply = CallOp(socket, "submit", {{"op", "generate"}, {"params", params}});
   INFO(reply.dump());
   REQUIRE(reply["event"] == "result");
   return reply["result"]["job"];
@@ -71,14 +63,14 @@ std::vector<std::string> StoreArgs(const ModelRepo& repo, const fs::path& state,
 int RequireAccountedFor(const std::string& socket, const std::vector<std::string>& jobs) {
   int lost = 0;
   for (const std::string& job : jobs) {
-    const json status = StoreCall(socket, "status", {{"job", job}});
+    const json status = CallOp(socket, "status", {{"job", job}});
     INFO(job << ": " << status.dump());
     REQUIRE(status["event"] == "result");
     const std::string state = status["result"]["state"];
     if (state == "lost") {
       ++lost;
       CHECK(status["result"]["error"]["code"] == "INTERNAL");
-      CHECK(StoreCall(socket, "result", {{"job", job}})["result"]["state"] == "lost");
+      CHECK(CallOp(socket, "result", {{"job", job}})["result"]["state"] == "lost");
     }
   }
   return lost;
@@ -90,21 +82,6 @@ size_t FilesStartingWith(const fs::path& dir, const std::string& prefix) {
     n += entry.path().filename().string().rfind(prefix, 0) == 0 ? 1 : 0;
   return n;
 }
-
-// A small filesystem of its own for the store, unmounted on destruction.
-class SmallTmpfs {
- public:
-  explicit SmallTmpfs(const fs::path& at)
-      : at_(at), ok_(mount("tmpfs", at.c_str(), "tmpfs", 0, "size=512k,mode=0700") == 0) {}
-  ~SmallTmpfs() {
-    if (ok_) umount2(at_.c_str(), MNT_DETACH);
-  }
-  bool ok() const { return ok_; }
-
- private:
-  fs::path at_;
-  bool ok_;
-};
 
 }  // namespace
 
@@ -119,7 +96,7 @@ TEST_CASE("store damage: an emptied jobs.db loses nothing silently and never reu
     DaemonProcess d(StoreArgs(repo, state.path()));
     for (int i = 0; i < 20; ++i)
       jobs.push_back(SubmitJob(d.socket(), Quick("job " + std::to_string(i))));
-    StoreCall(d.socket(), "result", {{"job", jobs.back()}, {"wait", true}});
+    CallOp(d.socket(), "result", {{"job", jobs.back()}, {"wait", true}}, 300s);
     d.Signal(SIGKILL);
     REQUIRE(d.Wait(10s) == 128 + SIGKILL);
   }
@@ -127,7 +104,7 @@ TEST_CASE("store damage: an emptied jobs.db loses nothing silently and never reu
   if (!keep_wal) fs::remove(state.path() / "jobs.db-wal");
   DaemonProcess d(StoreArgs(repo, state.path()));
   const int lost = RequireAccountedFor(d.socket(), jobs);
-  const json health = StoreCall(d.socket(), "health", json::object())["result"];
+  const json health = CallOp(d.socket(), "health", json::object())["result"];
   INFO(health.dump());
   if (lost > 0) {
     CHECK(health["status"] == "degraded");
@@ -172,7 +149,7 @@ TEST_CASE("store damage: garbage in the write-ahead log is found, not silently d
   }
   DaemonProcess d(StoreArgs(repo, state.path()));
   const int lost = RequireAccountedFor(d.socket(), jobs);
-  const json health = StoreCall(d.socket(), "health", json::object())["result"];
+  const json health = CallOp(d.socket(), "health", json::object())["result"];
   INFO(health.dump());
   CHECK(lost > 0);
   CHECK(health["status"] == "degraded");
@@ -184,7 +161,7 @@ TEST_CASE("store damage: garbage in the write-ahead log is found, not silently d
     CHECK(IdNumber(next) > IdNumber(job));
   // The jobs that survived run to their end.
   for (const std::string& job : jobs) {
-    const json r = StoreCall(d.socket(), "result", {{"job", job}, {"wait", true}})["result"];
+    const json r = CallOp(d.socket(), "result", {{"job", job}, {"wait", true}}, 300s)["result"];
     CHECK((r["state"] == "done" || r["state"] == "lost"));
   }
 }
@@ -194,7 +171,7 @@ TEST_CASE("store damage: a row that does not decode is reported and can be forgo
   TempDir state;
   DaemonProcess d(StoreArgs(repo, state.path()));
   const std::string job = SubmitJob(d.socket(), Quick("to damage"));
-  REQUIRE(StoreCall(d.socket(), "result", {{"job", job}, {"wait", true}})["result"]["state"] ==
+  REQUIRE(CallOp(d.socket(), "result", {{"job", job}, {"wait", true}}, 300s)["result"]["state"] ==
           "done");
   sqlite3* db = nullptr;
   REQUIRE(sqlite3_open((state.path() / "jobs.db").c_str(), &db) == SQLITE_OK);
@@ -204,21 +181,21 @@ TEST_CASE("store damage: a row that does not decode is reported and can be forgo
   sqlite3_close(db);
 
   for (const char* op : {"status", "result"}) {
-    const json reply = StoreCall(d.socket(), op, {{"job", job}});
+    const json reply = CallOp(d.socket(), op, {{"job", job}});
     INFO(reply.dump());
     REQUIRE(reply["event"] == "result");
     CHECK(reply["result"]["state"] == "damaged");
     CHECK_THAT(reply["result"]["error"]["message"].get<std::string>(),
                Catch::Contains("forget it"));
   }
-  json health = StoreCall(d.socket(), "health", json::object())["result"];
+  json health = CallOp(d.socket(), "health", json::object())["result"];
   CHECK(health["status"] == "degraded");
   CHECK(health["store"]["damaged"] == 1);
-  const json forgotten = StoreCall(d.socket(), "forget", {{"job", job}});
+  const json forgotten = CallOp(d.socket(), "forget", {{"job", job}});
   INFO(forgotten.dump());
   CHECK(forgotten["result"]["forgotten"] == true);
-  CHECK(StoreCall(d.socket(), "status", {{"job", job}})["code"] == "INVALID_REQUEST");
-  health = StoreCall(d.socket(), "health", json::object())["result"];
+  CHECK(CallOp(d.socket(), "status", {{"job", job}})["code"] == "INVALID_REQUEST");
+  health = CallOp(d.socket(), "health", json::object())["result"];
   CHECK(health["status"] == "ok");
 }
 
@@ -226,7 +203,7 @@ TEST_CASE("store damage: a full disk is degraded, forget and result work, and me
           "[e2e]") {
   ModelRepo repo;
   TempDir state;
-  SmallTmpfs small(state.path());
+  SmallFilesystem small(state.path(), "512k");
   if (!small.ok()) MEDQ_SKIP("cannot mount a small tmpfs here (needs CAP_SYS_ADMIN)");
   std::vector<std::string> jobs;
   {
@@ -235,8 +212,8 @@ TEST_CASE("store damage: a full disk is degraded, forget and result work, and me
     json refused;
     for (int i = 0; i < 60 && refused.is_null(); ++i) {
       const json reply =
-          StoreCall(d.socket(), "submit",
-                    {{"op", "generate"}, {"params", Quick(std::string(40000, 'a' + i % 26))}});
+          CallOp(d.socket(), "submit",
+                 {{"op", "generate"}, {"params", Quick(std::string(40000, 'a' + i % 26))}});
       if (reply["event"] == "error") {
         refused = reply;
       } else {
@@ -247,14 +224,14 @@ TEST_CASE("store damage: a full disk is degraded, forget and result work, and me
     REQUIRE(!refused.is_null());
     REQUIRE(refused["code"] == "NOT_READY");
     REQUIRE(jobs.size() >= 2);
-    json health = StoreCall(d.socket(), "health", json::object())["result"];
+    json health = CallOp(d.socket(), "health", json::object())["result"];
     CHECK(health["status"] == "degraded");
     CHECK(health["store"]["disk_full"] == true);
     // result works on a full disk.
-    const json result = StoreCall(d.socket(), "result", {{"job", jobs[0]}});
+    const json result = CallOp(d.socket(), "result", {{"job", jobs[0]}});
     CHECK(result["event"] == "result");
     // forget works, and frees room.
-    const json forgotten = StoreCall(d.socket(), "forget", {{"job", jobs[0]}});
+    const json forgotten = CallOp(d.socket(), "forget", {{"job", jobs[0]}});
     INFO(forgotten.dump());
     CHECK(forgotten["event"] == "result");
     CHECK(forgotten["result"]["forgotten"] == true);
@@ -269,7 +246,7 @@ TEST_CASE("store damage: a full disk is degraded, forget and result work, and me
     }
   }
   DaemonProcess d(StoreArgs(repo, state.path()));
-  const json health = StoreCall(d.socket(), "health", json::object())["result"];
+  const json health = CallOp(d.socket(), "health", json::object())["result"];
   INFO(health.dump());
   CHECK(health["ready"] == true);
   CHECK(health["status"] == "degraded");
