@@ -160,7 +160,9 @@ fs::path CopyAside(const fs::path& path) {
 }
 
 // Opens the database and checks it; `damaged` is set (and the handle closed)
-// when the file is not a store this version can use.
+// when the file is not a store this version can use. The handle is closed
+// with sqlite3_close_v2: a check's statement is still open there, and
+// sqlite3_close would refuse, leaking the connection and its descriptors.
 sqlite3* OpenChecked(const fs::path& path, std::string* damaged, Error* error) {
   // Created 0600 before SQLite sees it: its -wal and -shm files copy the mode.
   int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
@@ -179,7 +181,7 @@ sqlite3* OpenChecked(const fs::path& path, std::string* damaged, Error* error) {
     } else {
       *error = StoreError(db, code, doing);
     }
-    sqlite3_close(db);
+    sqlite3_close_v2(db);
     return nullptr;
   };
   if (rc != SQLITE_OK) return fail(rc, "open");
@@ -194,7 +196,7 @@ sqlite3* OpenChecked(const fs::path& path, std::string* damaged, Error* error) {
     if (check.Step() != SQLITE_ROW) return fail(check.rc(), "check");
     if (Text(check.get(), 0) != "ok") {
       *damaged = "damaged";
-      sqlite3_close(db);
+      sqlite3_close_v2(db);
       return nullptr;
     }
   }
@@ -203,7 +205,7 @@ sqlite3* OpenChecked(const fs::path& path, std::string* damaged, Error* error) {
   const int64_t v = sqlite3_column_int64(version.get(), 0);
   if (v > JobStore::kSchemaVersion) {
     *damaged = "newer";
-    sqlite3_close(db);
+    sqlite3_close_v2(db);
     return nullptr;
   }
   return db;
