@@ -120,11 +120,14 @@ struct Meta {
   uint64_t commits = 0;
 };
 
-// The meta row, or nullopt when the table or its row is missing.
+// The meta row, or nullopt when the table or its row is missing, or its
+// identity is damaged (it goes into the mark, which takes only identities).
 std::optional<Meta> ReadMeta(sqlite3* db) {
   Statement stmt(db, "SELECT store, commits FROM meta WHERE k = 0");
   if (!stmt.ok() || stmt.Step() != SQLITE_ROW) return std::nullopt;
-  return Meta{Text(stmt.get(), 0), static_cast<uint64_t>(sqlite3_column_int64(stmt.get(), 1))};
+  std::string store = Text(stmt.get(), 0);
+  if (!IsStoreId(store)) return std::nullopt;
+  return Meta{std::move(store), static_cast<uint64_t>(sqlite3_column_int64(stmt.get(), 1))};
 }
 
 // What the database lacks of what its mark says it holds; "" when nothing.

@@ -60,7 +60,7 @@ Result<std::optional<StoreMark>> ReadStoreMark(const fs::path& path) {
     return true;
   };
   auto store = j.find("store");
-  if (store == j.end() || !store->is_string() || store->get<std::string>().empty() ||
+  if (store == j.end() || !store->is_string() || !IsStoreId(store->get<std::string>()) ||
       !number("commits", mark.commits) || !number("last_id", mark.last_id) ||
       !number("reserved", mark.reserved)) {
     return MarkError(path, "is not valid");
@@ -109,6 +109,10 @@ std::string NewStoreId() {
       id += kHex[(v >> (nibble * 4)) & 0xf];
   }
   return id;
+}
+
+bool IsStoreId(std::string_view id) {
+  return id.size() == 32 && id.find_first_not_of("0123456789abcdef") == std::string_view::npos;
 }
 
 }  // namespace medq::daemon::store

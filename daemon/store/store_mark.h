@@ -23,6 +23,7 @@
 #include <filesystem>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "common/result.h"
 
@@ -46,5 +47,8 @@ Result<std::optional<StoreMark>> ReadStoreMark(const std::filesystem::path& path
 Status WriteStoreMark(const std::filesystem::path& path, const StoreMark& mark, bool durable);
 // A fresh store identity: 128 random bits, hex.
 std::string NewStoreId();
+// Whether `id` is one NewStoreId makes (32 lowercase hex digits): a mark or
+// a database holding anything else as its identity is damaged.
+bool IsStoreId(std::string_view id);
 
 }  // namespace medq::daemon::store
