@@ -18,8 +18,8 @@
 // The input (tests/fuzz/make_seeds.py writes valid and damaged stores):
 //   byte 0     flags: 1 write jobs.mark, 2 write jobs.db-wal, 4 write no
 //              jobs.db at all, 8 close and reopen the store after the writes;
-//              16 the inserted job is an embed, 32 and 64 its priority, 128
-//              DeleteFinishedBefore reaches it
+//              16 the inserted job is an embed, 128 DeleteFinishedBefore
+//              reaches it; (byte 0 >> 5) % 3 is its priority
 //   byte 1     one more id to look up (Get, Lost)
 //   bytes 2-3  the mark's length, little-endian (cut to what follows)
 //   bytes 4-7  the WAL's length, likewise
