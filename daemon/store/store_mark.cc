@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <cstdint>
 #include <fstream>
 #include <iterator>
 #include <random>
@@ -53,11 +54,13 @@ Result<std::optional<StoreMark>> ReadStoreMark(const fs::path& path) {
   const json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (!j.is_object()) return MarkError(path, "is not valid");
   StoreMark mark;
+  // Ids and counts are SQLite integers: a number past the largest is damage
+  // (as a floor it would wrap the next id around to j1).
   auto number = [&](const char* key, uint64_t& out) {
     auto it = j.find(key);
     if (it == j.end() || !it->is_number_unsigned()) return false;
     out = it->get<uint64_t>();
-    return true;
+    return out <= static_cast<uint64_t>(INT64_MAX);
   };
   auto store = j.find("store");
   if (store == j.end() || !store->is_string() || !IsStoreId(store->get<std::string>()) ||

@@ -211,6 +211,8 @@ def job_stores(out):
     behind = json.loads(mark)
     behind.update(commits=behind["commits"] + 3, last_id=12, reserved=2048)
     seed("behind", job_store_input(db, mark=json.dumps(behind).encode()))
+    behind.update(last_id=2**63, reserved=2**64 - 1)
+    seed("mark-past-ids", job_store_input(db, mark=json.dumps(behind).encode()))
     base, wal, wal_mark = job_store_files(JOB_STORE_JOBS[:3], wal_jobs=JOB_STORE_JOBS[3:])
     seed("wal", job_store_input(base, wal=wal, mark=wal_mark, probe=4))
     seed("wal-lost", job_store_input(base, mark=wal_mark, probe=4))
