@@ -55,7 +55,7 @@ TEST_CASE("breaker: N device errors in a row pause the model, then one probe dec
   CHECK(b->Admit("m", t0 + 11s).ok());
 }
 
-TEST_CASE("breaker: a failed probe reopens; a probe that ends otherwise lets another through",
+TEST_CASE("breaker: a failed probe reopens, and a probe that ends otherwise lets another through",
           "[breaker]") {
   auto b = std::make_shared<CircuitBreaker>(1, 5);
   const auto t0 = Clock::now();
@@ -74,7 +74,7 @@ TEST_CASE("breaker: a failed probe reopens; a probe that ends otherwise lets ano
   CHECK(b->Describe(t0 + 7s)[0].trips == 2);
 }
 
-TEST_CASE("breaker: a success resets the count; threshold 0 never trips", "[breaker]") {
+TEST_CASE("breaker: a success resets the count, and threshold 0 never trips", "[breaker]") {
   auto b = std::make_shared<CircuitBreaker>(2, 5);
   const auto t0 = Clock::now();
   Fail(*b, "m", t0);

@@ -80,7 +80,7 @@ TEST_CASE("deadline: a job still waiting at its deadline leaves with TIMEOUT", "
   CHECK(CallOp(d.socket(), "queue", json::object())["result"]["running"].size() == 1);
 }
 
-TEST_CASE("deadline: request_timeout_s bounds every request; a recorded job is timed_out",
+TEST_CASE("deadline: request_timeout_s bounds every request, and a recorded job is timed_out",
           "[e2e]") {
   ModelRepo repo;
   TempDir state;
