@@ -545,8 +545,12 @@ Result<std::optional<LostJob>> JobStore::Lost(uint64_t id) {
 }
 
 Result<std::vector<UnfinishedJob>> JobStore::Unfinished() {
+  // From the rows themselves, not the index: the quick check does not compare
+  // an index with its table, and a damaged jobs_unfinished would otherwise
+  // run a finished job again or never run a queued one. The quick check has
+  // just read every page anyway.
   Statement stmt(db_, (std::string("SELECT ") + kColumns +
-                       " FROM jobs WHERE state = 'queued' ORDER BY priority, id")
+                       " FROM jobs NOT INDEXED WHERE state = 'queued' ORDER BY priority, id")
                           .c_str());
   if (!stmt.ok()) return StoreError(db_, stmt.rc(), "read");
   std::vector<UnfinishedJob> jobs;
