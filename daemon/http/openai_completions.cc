@@ -169,12 +169,16 @@ Status CommonParams(const Params& body, Params& p, Translation& t) {
 }
 
 // OpenAI message content may be a list of parts; the text parts are joined.
+// A null content (an assistant turn that only calls tools, as every OpenAI
+// client sends it) reaches the chat template as "": templates test it with
+// `in`, which a null would fail.
 Result<Params> ChatMessages(const Params& messages) {
   Params out = Params::array();
   for (size_t i = 0; i < messages.size(); ++i) {
     const Params& m = messages[i];
     if (!m.is_object()) return Invalid("'messages[" + std::to_string(i) + "]' must be an object");
     Params copy = m;
+    if (m.contains("content") && m["content"].is_null()) copy["content"] = "";
     if (m.contains("content") && m["content"].is_array()) {
       std::string text;
       for (const Params& part : m["content"]) {

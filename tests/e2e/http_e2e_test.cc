@@ -156,6 +156,31 @@ TEST_CASE("http: completions and chat equal the socket's generate, streamed or n
   CHECK(metrics.body.find("medq_") != std::string::npos);
 }
 
+TEST_CASE("http: an assistant turn that only calls tools, content null, is rendered",
+          "[e2e][http]") {
+  ModelRepo repo;
+  const int port = FreePort();
+  DaemonProcess d(HttpArgs(repo, port));
+  // What the openai client sends back after a tool call: the assistant's
+  // turn with tool_calls and "content": null, then the tool's answer. The
+  // Qwen template tests the content with `in`, which a null fails.
+  const json messages = json::array(
+      {{{"role", "user"}, {"content", "What is the weather in Paris?"}},
+       {{"role", "assistant"},
+        {"content", nullptr},
+        {"tool_calls",
+         {{{"id", "call_1"},
+           {"type", "function"},
+           {"function", {{"name", "weather"}, {"arguments", "{\"city\":\"Paris\"}"}}}}}}},
+       {{"role", "tool"}, {"tool_call_id", "call_1"}, {"content", "sunny"}}});
+  const HttpResponse r =
+      HttpCall(port, "POST", "/v1/chat/completions",
+               json{{"model", "tiny-qwen2"}, {"messages", messages}, {"max_tokens", 3}}.dump());
+  INFO(r.body);
+  REQUIRE(r.status == 200);
+  CHECK(Body(r)["choices"][0]["message"]["role"] == "assistant");
+}
+
 TEST_CASE("http: errors are OpenAI error objects with the field's status", "[e2e][http]") {
   ModelRepo repo;
   const int port = FreePort();
