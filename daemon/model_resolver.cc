@@ -38,8 +38,7 @@ Result<fs::path> ModelResolver::Resolve(const std::string& name, const char* wha
     return Error(ErrorCode::kPermissionDenied,
                  std::string(what) +
                      " paths are not allowed by this daemon (allow_model_paths "
-                     "is off); use a name from its models directory " +
-                     models_dir_.string());
+                     "is off); use a name from its models directory (medq models lists them)");
   }
   std::error_code ec;
   fs::path real = fs::canonical(name, ec);
@@ -53,8 +52,9 @@ Result<fs::path> ModelResolver::ResolveName(const std::string& name, const char*
   if (name.empty() || name == "." || name == ".." || name.find('/') != std::string::npos ||
       name.find('\0') != std::string::npos) {
     return Error(ErrorCode::kModelNotFound, "invalid " + std::string(what) + " name \"" +
-                                                Echo(name) + "\": use the name of a folder in " +
-                                                models_dir_.string());
+                                                Echo(name) +
+                                                "\": use the name of a folder in the models "
+                                                "directory");
   }
   for (const fs::path& root : std::array<fs::path, 2>{models_dir_, builtin_dir_}) {
     if (root.empty()) continue;
@@ -64,13 +64,12 @@ Result<fs::path> ModelResolver::ResolveName(const std::string& name, const char*
     const fs::path real_root = fs::canonical(root, ec);
     if (ec || !IsInside(real, real_root)) {
       return Error(ErrorCode::kPermissionDenied, std::string(what) + " \"" + Echo(name) +
-                                                     "\" leads outside the models directory " +
-                                                     root.string() + "; refused");
+                                                     "\" leads outside the models directory; "
+                                                     "refused");
     }
     return real;
   }
-  std::string msg =
-      "no " + std::string(what) + " \"" + Echo(name) + "\" in " + models_dir_.string();
+  std::string msg = "no " + std::string(what) + " \"" + Echo(name) + "\" in the models directory";
   const std::vector<std::string> names = Available();
   if (names.empty()) {
     msg += " (it holds none)";

@@ -1,5 +1,7 @@
 // Turns a model or adapter name from a request into a directory on disk,
 // without ever leaving the models directories. Loop thread (filesystem only).
+// Its errors reach clients, HTTP ones included: they name the request's own
+// value (capped, Echo) and the models available, never the daemon's paths.
 #pragma once
 
 #include <filesystem>

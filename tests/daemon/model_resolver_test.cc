@@ -28,7 +28,9 @@ TEST_CASE("names resolve inside the models directory and nowhere else", "[models
   CHECK(r.Resolve("", "model").error().code == ErrorCode::kModelNotFound);
   auto missing = r.Resolve("nope", "model");
   CHECK(missing.error().code == ErrorCode::kModelNotFound);
-  CHECK_THAT(missing.error().message, Catch::Contains("good"));  // lists what exists
+  CHECK_THAT(missing.error().message, Catch::Contains("good"));               // lists what exists
+  CHECK(missing.error().message.find(models.string()) == std::string::npos);  // no paths
+  CHECK(r.Resolve("link-out", "model").error().message.find(models.string()) == std::string::npos);
   CHECK(r.Resolve((models / "good").string(), "model").error().code ==
         ErrorCode::kPermissionDenied);
   CHECK(r.Available() == std::vector<std::string>{"alias", "good", "link-out"});
