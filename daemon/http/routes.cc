@@ -2,6 +2,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include <cctype>
+
 #include "daemon/loop/ops.h"
 #include "daemon/loop/responder.h"
 
@@ -13,6 +15,7 @@ constexpr Route kRoutes[] = {
     {"POST", "/v1/completions", &Completions},
     {"POST", "/v1/embeddings", &Embeddings},
     {"GET", "/v1/models", &ListModels},
+    {"GET", "/v1/models/", &RetrieveModel, /*takes_param=*/true},
     {"GET", "/health", &HealthRoute},
     {"GET", "/metrics", &MetricsRoute},
 };
@@ -65,7 +68,11 @@ void Dispatch(DaemonState& state, HttpConnection& connection, HttpRequest reques
   const std::string& method = request.method == "HEAD" ? "GET" : request.method;
   std::string allow;
   for (const Route& route : kRoutes) {
-    if (route.path != request.path) continue;
+    const bool matches = route.takes_param
+                             ? request.path.size() > route.path.size() &&
+                                   request.path.compare(0, route.path.size(), route.path) == 0
+                             : route.path == request.path;
+    if (!matches) continue;
     if (route.method == method) {
       try {
         route.handler(state, request, exchange);
@@ -89,6 +96,33 @@ void Dispatch(DaemonState& state, HttpConnection& connection, HttpRequest reques
                                    std::nullopt,
                                    "unknown route " + request.method + " " + request.path +
                                        "; see docs/http.md for the routes"});
+}
+
+std::optional<std::string> PathParam(std::string_view prefix, const HttpRequest& request) {
+  if (request.path.size() <= prefix.size()) return std::nullopt;
+  const std::string_view raw = std::string_view(request.path).substr(prefix.size());
+  std::string out;
+  for (size_t i = 0; i < raw.size(); ++i) {
+    if (raw[i] == '/') return std::nullopt;
+    if (raw[i] != '%') {
+      out += raw[i];
+      continue;
+    }
+    if (i + 2 >= raw.size() || !std::isxdigit(static_cast<unsigned char>(raw[i + 1])) ||
+        !std::isxdigit(static_cast<unsigned char>(raw[i + 2]))) {
+      return std::nullopt;
+    }
+    out += static_cast<char>(std::stoi(std::string(raw.substr(i + 1, 2)), nullptr, 16));
+    i += 2;
+  }
+  if (out.empty()) return std::nullopt;
+  // Valid UTF-8 only: the id is echoed in the reply.
+  try {
+    (void)Params(out).dump();
+  } catch (const nlohmann::json::exception&) {
+    return std::nullopt;
+  }
+  return out;
 }
 
 void RunOp(DaemonState& state, std::string_view op_name, Params params,

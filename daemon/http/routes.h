@@ -28,7 +28,15 @@ struct Route {
   std::string_view method;  // GET routes answer HEAD too
   std::string_view path;
   RouteHandler handler;
+  // `path` ends in "/" and takes one more segment (the handler reads it with
+  // PathParam): GET /v1/models/{id}.
+  bool takes_param = false;
 };
+
+// The segment of `request`'s path after `prefix` (a takes_param route's
+// path), percent-decoded; nullopt when it is empty, holds a "/", or decodes
+// to something that is not UTF-8.
+std::optional<std::string> PathParam(std::string_view prefix, const HttpRequest& request);
 
 std::span<const Route> Routes();
 
@@ -57,6 +65,8 @@ void Completions(DaemonState& state, const HttpRequest& request,
                  std::shared_ptr<HttpExchange> exchange);
 void Embeddings(DaemonState& state, const HttpRequest& request,
                 std::shared_ptr<HttpExchange> exchange);
+void RetrieveModel(DaemonState& state, const HttpRequest& request,
+                   std::shared_ptr<HttpExchange> exchange);
 void ListModels(DaemonState& state, const HttpRequest& request,
                 std::shared_ptr<HttpExchange> exchange);
 void HealthRoute(DaemonState& state, const HttpRequest& request,

@@ -1,4 +1,4 @@
-// GET /v1/models (the `models` op), GET /health (the `health` op: 200 when
+// GET /v1/models and /v1/models/{id} (the `models` op), GET /health (the `health` op: 200 when
 // ready, else 503) and GET /metrics (the `metrics` op's Prometheus text).
 #include "daemon/http/routes.h"
 
@@ -14,6 +14,30 @@ void ListModels(DaemonState& s, const HttpRequest&, std::shared_ptr<HttpExchange
       data.push_back({{"id", name}, {"object", "model"}, {"created", 0}, {"owned_by", "medq"}});
     }
     e.RespondJson(200, {{"object", "list"}, {"data", std::move(data)}});
+  };
+  ex->set_handlers(std::move(handlers));
+  RunOp(s, "models", Params::object(), ex);
+}
+
+void RetrieveModel(DaemonState& s, const HttpRequest& request, std::shared_ptr<HttpExchange> ex) {
+  const std::optional<std::string> id = PathParam("/v1/models/", request);
+  if (!id) {
+    return ex->RespondError(HttpError{404, "invalid_request_error", "model_not_found", "model",
+                                      std::nullopt,
+                                      "the model id in the path is not a model name"});
+  }
+  HttpExchange::Handlers handlers;
+  handlers.result = [id = *id](HttpExchange& e, const json& result) {
+    for (const json& name : result.value("available", json::array())) {
+      if (name == id) {
+        return e.RespondJson(
+            200, {{"id", id}, {"object", "model"}, {"created", 0}, {"owned_by", "medq"}});
+      }
+    }
+    e.RespondError(HttpError{404, "invalid_request_error", "model_not_found", "model", std::nullopt,
+                             "The model '" + Echo(id) +
+                                 "' does not exist; GET /v1/models lists "
+                                 "the models"});
   };
   ex->set_handlers(std::move(handlers));
   RunOp(s, "models", Params::object(), ex);

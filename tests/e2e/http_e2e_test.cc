@@ -156,6 +156,22 @@ TEST_CASE("http: completions and chat equal the socket's generate, streamed or n
   CHECK(metrics.body.find("medq_") != std::string::npos);
 }
 
+TEST_CASE("http: GET /v1/models/{id} answers a model, and 404 for another", "[e2e][http]") {
+  ModelRepo repo;
+  const int port = FreePort();
+  DaemonProcess d(HttpArgs(repo, port));
+  const HttpResponse found = HttpCall(port, "GET", "/v1/models/tiny-llama");
+  INFO(found.body);
+  REQUIRE(found.status == 200);
+  CHECK(Body(found) ==
+        json{{"id", "tiny-llama"}, {"object", "model"}, {"created", 0}, {"owned_by", "medq"}});
+  CHECK(HttpCall(port, "GET", "/v1/models/tiny%2Dllama").status == 200);  // percent-decoded
+  RequireError(HttpCall(port, "GET", "/v1/models/no-such-model"), 404, "model");
+  RequireError(HttpCall(port, "GET", "/v1/models/a/b"), 404, "model");
+  RequireError(HttpCall(port, "GET", "/v1/models/%ff"), 404, "model");
+  CHECK(HttpCall(port, "DELETE", "/v1/models/tiny-llama").status == 405);
+}
+
 TEST_CASE("http: an assistant turn that only calls tools, content null, is rendered",
           "[e2e][http]") {
   ModelRepo repo;
