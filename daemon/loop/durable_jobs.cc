@@ -129,8 +129,17 @@ void DurableJobs::Admit(store::JobOp op, JobClass cls, Priority priority, const 
   if (intake.replay_id) return next(store::FormatJobId(*intake.replay_id));  // BeginReplay
   if (Status room = scheduler_.CheckRoom(cls); !room.ok()) return next(room.error());
   const std::string job = scheduler_.TakeId();
+  const std::optional<uint64_t> id = store::ParseJobId(job);
+  if (!id) {
+    // Only a store whose largest id is at SQLite's largest integer (a
+    // damaged one) gets here: no id is left to give.
+    spdlog::error("job store: no job id left to give after {}", job);
+    return next(Error(ErrorCode::kInternal,
+                      "the job store has no job id left to give (its largest id is at the "
+                      "limit); move the state directory's jobs.db aside"));
+  }
   store::NewJob row;
-  row.id = *store::ParseJobId(job);
+  row.id = *id;
   row.op = op;
   row.priority = static_cast<int>(priority);
   row.params = params.dump(-1, ' ', false, Params::error_handler_t::replace);
