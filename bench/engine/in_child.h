@@ -11,7 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "bench/common/write_all.h"
+#include "common/write_all.h"
 
 namespace medq::bench {
 

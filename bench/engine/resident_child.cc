@@ -8,7 +8,7 @@
 #include <csignal>
 #include <string_view>
 
-#include "bench/common/write_all.h"
+#include "common/write_all.h"
 
 namespace medq::bench {
 namespace {

@@ -11,6 +11,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/write_all.h"
+
 namespace medq::daemon::store {
 namespace {
 
@@ -21,17 +23,6 @@ constexpr size_t kMaxMarkBytes = 4096;
 
 Error MarkError(const fs::path& path, const std::string& why) {
   return Error(ErrorCode::kInternal, "job store mark " + path.filename().string() + ": " + why);
-}
-
-bool WriteAll(int fd, const std::string& data) {
-  size_t done = 0;
-  while (done < data.size()) {
-    const ssize_t n = ::write(fd, data.data() + done, data.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    done += static_cast<size_t>(n);
-  }
-  return true;
 }
 
 }  // namespace

@@ -1,6 +1,6 @@
-// Writing a whole buffer to a pipe or file descriptor: the benchmarks'
-// children answer their parents this way (bench/engine/in_child.h,
-// bench/engine/resident_child.cc).
+// Writing a whole buffer to a pipe or file descriptor: the job store's mark
+// (daemon/store/store_mark.cc) and the benchmarks' children answering their
+// parents (bench/engine/in_child.h, bench/engine/resident_child.cc).
 #pragma once
 
 #include <unistd.h>
@@ -8,7 +8,7 @@
 #include <cerrno>
 #include <string_view>
 
-namespace medq::bench {
+namespace medq {
 
 // Writes all of `text` to `fd`, again after a short write or a signal;
 // false when the reader is gone or the write fails.
@@ -23,4 +23,4 @@ inline bool WriteAll(int fd, std::string_view text) {
   return true;
 }
 
-}  // namespace medq::bench
+}  // namespace medq
