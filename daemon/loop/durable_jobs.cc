@@ -4,15 +4,13 @@
 
 #include <spdlog/spdlog.h>
 
+#include "common/elapsed.h"
+
 namespace medq::daemon {
 namespace {
 
 using nlohmann::json;
 using store::JobState;
-
-double WallNow() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
 
 constexpr double kSweepEveryS = 60;
 
@@ -144,7 +142,7 @@ void DurableJobs::Admit(store::JobOp op, JobClass cls, Priority priority, const 
   row.priority = static_cast<int>(priority);
   row.params = params.dump(-1, ' ', false, Params::error_handler_t::replace);
   row.owner = intake.owner;
-  row.created_at = WallNow();
+  row.created_at = EpochSeconds();
   thread_->Run<store::StoreStats>(
       [row = std::move(row)](store::JobStore& db) -> Result<store::StoreStats> {
         if (Status st = db.Insert(row); !st.ok()) return st.error();
@@ -196,7 +194,7 @@ void DurableJobs::Cancel(const std::string& job, std::function<void(medq::Status
       json{{"job", job},
            {"state", "cancelled"},
            {"error", ErrorJson(Error(ErrorCode::kCancelled, "cancelled by a client"))}});
-  const double at = WallNow();
+  const double at = EpochSeconds();
   thread_->Run<store::StoreStats>(
       [id = *store::ParseJobId(job),
        text = live.result->dump(-1, ' ', false, json::error_handler_t::replace),
@@ -246,7 +244,7 @@ void DurableJobs::Finish(const std::string& job, Result<json> outcome, bool drai
   }
   live.finishing = true;
   live.result = std::make_shared<const json>(std::move(reply));
-  const double at = WallNow();
+  const double at = EpochSeconds();
   // Serialized on the store thread: an embed result can be tens of MB, too
   // much to dump on the loop. The reply is immutable from here on; both
   // threads only read it.
@@ -399,7 +397,7 @@ void DurableJobs::Tick() {
   }
   last_sweep_ = now;
   thread_->Run<store::StoreStats>(
-      [before = WallNow() - result_ttl_s_](store::JobStore& db) -> Result<store::StoreStats> {
+      [before = EpochSeconds() - result_ttl_s_](store::JobStore& db) -> Result<store::StoreStats> {
         auto deleted = db.DeleteFinishedBefore(before);
         if (!deleted.ok()) return deleted.error();
         if (*deleted > 0) spdlog::info("job store: {} expired result(s) deleted", *deleted);

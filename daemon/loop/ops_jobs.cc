@@ -4,6 +4,7 @@
 // their JobIntake (daemon/loop/durable_jobs.h).
 #include <spdlog/spdlog.h>
 
+#include "common/elapsed.h"
 #include "common/job_requests.h"
 #include "daemon/loop/ops_internal.h"
 
@@ -99,8 +100,7 @@ void WithTimeout(const DaemonState& s, const JobIntake& intake, std::optional<do
   std::optional<double> seconds = timeout_s;
   if (daemon_s > 0) seconds = std::min(timeout_s.value_or(daemon_s), daemon_s);
   if (!seconds) return;
-  const double now =
-      std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  const double now = EpochSeconds();
   const double left = *seconds - std::max(0.0, now - intake.accepted_at.value_or(now));
   spec.timeout_s = *seconds;
   spec.timeout_at =

@@ -13,6 +13,8 @@
 #include <chrono>
 #include <system_error>
 
+#include "common/elapsed.h"
+
 namespace medq::daemon::store {
 namespace {
 
@@ -111,10 +113,6 @@ bool IsFull(const Error& e) {
   return e.code == ErrorCode::kNotReady;  // StoreError's only NOT_READY is a full disk
 }
 
-double WallNow() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
-
 struct Meta {
   std::string store;
   uint64_t commits = 0;
@@ -142,17 +140,11 @@ std::string CompareWithMark(sqlite3* db, const StoreMark& mark) {
   return "";
 }
 
-std::string Stamp() {
-  return std::to_string(std::chrono::duration_cast<std::chrono::seconds>(
-                            std::chrono::system_clock::now().time_since_epoch())
-                            .count());
-}
-
 // Copies the database and its WAL aside, as they are, before anything is
 // written: the evidence of damage the store goes on from.
 fs::path CopyAside(const fs::path& path) {
   fs::path aside = path;
-  aside += ".lost-" + Stamp();
+  aside += ".lost-" + std::to_string(static_cast<int64_t>(EpochSeconds()));
   std::error_code ec;
   fs::copy_file(path, aside, fs::copy_options::overwrite_existing, ec);
   fs::path wal = path, aside_wal = aside;
@@ -216,7 +208,7 @@ sqlite3* OpenChecked(const fs::path& path, std::string* damaged, Error* error) {
 
 void MoveAside(const fs::path& path, const std::string& why, OpenReport* report) {
   fs::path aside = path;
-  aside += "." + why + "-" + Stamp();
+  aside += "." + why + "-" + std::to_string(static_cast<int64_t>(EpochSeconds()));
   std::error_code ec;
   fs::rename(path, aside, ec);
   fs::path wal = path, aside_wal = aside;
@@ -345,7 +337,7 @@ Status JobStore::Reconcile(std::optional<StoreMark> mark, OpenReport* report) {
     Statement lost(db_, "INSERT INTO lost (first, last, at, why) VALUES (?, ?, ?, ?)");
     sqlite3_bind_int64(lost.get(), 1, static_cast<int64_t>(report->lost_first));
     sqlite3_bind_int64(lost.get(), 2, static_cast<int64_t>(report->lost_last));
-    sqlite3_bind_double(lost.get(), 3, WallNow());
+    sqlite3_bind_double(lost.get(), 3, EpochSeconds());
     sqlite3_bind_text(lost.get(), 4, report->damage.data(), static_cast<int>(report->damage.size()),
                       SQLITE_STATIC);
     if (!lost.ok() || lost.Step() != SQLITE_DONE) return StoreError(db_, lost.rc(), "record");
