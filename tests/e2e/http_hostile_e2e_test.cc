@@ -41,6 +41,14 @@ void RequireHealthy(int port) {
   CHECK(status == 200);
 }
 
+// The daemon's arguments with its HTTP endpoint requiring the key
+// "secret-one" (a keys file written into the repo's folder).
+std::vector<std::string> KeyedArgs(const ModelRepo& repo, int port) {
+  const fs::path keys = repo.dir() / "keys";
+  std::ofstream(keys) << "secret-one\n";
+  return HttpArgs(repo, port, {"--http-api-keys-file", keys.string()});
+}
+
 // n opening brackets, then n closing ones: an array nested n levels deep.
 std::string Brackets(int n) {
   return std::string(static_cast<size_t>(n), '[') + std::string(static_cast<size_t>(n), ']');
@@ -148,9 +156,7 @@ TEST_CASE("http hostile: without an API key the body is not read: 401 after the 
           "[e2e][http]") {
   ModelRepo repo;
   const int port = FreePort();
-  const fs::path keys = repo.dir() / "keys";
-  std::ofstream(keys) << "secret-one\n";
-  DaemonProcess d(HttpArgs(repo, port, {"--http-api-keys-file", keys.string()}));
+  DaemonProcess d(KeyedArgs(repo, port));
   const std::string head =
       "POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\n"
       "content-length: 16777215\r\n";
@@ -252,9 +258,7 @@ TEST_CASE("http hostile: oversized heads are 431, logprobs must be an integer, B
           "[e2e][http]") {
   ModelRepo repo;
   const int port = FreePort();
-  const fs::path keys = repo.dir() / "keys";
-  std::ofstream(keys) << "secret-one\n";
-  DaemonProcess d(HttpArgs(repo, port, {"--http-api-keys-file", keys.string()}));
+  DaemonProcess d(KeyedArgs(repo, port));
   // A 1 MiB header and a 100 KiB request line: 431, then close.
   {
     HttpClient c(port);

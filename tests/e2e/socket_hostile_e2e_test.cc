@@ -26,6 +26,7 @@
 #include "tests/support/daemon_process.h"
 #include "tests/support/model_repo.h"
 #include "tests/support/sanitizers.h"
+#include "tests/support/skip.h"
 
 namespace medq::test {
 namespace {
@@ -136,14 +137,12 @@ int64_t SockRss(const std::string& socket) {
 
 TEST_CASE("a socket_group member cannot cancel another user's job", "[e2e]") {
   if (getuid() != 0) {
-    WARN("skipped: needs root to run clients under two other uids");
-    return;
+    MEDQ_SKIP("needs root to run clients under two other uids");
   }
   struct passwd* nobody = getpwnam("nobody");
   struct group* nogroup = getgrnam("nogroup");
   if (nobody == nullptr || nogroup == nullptr) {
-    WARN("skipped: no user 'nobody' or group 'nogroup' on this machine");
-    return;
+    MEDQ_SKIP("no user 'nobody' or group 'nogroup' on this machine");
   }
   // Alice and Mallory are two users of the socket group (their primary
   // group is the daemon's socket_group); the daemon runs as root.
