@@ -31,6 +31,11 @@ inline float Scalar(uint16_t bits) {
   return _mm_cvtss_f32(_mm_castsi128_ps(_mm_cvtsi32_si128(static_cast<int>(bits) << 16)));
 }
 
+// An int8 weight as float32 (exact).
+inline float Scalar(int8_t v) {
+  return static_cast<float>(v);
+}
+
 inline float HorizontalSum(__m256 v) {
   __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
   s = _mm_add_ps(s, _mm_movehl_ps(s, s));

@@ -114,11 +114,17 @@ void SetOpenMpRowSplit(bool enabled) {
   g_use_openmp.store(enabled, std::memory_order_relaxed);
 }
 
-void MatVecInto(const torch::Tensor& weight, const float* x, const float* bias, float* y) {
+void MatVecInto(const torch::Tensor& weight, const float* x, const float* bias, float* y,
+                const float* scale) {
   const int64_t out = weight.size(0);
   const int64_t in = weight.size(1);
   const DenseKernels& k = ActiveKernels();
-  if (weight.scalar_type() == torch::kFloat) {
+  if (weight.scalar_type() == torch::kChar) {
+    const int8_t* wp = weight.data_ptr<int8_t>();
+    ParallelOverRows(out, in, sizeof(int8_t), [&](int64_t begin, int64_t end) {
+      k.matvec_i8(wp, scale, in, x, bias, y, begin, end);
+    });
+  } else if (weight.scalar_type() == torch::kFloat) {
     const float* wp = weight.data_ptr<float>();
     ParallelOverRows(out, in, sizeof(float), [&](int64_t begin, int64_t end) {
       k.matvec_f32(wp, in, x, bias, y, begin, end);
@@ -133,11 +139,11 @@ void MatVecInto(const torch::Tensor& weight, const float* x, const float* bias, 
 }
 
 void MatRowsInto(const torch::Tensor& weight, const float* x, int64_t m, const float* bias,
-                 float* y) {
+                 float* y, const float* scale) {
   // One row: the matvec itself. A tile computes each row exactly as the matvec
   // does, so tiling a single row would gain nothing.
   if (m == 1) {
-    MatVecInto(weight, x, bias, y);
+    MatVecInto(weight, x, bias, y, scale);
     return;
   }
   const int64_t out = weight.size(0);
@@ -145,7 +151,12 @@ void MatRowsInto(const torch::Tensor& weight, const float* x, int64_t m, const f
   const DenseKernels& k = ActiveKernels();
   // The weight bytes decide the split, as in MatVecInto: the rows of x are
   // reused from cache, so the chunks stay as long as for one row.
-  if (weight.scalar_type() == torch::kFloat) {
+  if (weight.scalar_type() == torch::kChar) {
+    const int8_t* wp = weight.data_ptr<int8_t>();
+    ParallelOverRows(out, in, sizeof(int8_t), [&](int64_t begin, int64_t end) {
+      k.matrows_i8(wp, scale, in, out, x, m, bias, y, begin, end);
+    });
+  } else if (weight.scalar_type() == torch::kFloat) {
     const float* wp = weight.data_ptr<float>();
     ParallelOverRows(out, in, sizeof(float), [&](int64_t begin, int64_t end) {
       k.matrows_f32(wp, in, out, x, m, bias, y, begin, end);
@@ -243,6 +254,59 @@ torch::Tensor CpuTiledGemmBf16(const torch::Tensor& x, const torch::Tensor& weig
     });
     // GEMM into a fresh contiguous block, then rows copied (bias added) by
     // hand: addmm and Tensor::copy_ would open OpenMP regions of their own.
+    const torch::Tensor part = at::mm(xc, t.t());
+    const float* pp = part.data_ptr<float>();
+    for (int64_t i = 0; i < m; ++i) {
+      float* dst = yp + i * out + r0;
+      const float* src = pp + i * rows;
+      if (bp != nullptr) {
+        for (int64_t j = 0; j < rows; ++j)
+          dst[j] = src[j] + bp[r0 + j];
+      } else {
+        std::memcpy(dst, src, static_cast<size_t>(rows) * sizeof(float));
+      }
+    }
+  }
+  return y.view(OutputSizes(x, out));
+}
+
+torch::Tensor CpuMatRowsInt8(const torch::Tensor& x, const torch::Tensor& weight,
+                             const torch::Tensor& scale, const torch::Tensor& bias) {
+  const int64_t in = weight.size(1);
+  const int64_t m = x.numel() / in;
+  const torch::Tensor xc = x.contiguous();
+  const torch::Tensor b = FloatBias(bias);
+  torch::Tensor y = torch::empty(OutputSizes(x, weight.size(0)), x.options());
+  MatRowsInto(weight, xc.data_ptr<float>(), m, b.defined() ? b.data_ptr<float>() : nullptr,
+              y.data_ptr<float>(), scale.data_ptr<float>());
+  return y;
+}
+
+torch::Tensor CpuTiledGemmInt8(const torch::Tensor& x, const torch::Tensor& weight,
+                               const torch::Tensor& scale, const torch::Tensor& bias) {
+  const int64_t out = weight.size(0);
+  const int64_t in = weight.size(1);
+  const int64_t m = x.numel() / in;
+  const torch::Tensor xc = x.reshape({m, in}).contiguous();
+  const torch::Tensor b = FloatBias(bias);
+  const int64_t tile_rows =
+      std::min(out, std::max<int64_t>(kGemmTileMinRows,
+                                      kGemmTileBytes / (in * static_cast<int64_t>(sizeof(float)))));
+  torch::Tensor y = torch::empty({m, out}, x.options());
+  float* yp = y.data_ptr<float>();
+  const float* bp = b.defined() ? b.data_ptr<float>() : nullptr;
+  const float* sp = scale.data_ptr<float>();
+  torch::Tensor tile = torch::empty({tile_rows, in}, x.options());
+  const int8_t* wp = weight.data_ptr<int8_t>();
+  const DenseKernels& k = ActiveKernels();
+  for (int64_t r0 = 0; r0 < out; r0 += tile_rows) {
+    const int64_t rows = std::min(tile_rows, out - r0);
+    torch::Tensor t = tile.narrow(0, 0, rows);
+    float* tp = t.data_ptr<float>();
+    ParallelOverRows(rows, in, sizeof(int8_t), [&](int64_t begin, int64_t end) {
+      k.dequantize_i8(wp + (r0 + begin) * in, sp + r0 + begin, end - begin, in, tp + begin * in);
+    });
+    // As CpuTiledGemmBf16: GEMM into a fresh block, rows copied (bias added) by hand.
     const torch::Tensor part = at::mm(xc, t.t());
     const float* pp = part.data_ptr<float>();
     for (int64_t i = 0; i < m; ++i) {

@@ -25,7 +25,11 @@ torch::Tensor CpuMatVec(const torch::Tensor& x, const torch::Tensor& weight,
 // tensors (the CPU decode step): y[0, out) = weight · x + bias, x float32
 // [in], bias nullptr or float32 [out]; weight as above, float32 or bf16.
 // No allocation and no LibTorch dispatch.
-void MatVecInto(const torch::Tensor& weight, const float* x, const float* bias, float* y);
+// int8 weights (torch::kChar, symmetric, one scale a row: DenseKernels'
+// matvec_i8) take `scale`, float32 [out], the row scales; other dtypes
+// ignore it.
+void MatVecInto(const torch::Tensor& weight, const float* x, const float* bias, float* y,
+                const float* scale = nullptr);
 
 // m rows on raw buffers, batch-invariant: y [m, out] = x [m, in] · weightᵀ +
 // bias, where row i of y is bitwise what MatVecInto(weight, x row i, bias)
@@ -35,8 +39,9 @@ void MatVecInto(const torch::Tensor& weight, const float* x, const float* bias, 
 // sequence's logits must not depend on its neighbours. m >= 1; buffers as
 // MatVecInto's. No LibTorch dispatch; the bf16 path lays x out in a scratch
 // buffer reused across calls on the same thread.
+// int8 weights as MatVecInto's, with `scale` (ActiveKernels().matrows_i8).
 void MatRowsInto(const torch::Tensor& weight, const float* x, int64_t m, const float* bias,
-                 float* y);
+                 float* y, const float* scale = nullptr);
 
 // bf16 weights packed in tiles of 16 rows, for the batched CPU decode step
 // (the layout: DenseKernels::packed_bf16 in dense_kernels.h). Four x rows
@@ -67,6 +72,17 @@ torch::Tensor CpuMatMulBf16(const torch::Tensor& x, const torch::Tensor& weight,
 // memory: one tile, not a float32 copy of the weights.
 torch::Tensor CpuTiledGemmBf16(const torch::Tensor& x, const torch::Tensor& weight,
                                const torch::Tensor& bias);
+
+// int8 weights [out, in] (torch::kChar) with float32 row scales `scale`
+// [out], contiguous: x · (weight · diag(scale))ᵀ + bias. CpuMatRowsInt8: any
+// number of rows with the batch-invariant int8 kernels (row i bitwise what
+// MatVecInto gives it alone). CpuTiledGemmInt8: tiles of rows dequantized to
+// float32 (one rounding a weight) and multiplied with BLAS GEMM, as
+// CpuTiledGemmBf16; within float32 rounding of CpuMatRowsInt8, not bitwise.
+torch::Tensor CpuMatRowsInt8(const torch::Tensor& x, const torch::Tensor& weight,
+                             const torch::Tensor& scale, const torch::Tensor& bias);
+torch::Tensor CpuTiledGemmInt8(const torch::Tensor& x, const torch::Tensor& weight,
+                               const torch::Tensor& scale, const torch::Tensor& bias);
 
 // How many threads (the caller plus helpers) the own kernels split output
 // rows over; threads <= 0 means one per core (the default). Independent of

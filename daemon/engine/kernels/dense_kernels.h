@@ -99,6 +99,34 @@ using ScoresF32Fn = void (*)(const float* keys, int64_t n, int64_t d, const floa
 // table takes std::exp, the SIMD ones the polynomial exp of silu_mul_f32.
 using SoftmaxF32Fn = void (*)(float* p, int64_t n);
 
+// int8 weights, one float32 scale per output row (symmetric weight-only
+// quantization: w[r, k] ≈ q[r, k] · scale[r], q in [-127, 127]). For r in
+// [row_begin, row_end): dot = Σ_k float(q[r, k]) · x[k] summed as every
+// table's int8 kernels sum it, then y[r] = fma(dot, scale[r], bias[r]) with
+// a bias, dot · scale[r] without. The sum: 32 float32 lanes (four 8-wide
+// accumulators a, b, c, d over each block of 32 elements, one fused
+// multiply-add a product; the remaining 8-wide groups into a), folded as
+// ((a + b) + (c + d)), then its eight lanes as HorizontalSum (avx2_common.h)
+// folds them, then the scalar tail one fused multiply-add at a time. Every
+// table computes exactly this, so the tables agree bitwise; the scalar one is
+// the reference the SIMD ones are tested against.
+using MatVecI8Fn = void (*)(const int8_t* w, const float* scale, int64_t in, const float* x,
+                            const float* bias, float* y, int64_t row_begin, int64_t row_end);
+
+// Several x rows against int8 weights: y[i * out + r] holds, bitwise, what
+// matvec_i8 writes to y[r] for x row i, whatever m and the other rows are
+// (batch invariance); each weight row is read from memory once for all m.
+// x is [m, in], y is [m, out].
+using MatRowsI8Fn = void (*)(const int8_t* w, const float* scale, int64_t in, int64_t out,
+                             const float* x, int64_t m, const float* bias, float* y,
+                             int64_t row_begin, int64_t row_end);
+
+// dst[r, k] = float(q[r, k]) · scale[r] for the rows [0, rows) of q [rows,
+// in]: the int8 weights dequantized to float32 (one rounding a weight), for
+// prefill's tiles (GEMM over them).
+using DequantizeI8Fn = void (*)(const int8_t* q, const float* scale, int64_t rows, int64_t in,
+                                float* dst);
+
 struct DenseKernels {
   const char* name;
   MatVecF32Fn matvec_f32;
@@ -113,6 +141,9 @@ struct DenseKernels {
   SiluMulF32Fn silu_mul_f32;
   ScoresF32Fn scores_f32;
   SoftmaxF32Fn softmax_f32;
+  MatVecI8Fn matvec_i8;
+  MatRowsI8Fn matrows_i8;
+  DequantizeI8Fn dequantize_i8;
 };
 
 // The portable kernels; run on every x86-64 (and any other) CPU.
@@ -169,6 +200,14 @@ void MatRowsBf16Avx512(const uint16_t* w, int64_t in, int64_t out, const float* 
 // The AVX-512VL table's prepare_bf16_rows: the AVX2 table's layout where
 // MatRowsBf16Avx512 runs the one-row tiles (m <= 2), its own elsewhere.
 void PrepareBf16RowsAvx512(const float* x, int64_t m, int64_t in, float* prepared);
+
+// The AVX2+FMA table's int8 entries (int8_avx2.cc, built with -mavx2 -mfma),
+// which the AVX-512VL table shares; same precondition as Avx2FmaKernels().
+void MatVecI8Avx2(const int8_t* w, const float* scale, int64_t in, const float* x,
+                  const float* bias, float* y, int64_t row_begin, int64_t row_end);
+void MatRowsI8Avx2(const int8_t* w, const float* scale, int64_t in, int64_t out, const float* x,
+                   int64_t m, const float* bias, float* y, int64_t row_begin, int64_t row_end);
+void DequantizeI8Avx2(const int8_t* q, const float* scale, int64_t rows, int64_t in, float* dst);
 
 // Weight rows converted per step by MatMulBf16Fn kernels: a block of this many
 // rows, converted to float32, is reused for every input row.

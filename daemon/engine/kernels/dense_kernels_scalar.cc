@@ -157,6 +157,64 @@ void PackedBf16(const uint16_t* packed, int64_t in, int64_t out, const float* x,
   }
 }
 
+// The int8 dot product in the order every table's int8 kernels sum it
+// (dense_kernels.h, MatVecI8Fn): 32 lanes, each a chain of fused
+// multiply-adds, folded as the AVX2 kernels fold their registers. std::fma
+// rounds once, as the vector FMA does, and an int8 weight is exact in float,
+// so the AVX2 kernels' results are these bit for bit.
+float DotI8(const int8_t* w, int64_t in, const float* x) {
+  float lanes[4][8] = {};
+  int64_t k = 0;
+  for (; k + 32 <= in; k += 32) {
+    for (int g = 0; g < 4; ++g) {
+      for (int l = 0; l < 8; ++l) {
+        const int64_t j = k + 8 * g + l;
+        lanes[g][l] = std::fma(static_cast<float>(w[j]), x[j], lanes[g][l]);
+      }
+    }
+  }
+  for (; k + 8 <= in; k += 8) {
+    for (int l = 0; l < 8; ++l)
+      lanes[0][l] = std::fma(static_cast<float>(w[k + l]), x[k + l], lanes[0][l]);
+  }
+  float v[8];
+  for (int l = 0; l < 8; ++l)
+    v[l] = (lanes[0][l] + lanes[1][l]) + (lanes[2][l] + lanes[3][l]);
+  // HorizontalSum: the two 128-bit halves, then lanes 0 + 2 and 1 + 3, then those two.
+  float h[4];
+  for (int l = 0; l < 4; ++l)
+    h[l] = v[l] + v[l + 4];
+  float sum = (h[0] + h[2]) + (h[1] + h[3]);
+  for (; k < in; ++k)
+    sum = std::fma(static_cast<float>(w[k]), x[k], sum);
+  return sum;
+}
+
+inline float ScaleI8(float dot, const float* scale, const float* bias, int64_t r) {
+  return bias != nullptr ? std::fma(dot, scale[r], bias[r]) : dot * scale[r];
+}
+
+void MatVecI8(const int8_t* w, const float* scale, int64_t in, const float* x, const float* bias,
+              float* y, int64_t row_begin, int64_t row_end) {
+  for (int64_t r = row_begin; r < row_end; ++r)
+    y[r] = ScaleI8(DotI8(w + r * in, in, x), scale, bias, r);
+}
+
+void MatRowsI8(const int8_t* w, const float* scale, int64_t in, int64_t out, const float* x,
+               int64_t m, const float* bias, float* y, int64_t row_begin, int64_t row_end) {
+  for (int64_t r = row_begin; r < row_end; ++r) {
+    for (int64_t i = 0; i < m; ++i)
+      y[i * out + r] = ScaleI8(DotI8(w + r * in, in, x + i * in), scale, bias, r);
+  }
+}
+
+void DequantizeI8(const int8_t* q, const float* scale, int64_t rows, int64_t in, float* dst) {
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t k = 0; k < in; ++k)
+      dst[r * in + k] = static_cast<float>(q[r * in + k]) * scale[r];
+  }
+}
+
 // matvec_bf16 and matrows_bf16 here read x as it is.
 void PrepareBf16Rows(const float* x, int64_t m, int64_t in, float* prepared) {
   std::memcpy(prepared, x, static_cast<size_t>(m * in) * sizeof(float));
@@ -168,7 +226,7 @@ const DenseKernels& ScalarKernels() {
   static constexpr DenseKernels kTable{"scalar",    &MatVecF32,   &MatVecBf16, &PrepareBf16Rows,
                                        &MatMulBf16, &ConvertBf16, &MatRowsF32, &MatRowsBf16,
                                        &PackedBf16, &VecMatF32,   &SiluMulF32, &ScoresF32,
-                                       &SoftmaxF32};
+                                       &SoftmaxF32, &MatVecI8,    &MatRowsI8,  &DequantizeI8};
   return kTable;
 }
 

@@ -9,11 +9,14 @@ namespace medq::engine {
 namespace {
 
 torch::Tensor BaselineLinear(const torch::Tensor& x, const torch::Tensor& weight,
-                             const torch::Tensor& bias) {
+                             const torch::Tensor& bias, const torch::Tensor& scale) {
   // Correct for every device and dtype. Weights of another dtype than x are
-  // converted per call, which is slow but exact.
+  // converted per call (int8 ones dequantized), which is slow but exact.
   const torch::Tensor w =
-      weight.scalar_type() == x.scalar_type() ? weight : weight.to(x.scalar_type());
+      weight.scalar_type() == torch::kChar
+          ? weight.to(torch::kFloat).mul_(scale.to(torch::kFloat).unsqueeze(1)).to(x.scalar_type())
+      : weight.scalar_type() == x.scalar_type() ? weight
+                                                : weight.to(x.scalar_type());
   if (!bias.defined()) return at::linear(x, w);
   const torch::Tensor b = bias.scalar_type() == x.scalar_type() ? bias : bias.to(x.scalar_type());
   return at::linear(x, w, b);
@@ -29,15 +32,25 @@ bool NeedsAutograd(const torch::Tensor& x, const torch::Tensor& weight, const to
   return x.requires_grad() || weight.requires_grad() || (bias.defined() && bias.requires_grad());
 }
 
+// int8 weights the own kernels can read: [out, in] contiguous on the CPU, with
+// contiguous float32 scales [out] there too.
+bool IsCpuInt8(const torch::Tensor& weight, const torch::Tensor& scale) {
+  return weight.device().is_cpu() && weight.scalar_type() == torch::kChar && scale.defined() &&
+         scale.device().is_cpu() && scale.scalar_type() == torch::kFloat && scale.dim() == 1 &&
+         scale.is_contiguous() && weight.dim() == 2 && scale.size(0) == weight.size(0) &&
+         !scale.requires_grad();
+}
+
 }  // namespace
 
 LinearPath SelectLinearPath(const torch::Tensor& x, const torch::Tensor& weight,
-                            const torch::Tensor& bias) {
+                            const torch::Tensor& bias, const torch::Tensor& scale) {
   if (!x.defined() || !weight.defined()) return LinearPath::kBaseline;
   if (!x.device().is_cpu() || x.scalar_type() != torch::kFloat || x.dim() < 1) {
     return LinearPath::kBaseline;
   }
-  if (!IsCpuFloatOrBf16(weight) || weight.dim() != 2 || !weight.is_contiguous()) {
+  const bool int8 = IsCpuInt8(weight, scale);
+  if ((!int8 && !IsCpuFloatOrBf16(weight)) || weight.dim() != 2 || !weight.is_contiguous()) {
     return LinearPath::kBaseline;
   }
   const int64_t out = weight.size(0);
@@ -47,6 +60,10 @@ LinearPath SelectLinearPath(const torch::Tensor& x, const torch::Tensor& weight,
     return LinearPath::kBaseline;
   }
   if (NeedsAutograd(x, weight, bias)) return LinearPath::kBaseline;
+  if (int8) {
+    return x.numel() / in >= kTiledGemmMinRows ? LinearPath::kTiledGemmInt8
+                                               : LinearPath::kMatRowsInt8;
+  }
   const bool bf16 = weight.scalar_type() == torch::kBFloat16;
   if (x.numel() == in) return bf16 ? LinearPath::kMatVecBf16 : LinearPath::kMatVecF32;
   if (!bf16) return LinearPath::kGemmF32;
@@ -67,13 +84,21 @@ const char* LinearPathName(LinearPath path) {
       return "matmul_bf16";
     case LinearPath::kTiledGemmBf16:
       return "tiled_gemm_bf16";
+    case LinearPath::kMatRowsInt8:
+      return "matrows_int8";
+    case LinearPath::kTiledGemmInt8:
+      return "tiled_gemm_int8";
   }
   return "unknown";
 }
 
-torch::Tensor Linear(const torch::Tensor& x, const torch::Tensor& weight,
-                     const torch::Tensor& bias) {
-  switch (SelectLinearPath(x, weight, bias)) {
+torch::Tensor Linear(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias,
+                     const torch::Tensor& scale) {
+  switch (SelectLinearPath(x, weight, bias, scale)) {
+    case LinearPath::kMatRowsInt8:
+      return kernels::CpuMatRowsInt8(x, weight, scale, bias);
+    case LinearPath::kTiledGemmInt8:
+      return kernels::CpuTiledGemmInt8(x, weight, scale, bias);
     case LinearPath::kMatVecF32:
     case LinearPath::kMatVecBf16:
       return kernels::CpuMatVec(x, weight, bias);
@@ -86,17 +111,20 @@ torch::Tensor Linear(const torch::Tensor& x, const torch::Tensor& weight,
     case LinearPath::kBaseline:
       break;
   }
-  return BaselineLinear(x, weight, bias);
+  return BaselineLinear(x, weight, bias, scale);
 }
 
 void LinearAddInto(torch::Tensor& residual, const torch::Tensor& x, const torch::Tensor& weight,
-                   const torch::Tensor& bias) {
+                   const torch::Tensor& bias, const torch::Tensor& scale) {
   const int64_t in = weight.size(1), out = weight.size(0);
   const bool fusable = !at::GradMode::is_enabled() && residual.is_contiguous() &&
                        residual.scalar_type() == x.scalar_type() && residual.size(-1) == out &&
                        residual.numel() / out == x.numel() / in && !bias.defined();
   if (fusable) {
-    switch (SelectLinearPath(x, weight, bias)) {
+    switch (SelectLinearPath(x, weight, bias, scale)) {
+      case LinearPath::kMatRowsInt8:
+        if (x.numel() != in) break;  // several rows: Linear, then add_
+        [[fallthrough]];
       case LinearPath::kMatVecF32:
       case LinearPath::kMatVecBf16: {
         // One row: y = W x into a scratch row, then added; no ATen op at all.
@@ -105,7 +133,8 @@ void LinearAddInto(torch::Tensor& residual, const torch::Tensor& x, const torch:
         thread_local std::vector<float> y;
         y.resize(static_cast<size_t>(out));
         const torch::Tensor xc = x.is_contiguous() ? x : x.contiguous();
-        kernels::MatVecInto(weight, xc.data_ptr<float>(), nullptr, y.data());
+        kernels::MatVecInto(weight, xc.data_ptr<float>(), nullptr, y.data(),
+                            scale.defined() ? scale.data_ptr<float>() : nullptr);
         float* r = residual.data_ptr<float>();
         for (int64_t i = 0; i < out; ++i)
           r[i] += y[static_cast<size_t>(i)];
@@ -121,7 +150,7 @@ void LinearAddInto(torch::Tensor& residual, const torch::Tensor& x, const torch:
         break;
     }
   }
-  torch::Tensor y = Linear(x, weight, bias);
+  torch::Tensor y = Linear(x, weight, bias, scale);
   if (at::GradMode::is_enabled()) {
     residual = residual + y;
   } else {

@@ -37,8 +37,16 @@ namespace medq::engine {
 // measurements.
 // Autograd: when grad mode is on and an argument requires grad, the baseline
 // path is taken, so gradients stay correct; inference runs in InferenceMode.
+//
+// int8 weights (torch::kChar, weight-only symmetric quantization, quantize.h
+// in the engine) need `scale`, their float32 row scales [out]: the product is
+// then x · (weight · diag(scale))ᵀ + bias. On CPU with float32 x, one row
+// and up to kTiledGemmMinRows - 1 rows take the own int8 kernels (each row
+// computed exactly as alone), more rows tiles dequantized to float32 and
+// GEMM; anything else (another device, autograd) the baseline on the
+// dequantized matrix. Other dtypes ignore `scale`.
 torch::Tensor Linear(const torch::Tensor& x, const torch::Tensor& weight,
-                     const torch::Tensor& bias = {});
+                     const torch::Tensor& bias = {}, const torch::Tensor& scale = {});
 
 // The implementation Linear() takes for given arguments.
 enum class LinearPath {
@@ -48,6 +56,8 @@ enum class LinearPath {
   kMatVecBf16,     // CPU, bf16 weights, one row: own kernel
   kMatMulBf16,     // CPU, bf16 weights, 2 .. kTiledGemmMinRows - 1 rows: own kernel
   kTiledGemmBf16,  // CPU, bf16 weights, kTiledGemmMinRows rows or more: tiles + GEMM
+  kMatRowsInt8,    // CPU, int8 weights, 1 .. kTiledGemmMinRows - 1 rows: own kernel
+  kTiledGemmInt8,  // CPU, int8 weights, kTiledGemmMinRows rows or more: tiles + GEMM
 };
 
 // From this many rows of x, bf16 weights go through float32 tiles and GEMM
@@ -61,12 +71,12 @@ inline constexpr int64_t kTiledGemmMinRows = 32;
 // residual must be contiguous and of x's dtype; otherwise Linear then add_.
 // Used for the projections that end a block (o_proj, down_proj).
 void LinearAddInto(torch::Tensor& residual, const torch::Tensor& x, const torch::Tensor& weight,
-                   const torch::Tensor& bias = {});
+                   const torch::Tensor& bias = {}, const torch::Tensor& scale = {});
 
 // Which path Linear(x, weight, bias) takes; for tests and benchmarks.
 // Never throws.
 LinearPath SelectLinearPath(const torch::Tensor& x, const torch::Tensor& weight,
-                            const torch::Tensor& bias = {});
+                            const torch::Tensor& bias = {}, const torch::Tensor& scale = {});
 
 // A stable lower-case name for a path, e.g. "matvec_bf16".
 const char* LinearPathName(LinearPath path);

@@ -1,0 +1,182 @@
+// The int8 weight kernels (one float32 scale per output row, dense_kernels.h
+// MatVecI8Fn): every SIMD table bitwise equal to the scalar reference, the
+// several-row kernel bitwise the one-row kernel per row (batch invariance),
+// and Linear()'s int8 paths against at::linear on the dequantized matrix.
+#include <catch2/catch.hpp>
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "daemon/engine/kernels/cpu_linear.h"
+#include "daemon/engine/kernels/linear.h"
+#include "tests/kernels/kernel_tables.h"
+#include "tests/support/skip.h"
+
+namespace medq::engine {
+namespace {
+
+struct Int8Shape {
+  int64_t out;
+  int64_t in;
+};
+
+// in below, at and between the kernels' steps (8, 32) with odd tails, and
+// outputs large enough to be split across threads.
+const std::vector<Int8Shape>& Int8Shapes() {
+  static const std::vector<Int8Shape> shapes = {
+      {1, 1},  {3, 7},  {5, 8},     {4, 15},   {7, 31},    {2, 32},  {3, 33},    {11, 47},
+      {5, 63}, {9, 72}, {1000, 33}, {64, 576}, {257, 130}, {3, 999}, {2051, 40}, {40, 4864},
+  };
+  return shapes;
+}
+
+// Random int8 values over the whole symmetric range and positive row scales
+// of a few orders of magnitude, as QuantizeRowsInt8 makes them.
+struct Int8Weight {
+  torch::Tensor values;  // int8 [out, in]
+  torch::Tensor scales;  // float32 [out]
+};
+Int8Weight RandomInt8(int64_t out, int64_t in) {
+  Int8Weight w;
+  w.values = torch::randint(-127, 128, {out, in}).to(torch::kChar);
+  w.scales = torch::rand({out}).mul_(0.05).add_(1e-4);
+  return w;
+}
+
+bool SameBits(const float* a, const float* b, int64_t n) {
+  return std::memcmp(a, b, static_cast<size_t>(n) * sizeof(float)) == 0;
+}
+
+// y [m, out] from MatRowsInto with the table `tables` (m = 1: MatVecInto).
+std::vector<float> RunRows(Tables tables, const Int8Weight& w, const torch::Tensor& x, int64_t m,
+                           const float* bias) {
+  KernelMode mode(tables);
+  std::vector<float> y(static_cast<size_t>(m * w.values.size(0)), -1.0f);
+  kernels::MatRowsInto(w.values, x.data_ptr<float>(), m, bias, y.data(),
+                       w.scales.data_ptr<float>());
+  return y;
+}
+
+// Skipped (not passed) on a CPU without the table: another table would run.
+void CheckAgainstScalar(Tables tables) {
+  {
+    KernelMode mode(tables);
+    MEDQ_SKIP_UNLESS_TABLE(tables);
+  }
+  torch::manual_seed(11);
+  for (const Int8Shape& s : Int8Shapes()) {
+    const Int8Weight w = RandomInt8(s.out, s.in);
+    const torch::Tensor bias = torch::randn({s.out});
+    for (bool with_bias : {false, true}) {
+      const float* bp = with_bias ? bias.data_ptr<float>() : nullptr;
+      for (int64_t m : {1, 2, 3, 5}) {
+        INFO(s.out << "x" << s.in << (with_bias ? " bias" : "") << " m=" << m);
+        const torch::Tensor x = torch::randn({m, s.in});
+        const std::vector<float> simd = RunRows(tables, w, x, m, bp);
+        const std::vector<float> scalar = RunRows(Tables::kScalar, w, x, m, bp);
+        REQUIRE(SameBits(simd.data(), scalar.data(), m * s.out));
+      }
+    }
+  }
+}
+
+TEST_CASE("int8 kernels equal the scalar reference bitwise, AVX-512VL table", "[linear][int8]") {
+  CheckAgainstScalar(Tables::kAvx512);
+}
+TEST_CASE("int8 kernels equal the scalar reference bitwise, AVX2", "[linear][int8]") {
+  CheckAgainstScalar(Tables::kAvx2);
+}
+
+// Batch invariance: row i of MatRowsInto is what MatVecInto gives it alone.
+void CheckRowsAgainstMatVec(Tables tables) {
+  KernelMode mode(tables);
+  MEDQ_SKIP_UNLESS_TABLE(tables);
+  torch::manual_seed(12);
+  for (const Int8Shape& s : Int8Shapes()) {
+    const Int8Weight w = RandomInt8(s.out, s.in);
+    const torch::Tensor bias = torch::randn({s.out});
+    for (bool with_bias : {false, true}) {
+      const float* bp = with_bias ? bias.data_ptr<float>() : nullptr;
+      for (int64_t m = 1; m <= 9; ++m) {
+        INFO(s.out << "x" << s.in << (with_bias ? " bias" : "") << " m=" << m);
+        const torch::Tensor x = torch::randn({m, s.in});
+        std::vector<float> rows(static_cast<size_t>(m * s.out), -1.0f);
+        kernels::MatRowsInto(w.values, x.data_ptr<float>(), m, bp, rows.data(),
+                             w.scales.data_ptr<float>());
+        for (int64_t i = 0; i < m; ++i) {
+          INFO("row " << i);
+          std::vector<float> one(static_cast<size_t>(s.out), -2.0f);
+          kernels::MatVecInto(w.values, x.data_ptr<float>() + i * s.in, bp, one.data(),
+                              w.scales.data_ptr<float>());
+          REQUIRE(SameBits(rows.data() + i * s.out, one.data(), s.out));
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("int8 MatRowsInto is bitwise MatVecInto per row, AVX-512VL table", "[linear][int8]") {
+  CheckRowsAgainstMatVec(Tables::kAvx512);
+}
+TEST_CASE("int8 MatRowsInto is bitwise MatVecInto per row, AVX2", "[linear][int8]") {
+  CheckRowsAgainstMatVec(Tables::kAvx2);
+}
+TEST_CASE("int8 MatRowsInto is bitwise MatVecInto per row, scalar", "[linear][int8]") {
+  CheckRowsAgainstMatVec(Tables::kScalar);
+}
+
+// |y - ref| <= 1e-5 · (|x| · |W|ᵀ + |b|) against at::linear on the
+// dequantized matrix in float64: the bound of float32 summation.
+void RequireCloseToDequantized(const torch::Tensor& y, const torch::Tensor& x, const Int8Weight& w,
+                               const torch::Tensor& bias) {
+  const torch::Tensor wd = w.values.to(torch::kDouble) * w.scales.to(torch::kDouble).unsqueeze(1);
+  const torch::Tensor xd = x.to(torch::kDouble);
+  const torch::Tensor bd = bias.defined() ? bias.to(torch::kDouble) : bias;
+  const torch::Tensor ref = bd.defined() ? at::linear(xd, wd, bd) : at::linear(xd, wd);
+  const torch::Tensor bound =
+      bd.defined() ? at::linear(xd.abs(), wd.abs(), bd.abs()) : at::linear(xd.abs(), wd.abs());
+  REQUIRE(y.sizes() == ref.sizes());
+  const torch::Tensor excess = (y.to(torch::kDouble) - ref).abs() - (bound * 1e-5 + 1e-30);
+  INFO("max error over bound: " << excess.max().item<double>());
+  REQUIRE(excess.max().item<double>() <= 0.0);
+}
+
+TEST_CASE("Linear with int8 weights equals the dequantized product on every path",
+          "[linear][int8]") {
+  torch::manual_seed(13);
+  for (Tables tables : {Tables::kAvx2, Tables::kScalar}) {
+    KernelMode mode(tables);
+    for (const Int8Shape& s : Int8Shapes()) {
+      const Int8Weight w = RandomInt8(s.out, s.in);
+      const torch::Tensor bias = torch::randn({s.out});
+      for (int64_t m : {1, 2, 7, 31, 32, 45}) {
+        const torch::Tensor x = torch::randn({1, m, s.in});
+        const LinearPath path = SelectLinearPath(x, w.values, bias, w.scales);
+        INFO(s.out << "x" << s.in << " m=" << m << " " << LinearPathName(path) << " "
+                   << ActiveKernelsName());
+        REQUIRE(path ==
+                (m < kTiledGemmMinRows ? LinearPath::kMatRowsInt8 : LinearPath::kTiledGemmInt8));
+        RequireCloseToDequantized(Linear(x, w.values, bias, w.scales), x, w, bias);
+        RequireCloseToDequantized(Linear(x, w.values, {}, w.scales), x, w, {});
+        // LinearAddInto: the residual plus the product.
+        torch::Tensor residual = torch::randn({1, m, s.out});
+        const torch::Tensor before = residual.clone();
+        LinearAddInto(residual, x, w.values, {}, w.scales);
+        RequireCloseToDequantized(residual - before, x, w, {});
+      }
+    }
+  }
+}
+
+TEST_CASE("int8 weights without scales or off the CPU take the baseline", "[linear][int8]") {
+  const Int8Weight w = RandomInt8(8, 16);
+  const torch::Tensor x = torch::randn({16});
+  CHECK(SelectLinearPath(x, w.values, {}, {}) == LinearPath::kBaseline);
+  CHECK(SelectLinearPath(x, w.values, {}, w.scales.to(torch::kDouble)) == LinearPath::kBaseline);
+  // The baseline dequantizes: the same product, any path.
+  RequireCloseToDequantized(Linear(x, w.values, {}, w.scales.to(torch::kDouble)), x, w, {});
+}
+
+}  // namespace
+}  // namespace medq::engine
