@@ -64,6 +64,14 @@ HealthInfo DescribeHealth(const DaemonState& s) {
              : !s.ready           ? "starting"
              : h.warnings.empty() ? "ok"
                                   : "degraded";
+  // Notes that leave the status as it is: a model chatted with through the
+  // fallback template works as documented.
+  for (const LoadedModelInfo& m : h.loaded_models) {
+    if (m.kind == "generation" && m.has_tokenizer && !m.has_chat_template) {
+      h.warnings.push_back("model " + m.name +
+                           " has no chat template; chat uses the fallback template (ChatML)");
+    }
+  }
   h.limits = s.limits;
   return h;
 }

@@ -179,7 +179,9 @@ void ApplyTemplateOp(DaemonState& s, const Request& req, Responder reply) {
         if (!text.ok()) return std::move(text).error();
         ApplyTemplateResult out;
         out.prompt = std::move(*text);
-        if (m.tokenizer) out.ids = m.tokenizer->Encode(out.prompt, false);
+        // As generate tokenizes it: the fallback template leaves the
+        // special tokens (BOS) to the tokenizer.
+        if (m.tokenizer) out.ids = m.tokenizer->Encode(out.prompt, !m.chat_template);
         return out;
       });
 }

@@ -4,6 +4,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include "daemon/template/fallback_template.h"
+
 namespace medq::daemon {
 namespace {
 
@@ -22,15 +24,26 @@ std::string PromptForLog(const GenerateParams& p) {
   return QuotedForLog(prompt);
 }
 
+// The request's stop strings, and the fallback template's when it renders
+// the prompt (a model without a chat template of its own).
+std::vector<std::string> StopsFor(const LoadedModel& model, const GenerateParams& p) {
+  std::vector<std::string> stops = p.stop;
+  if (!model.chat_template && IsChat(model, p)) {
+    stops.insert(stops.end(), chat::kFallbackChatStops.begin(), chat::kFallbackChatStops.end());
+  }
+  return stops;
+}
+
 }  // namespace
+
+bool IsChat(const LoadedModel& model, const GenerateParams& p) {
+  if (p.prompt_ids) return false;
+  return p.messages || p.mode == PromptMode::kChat ||
+         (p.mode == PromptMode::kAuto && model.chat_template.has_value());
+}
 
 Result<std::string> RenderChat(const LoadedModel& model, const GenerateParams& p,
                                bool add_generation_prompt) {
-  if (!model.chat_template) {
-    return InvalidRequest("model " + model.name +
-                          " has no chat template (tokenizer_config.json chat_template); send the "
-                          "prompt with mode \"raw\"");
-  }
   chat::TemplateInputs in;
   if (p.messages) {
     in.messages = *p.messages;
@@ -41,7 +54,8 @@ Result<std::string> RenderChat(const LoadedModel& model, const GenerateParams& p
   in.add_generation_prompt = add_generation_prompt;
   in.tools = p.tools;
   in.extra = p.template_kwargs;
-  return model.chat_template->Render(in);
+  return model.chat_template ? model.chat_template->Render(in)
+                             : chat::FallbackChatTemplate().Render(in);
 }
 
 Result<std::vector<int32_t>> PromptIds(const LoadedModel& model, const GenerateParams& p) {
@@ -49,13 +63,12 @@ Result<std::vector<int32_t>> PromptIds(const LoadedModel& model, const GenerateP
   if (!model.tokenizer) {
     return InvalidRequest("model " + model.name + " has no tokenizer.json; send params.prompt_ids");
   }
-  const bool chat = p.messages || p.mode == PromptMode::kChat ||
-                    (p.mode == PromptMode::kAuto && model.chat_template.has_value());
-  if (!chat) return model.tokenizer->Encode(*p.prompt, /*add_special_tokens=*/true);
+  if (!IsChat(model, p)) return model.tokenizer->Encode(*p.prompt, /*add_special_tokens=*/true);
   auto text = RenderChat(model, p, /*add_generation_prompt=*/true);
   if (!text.ok()) return std::move(text).error();
-  // The template writes the special tokens (BOS) itself.
-  return model.tokenizer->Encode(*text, /*add_special_tokens=*/false);
+  // A model's own template writes the special tokens (BOS) itself; the
+  // fallback leaves them to the tokenizer, as a raw prompt does.
+  return model.tokenizer->Encode(*text, /*add_special_tokens=*/!model.chat_template);
 }
 
 Generation::Generation(GenerationJob job, const LoadedModel& model, double load_ms)
@@ -64,7 +77,7 @@ Generation::Generation(GenerationJob job, const LoadedModel& model, double load_
       tokenizer_(model.tokenizer),
       model_name_(model.name),
       load_ms_(load_ms),
-      stops_(job_.spec->params.stop) {
+      stops_(StopsFor(model, job_.spec->params)) {
   if (tokenizer_) decoder_.emplace(*tokenizer_, /*skip_special_tokens=*/true);
 }
 

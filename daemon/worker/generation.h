@@ -104,9 +104,14 @@ class Generation {
 // template applied as the request's mode says).
 Result<std::vector<int32_t>> PromptIds(const LoadedModel& model, const GenerateParams& params);
 
-// The model's chat template rendered with the params' messages (or system
-// and prompt), tools and template kwargs. INVALID_REQUEST when the model has
-// no chat template, or the template fails (line and column in the message).
+// Whether the params' prompt goes through a chat template: `messages`, mode
+// chat, or mode auto with a model that has a chat template of its own.
+bool IsChat(const LoadedModel& model, const GenerateParams& params);
+
+// The model's chat template (the fallback, chat::FallbackChatTemplate(), when
+// it has none) rendered with the params' messages (or system and prompt),
+// tools and template kwargs. INVALID_REQUEST when the template fails (line
+// and column in the message).
 Result<std::string> RenderChat(const LoadedModel& model, const GenerateParams& params,
                                bool add_generation_prompt);
 

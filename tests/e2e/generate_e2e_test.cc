@@ -178,9 +178,51 @@ TEST_CASE("chat prompts go through the model's chat template", "[e2e][generate]"
       d.socket(),
       {{"model", "tiny-qwen2"}, {"prompt", "Hi"}, {"system", "Be brief."}, {"max_tokens", 1}});
   CHECK(plain.final()["usage"]["prompt_tokens"] == (*rendered)["result"]["ids"].size());
-  // tiny-llama's tokenizer (mistral_v1) has no template: chat mode is refused.
-  Run refused = Generate(d.socket(), {{"model", "tiny-llama"}, {"prompt", "Hi"}, {"mode", "chat"}});
-  CHECK(refused.final()["code"] == "INVALID_REQUEST");
+}
+
+TEST_CASE("a model without a chat template chats through the fallback template",
+          "[e2e][generate]") {
+  ModelRepo repo;
+  DaemonProcess d(DaemonArgs(repo));
+  auto client = ipc::Client::Connect(d.socket());
+  REQUIRE(client.ok());
+  // tiny-llama's tokenizer (mistral_v1) has no template: ChatML, and the
+  // tokenizer's own BOS (id 1) in front, as for a raw prompt.
+  json messages = json::array(
+      {{{"role", "system"}, {"content", "Be brief."}}, {{"role", "user"}, {"content", "Hi"}}});
+  auto rendered = client->Call("apply-template", {{"model", "tiny-llama"}, {"messages", messages}});
+  REQUIRE(rendered.ok());
+  CHECK((*rendered)["result"]["prompt"] ==
+        "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n"
+        "<|im_start|>assistant\n");
+  const json ids = (*rendered)["result"]["ids"];
+  REQUIRE(!ids.empty());
+  CHECK(ids[0] == 1);
+  // messages, and a prompt in chat mode, send exactly those ids.
+  Run chat =
+      Generate(d.socket(), {{"model", "tiny-llama"}, {"messages", messages}, {"max_tokens", 4}});
+  REQUIRE(chat.final()["event"] == "done");
+  CHECK(chat.final()["usage"]["prompt_tokens"] == ids.size());
+  Run mode_chat = Generate(d.socket(), {{"model", "tiny-llama"},
+                                        {"prompt", "Hi"},
+                                        {"system", "Be brief."},
+                                        {"mode", "chat"},
+                                        {"max_tokens", 4}});
+  REQUIRE(mode_chat.final()["event"] == "done");
+  CHECK(mode_chat.final()["usage"]["prompt_tokens"] == ids.size());
+  // A prompt in auto mode is sent as it is.
+  auto tokens = client->Call("tokenize", {{"model", "tiny-llama"}, {"text", "Hi"}});
+  REQUIRE(tokens.ok());
+  Run plain = Generate(d.socket(), {{"model", "tiny-llama"}, {"prompt", "Hi"}, {"max_tokens", 4}});
+  REQUIRE(plain.final()["event"] == "done");
+  CHECK(plain.final()["usage"]["prompt_tokens"] == (*tokens)["result"]["ids"].size());
+  // health names the model; the daemon is not degraded by it.
+  json health = (*client->Call("health"))["result"];
+  CHECK(health["status"] == "ok");
+  CHECK(health["loaded_models"][0]["has_chat_template"] == false);
+  CHECK(health["warnings"] ==
+        json::array({"model tiny-llama has no chat template; chat uses the fallback template "
+                     "(ChatML)"}));
 }
 
 // transformers 5 saves a tokenizer's chat template as chat_template.jinja

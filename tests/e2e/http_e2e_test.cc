@@ -156,6 +156,36 @@ TEST_CASE("http: completions and chat equal the socket's generate, streamed or n
   CHECK(metrics.body.find("medq_") != std::string::npos);
 }
 
+// A fresh install serves the built-in medq-demo, which has no chat template
+// of its own: chat goes through the fallback template, as on the socket.
+TEST_CASE("http: chat with a model without a chat template uses the fallback template",
+          "[e2e][http]") {
+  ModelRepo repo;
+  const int port = FreePort();
+  DaemonProcess d(HttpArgs(repo, port));
+  const json messages = json::array({{{"role", "user"}, {"content", "Who is the LORD?"}}});
+  Run socket_run =
+      Generate(d.socket(), {{"model", "medq-demo"}, {"messages", messages}, {"max_tokens", 8}});
+  REQUIRE(socket_run.final()["event"] == "done");
+  const json chat = {{"model", "medq-demo"}, {"messages", messages}, {"max_tokens", 8}};
+  HttpResponse r = HttpCall(port, "POST", "/v1/chat/completions", chat.dump());
+  REQUIRE(r.status == 200);
+  json body = Body(r);
+  CHECK(body["object"] == "chat.completion");
+  CHECK(body["model"] == "medq-demo");
+  CHECK(body["choices"][0]["message"]["content"] == socket_run.Text());
+  CHECK(body["usage"]["prompt_tokens"] == socket_run.final()["usage"]["prompt_tokens"]);
+  HttpResponse streamed =
+      HttpCall(port, "POST", "/v1/chat/completions", With(chat, {{"stream", true}}).dump());
+  REQUIRE(streamed.status == 200);
+  CHECK(StreamText(streamed, true) == socket_run.Text());
+  // The health object says which template chat uses.
+  HttpResponse health = HttpCall(port, "GET", "/health");
+  REQUIRE(health.status == 200);
+  CHECK_THAT(Body(health)["warnings"].dump(),
+             Catch::Contains("model medq-demo has no chat template; chat uses the fallback"));
+}
+
 TEST_CASE("http: GET /v1/models/{id} answers a model, and 404 for another", "[e2e][http]") {
   ModelRepo repo;
   const int port = FreePort();
