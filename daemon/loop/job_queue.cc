@@ -31,11 +31,10 @@ Status JobQueue::CheckRoom() {
   const bool can_start_now = waiting_.empty() && running() < concurrency_;
   if (can_start_now || waiting() < max_queue_) return Status::Ok();
   ++totals_.rejected;
-  const double retry = std::max(1.0, std::ceil(EstimatedWaitS(waiting_.size() + 1)));
   return Error(ErrorCode::kQueueFull,
                "Queue full (" + std::to_string(waiting()) + "/" + std::to_string(max_queue_) +
                    "). Try again later.",
-               retry);
+               RetryAfterS(EstimatedWaitS(waiting_.size() + 1)));
 }
 
 Result<std::string> JobQueue::Submit(std::string op, Options options, StartFn start, DropFn drop) {
@@ -54,6 +53,7 @@ Result<std::string> JobQueue::Submit(std::string op, Options options, StartFn st
   job.owner = std::move(options.owner);
   job.timeout_at = options.timeout_at;
   job.timeout_s = options.timeout_s;
+  job.tokens = std::max<int64_t>(0, options.tokens);
   std::string id = job.id;
   waiting_.push_back(std::move(job));
   Reorder();
@@ -114,7 +114,7 @@ void JobQueue::Tick() {
                    "job " + job.id + " waited " + std::to_string(static_cast<int>(waited)) +
                        " s in the queue without starting; try again later or raise "
                        "queue_timeout_s",
-                   std::max(1.0, std::ceil(EstimatedWaitS(1)))));
+                   RetryAfterS(EstimatedWaitS(1))));
   }
   Reorder();
   NotifyPositions();
@@ -141,8 +141,8 @@ void JobQueue::Finish(const std::string& job_id, Outcome outcome) {
   auto it =
       std::find_if(running_.begin(), running_.end(), [&](const Job& j) { return j.id == job_id; });
   if (it == running_.end()) return;
-  const double service_s = SecondsSince(it->started);
-  mean_service_s_ = mean_service_s_ == 0 ? service_s : 0.8 * mean_service_s_ + 0.2 * service_s;
+  // A generation's rate comes from its own timings (ObserveDecode).
+  if (it->tokens == 0) estimate_.ObserveRun(SecondsSince(it->started));
   running_.erase(it);
   if (outcome == Outcome::kCancelled) {
     ++totals_.cancelled;
@@ -151,6 +151,15 @@ void JobQueue::Finish(const std::string& job_id, Outcome outcome) {
   }
   StartReady();
   NotifyPositions();
+}
+
+void JobQueue::AddProgress(const std::string& job_id, int64_t tokens) {
+  for (Job& j : running_) {
+    if (j.id == job_id) {
+      j.tokens_done += std::max<int64_t>(0, tokens);
+      return;
+    }
+  }
 }
 
 bool JobQueue::CancelWaiting(const std::string& job_id) {
@@ -174,8 +183,20 @@ void JobQueue::DropAllWaiting(const Error& why) {
 }
 
 double JobQueue::EstimatedWaitS(size_t position) const {
-  const double per_job = mean_service_s_ > 0 ? mean_service_s_ : 1.0;
-  return per_job * static_cast<double>(position) / std::max(1, concurrency_);
+  int64_t tokens = 0, jobs = 0;
+  auto count = [&](const Job& j, int64_t done) {
+    if (j.tokens > 0) {
+      tokens += std::max<int64_t>(0, j.tokens - done);
+    } else {
+      ++jobs;
+    }
+  };
+  for (const Job& j : running_)
+    count(j, j.tokens_done);
+  const size_t ahead = std::min(position > 0 ? position - 1 : 0, waiting_.size());
+  for (size_t i = 0; i < ahead; ++i)
+    count(waiting_[i], 0);
+  return estimate_.WaitS(tokens, jobs, concurrency_);
 }
 
 std::optional<std::string> JobQueue::OwnerOf(const std::string& job_id) const {

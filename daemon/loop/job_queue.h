@@ -3,7 +3,9 @@
 // Jobs wait in three priority classes (high, normal, low), FIFO within a
 // class, at most `max_queue` waiting in all. At most `concurrency` jobs run at
 // once (1: the generation lock). A job that cannot be queued is refused at
-// once with QUEUE_FULL and a retry hint estimated from recent service times.
+// once with QUEUE_FULL and a retry hint: the wait for the work ahead of it
+// (daemon/loop/wait_estimate.h: tokens over the measured decode rate for
+// generations, recent run times for other jobs).
 //
 // Aging: every `aging_s` a job has waited moves it up one class (low ->
 // normal -> high), so a low-priority job is never starved: it runs at the
@@ -25,6 +27,7 @@
 
 #include "common/messages.h"
 #include "common/result.h"
+#include "daemon/loop/wait_estimate.h"
 
 namespace medq::daemon {
 
@@ -69,6 +72,10 @@ class JobQueue {
     // message. The Scheduler stops a running job past it.
     std::optional<Clock::time_point> timeout_at;
     double timeout_s = 0;
+    // The most tokens the job generates (a generation's effective
+    // max_tokens), for the wait estimate; 0: a job without tokens, counted
+    // by its run time.
+    int64_t tokens = 0;
   };
 
   // Queues a job, or starts it at once when a slot is free and nobody waits.
@@ -91,6 +98,13 @@ class JobQueue {
   // A running job ended; starts the next ones.
   void Finish(const std::string& job_id, Outcome outcome);
 
+  // A running job produced `tokens` more tokens (ignored for jobs not
+  // running).
+  void AddProgress(const std::string& job_id, int64_t tokens);
+  // A generation ended having produced `tokens` tokens, the first
+  // `decode_s` seconds before the last: the decode rate the estimate uses.
+  void ObserveDecode(int64_t tokens, double decode_s) { estimate_.ObserveDecode(tokens, decode_s); }
+
   // Removes a waiting job (its DropFn gets CANCELLED). Returns false when no
   // such job waits (it may be running: the caller stops it instead).
   bool CancelWaiting(const std::string& job_id);
@@ -103,8 +117,11 @@ class JobQueue {
   void DropAllWaiting(const Error& why);
 
   QueueInfo Describe() const;
-  // Seconds until a job at `position` (1-based) may start.
+  // Seconds until a job at `position` (1-based) may start: the running jobs'
+  // remaining tokens and the tokens of the waiting jobs ahead of it (or
+  // their run times, for jobs without tokens), as wait_estimate.h counts.
   double EstimatedWaitS(size_t position) const;
+  const WaitEstimator& estimate() const { return estimate_; }
   int waiting() const { return static_cast<int>(waiting_.size()); }
   int running() const { return static_cast<int>(running_.size()); }
   int max_queue() const { return max_queue_; }
@@ -126,6 +143,8 @@ class JobQueue {
     std::string owner;
     std::optional<Clock::time_point> timeout_at;
     double timeout_s = 0;
+    int64_t tokens = 0;       // Options::tokens
+    int64_t tokens_done = 0;  // produced so far (running jobs)
   };
 
   int EffectiveClass(const Job& job, Clock::time_point now) const;
@@ -140,7 +159,7 @@ class JobQueue {
   std::deque<Job> waiting_;  // kept in run order: by priority, FIFO within
   std::vector<Job> running_;
   QueueTotals totals_;
-  double mean_service_s_ = 0;  // moving average of recent run times
+  WaitEstimator estimate_;
 };
 
 }  // namespace medq::daemon

@@ -5,6 +5,7 @@
 #include <exception>
 
 #include "common/elapsed.h"
+#include "common/generate_params.h"
 #include "daemon/worker/memory.h"
 
 namespace medq::daemon {
@@ -115,6 +116,9 @@ Result<std::string> Scheduler::SubmitGeneration(JobSpec spec,
                                                 bool log_text, GenerationCallbacks callbacks) {
   auto shared = std::make_shared<GenerationCallbacks>(std::move(callbacks));
   JobQueue::Options options = QueueOptions(spec);
+  // The wait estimate's measure of the job (the context may cap an unset
+  // max_tokens lower; the loop does not know the prompt's length).
+  options.tokens = generate->params.max_tokens.value_or(kDefaultMaxTokens);
   return QueueOf(JobClass::kGenerate)
       .Submit(
           std::move(spec.op), std::move(options),
@@ -234,6 +238,9 @@ void Scheduler::OnAdmitted(const std::string& id) {
 void Scheduler::OnToken(const std::string& id, std::string text, std::vector<int32_t> ids) {
   auto it = running_.find(id);
   if (it == running_.end() || !it->second.generation) return;
+  // One event a token, or the ids it carries (text held back by a stop
+  // string or a split character comes later with more).
+  QueueOf(JobClass::kGenerate).AddProgress(id, std::max<int64_t>(1, ids.size()));
   Guarded("a token event", [&] { it->second.generation->token(std::move(text), std::move(ids)); });
 }
 
@@ -252,6 +259,8 @@ void Scheduler::OnGenerationDone(const std::string& id, Result<GenerateDone> don
   if (done.ok()) {
     outcome = done->finish_reason == "cancelled" ? JobQueue::Outcome::kCancelled
                                                  : JobQueue::Outcome::kCompleted;
+    QueueOf(JobClass::kGenerate)
+        .ObserveDecode(done->usage.completion_tokens, done->timings.decode_ms / 1000);
   }
   Guarded("a generation's completion", [&] {
     Apply(report);
