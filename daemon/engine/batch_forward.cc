@@ -40,7 +40,8 @@ at::Tensor GenericRows(const Model& m, std::span<const int64_t> ids,
   for (size_t layer = 0; layer < m.weights.layers.size(); ++layer) {
     const LayerWeights& l = m.weights.layers[layer];
     const at::Tensor h = RmsNorm(x, l.input_norm, c.rms_norm_eps);
-    const at::Tensor qkv = Linear(h, l.qkv_proj, l.qkv_bias);  // [N, 1, q_out + 2 * kv_out]
+    const at::Tensor qkv =
+        Linear(h, l.qkv_proj, l.qkv_bias, l.qkv_scale);  // [N, 1, q_out + 2 * kv_out]
     const HeadsQkv heads = RotateQkv(m, l, qkv, cos_rows, sin_rows);
     for (size_t i = 0; i < out.size(); ++i) {
       // One sequence takes the heads as they are: no views to dispatch.
@@ -50,7 +51,7 @@ at::Tensor GenericRows(const Model& m, std::span<const int64_t> ids,
       out[i] =
           AttendCached(m, layer, {row(heads.q), row(heads.k), row(heads.v)}, caches[i], plans[i]);
     }
-    LinearAddInto(x, n == 1 ? out[0] : at::cat(out, 0), l.o_proj, l.o_bias);
+    LinearAddInto(x, n == 1 ? out[0] : at::cat(out, 0), l.o_proj, l.o_bias, l.o_scale);
     MlpBlock(c, l, x);
   }
   x = RmsNorm(x, m.weights.norm, c.rms_norm_eps);

@@ -62,9 +62,11 @@ void EmbeddingRow(const at::Tensor& embed, int64_t id, float* out) {
 // y [m, out] = x [m, in] · wᵀ + bias through the packed copy of w where the
 // model holds one (packed_weights.h), the row-major matrix otherwise: either
 // way row i of y is bitwise what it would be alone.
+// int8 weights take their row scales (quantize.h), which are otherwise
+// undefined.
 void Product(const at::Tensor& w, const at::Tensor& packed, const float* x, int64_t m,
-             const float* bias, float* y) {
-  if (!packed.defined()) return kernels::MatRowsInto(w, x, m, bias, y);
+             const float* bias, float* y, const at::Tensor& scale = at::Tensor()) {
+  if (!packed.defined()) return kernels::MatRowsInto(w, x, m, bias, y, F32(scale));
   kernels::MatRowsPackedInto(reinterpret_cast<const uint16_t*>(packed.data_ptr<at::BFloat16>()),
                              w.size(0), w.size(1), x, m, bias, y);
 }
@@ -147,7 +149,7 @@ void AttentionBlock(const ModelConfig& c, const LayerWeights& l, size_t layer,
                     std::span<KvCache* const> caches, Buffers& b) {
   const int64_t qkv_width = (c.num_heads + 2 * c.num_kv_heads) * c.head_dim;
   const int64_t attn_width = c.num_heads * c.head_dim;
-  Product(l.qkv_proj, l.qkv_packed, b.h.data(), b.rows, F32(l.qkv_bias), b.qkv.data());
+  Product(l.qkv_proj, l.qkv_packed, b.h.data(), b.rows, F32(l.qkv_bias), b.qkv.data(), l.qkv_scale);
   b.attention.clear();
   for (int64_t i = 0; i < b.rows; ++i) {
     b.attention.push_back(PrepareAttention(c, l, layer, *caches[static_cast<size_t>(i)],
@@ -155,20 +157,21 @@ void AttentionBlock(const ModelConfig& c, const LayerWeights& l, size_t layer,
                                            b.attn.data() + i * attn_width));
   }
   kernels::CpuCachedAttention(b.attention);
-  Product(l.o_proj, l.o_packed, b.attn.data(), b.rows, F32(l.o_bias), b.h.data());
+  Product(l.o_proj, l.o_packed, b.attn.data(), b.rows, F32(l.o_bias), b.h.data(), l.o_scale);
   AddResidual(b);
 }
 
 // x += down_proj(silu(gate) · up) over h.
 void MlpBlock(const LayerWeights& l, Buffers& b) {
   Product(l.gate_up_proj, l.gate_up_packed, b.h.data(), b.rows, F32(l.gate_up_bias),
-          b.gate_up.data());
+          b.gate_up.data(), l.gate_up_scale);
   const int64_t inter = l.gate_up_proj.size(0) / 2;
   for (int64_t i = 0; i < b.rows; ++i) {
     const float* gate = b.gate_up.data() + i * 2 * inter;
     kernels::SiluMul(gate, gate + inter, inter, b.act.data() + i * inter);
   }
-  Product(l.down_proj, l.down_packed, b.act.data(), b.rows, F32(l.down_bias), b.h.data());
+  Product(l.down_proj, l.down_packed, b.act.data(), b.rows, F32(l.down_bias), b.h.data(),
+          l.down_scale);
   AddResidual(b);
 }
 
@@ -183,9 +186,16 @@ bool CpuDecodeRowsApply(const Model& m) {
   if (m.weights.layers.empty()) return false;
   const at::ScalarType w = m.weight_dtype;
   if (!IsMatVecWeight(m.weights.embed, w) || !IsMatVecWeight(m.weights.lm_head, w)) return false;
-  return std::all_of(m.weights.layers.begin(), m.weights.layers.end(), [w](const LayerWeights& l) {
-    return IsMatVecWeight(l.qkv_proj, w) && IsMatVecWeight(l.o_proj, w) &&
-           IsMatVecWeight(l.gate_up_proj, w) && IsMatVecWeight(l.down_proj, w);
+  // The projections: int8 with their scales, or the weight dtype.
+  const bool int8 = m.quantization == Quantization::kInt8;
+  const at::ScalarType p = int8 ? at::kChar : w;
+  const auto fits = [&](const at::Tensor& matrix, const at::Tensor& scale) {
+    return IsMatVecWeight(matrix, p) && (!int8 || (scale.defined() && scale.is_contiguous() &&
+                                                   scale.scalar_type() == at::kFloat));
+  };
+  return std::all_of(m.weights.layers.begin(), m.weights.layers.end(), [&](const LayerWeights& l) {
+    return fits(l.qkv_proj, l.qkv_scale) && fits(l.o_proj, l.o_scale) &&
+           fits(l.gate_up_proj, l.gate_up_scale) && fits(l.down_proj, l.down_scale);
   });
 }
 

@@ -18,6 +18,7 @@
 #include "daemon/engine/lora.h"
 #include "daemon/engine/model.h"
 #include "daemon/engine/packed_weights.h"
+#include "daemon/engine/quantize.h"
 #include "daemon/engine/rope.h"
 #include "daemon/engine/status_macros.h"
 #include "daemon/engine/torch_errors.h"
@@ -67,6 +68,30 @@ Result<WeightPlacement> Place(const LoadOptions& o, at::Device device, at::Scala
   return p;
 }
 
+// The quantization `name` for a model on `device`: INVALID_REQUEST naming the
+// model where the name is not one or the device cannot run it.
+Result<Quantization> QuantizationFor(const std::string& name, at::Device device,
+                                     const std::filesystem::path& dir) {
+  Quantization q = Quantization::kNone;
+  MEDQ_ASSIGN_OR_RETURN(q, ParseQuantization(name));
+  if (q != Quantization::kNone && !device.is_cpu()) {
+    return Error(ErrorCode::kInvalidRequest,
+                 "model " + dir.filename().string() + ": quantize " + name +
+                     " runs on the CPU only for now (the GPU kernels come later); load it with "
+                     "device = cpu, or with quantize = none on the GPU");
+  }
+  return q;
+}
+
+// Quantizes `model`'s projections as `q` says and records it in the model and
+// its info (parameter bytes included).
+void ApplyQuantization(Model& model, Quantization q) {
+  if (q == Quantization::kInt8) QuantizeProjections(model.weights);
+  model.quantization = q;
+  model.info.quantization = QuantizationName(q);
+  model.info.parameter_bytes = ParameterBytes(model.weights);
+}
+
 Result<std::shared_ptr<const Model>> LoadDecoder(const std::filesystem::path& dir,
                                                  const LoadOptions& o) {
   c10::InferenceMode inference_mode;
@@ -75,6 +100,8 @@ Result<std::shared_ptr<const Model>> LoadDecoder(const std::filesystem::path& di
   MEDQ_ASSIGN_OR_RETURN(model->config, LoadModelConfig(dir));
   at::Device device = at::kCPU;
   MEDQ_ASSIGN_OR_RETURN(device, ParseDevice(o.device));
+  Quantization quantization = Quantization::kNone;
+  MEDQ_ASSIGN_OR_RETURN(quantization, QuantizationFor(o.quantize, device, dir));
   std::map<std::string, CheckpointTensor> tensors;
   MEDQ_ASSIGN_OR_RETURN(tensors, ReadCheckpoint(dir));
   WeightPlacement placement;
@@ -85,7 +112,8 @@ Result<std::shared_ptr<const Model>> LoadDecoder(const std::filesystem::path& di
   model->weight_dtype = placement.weight_dtype;
   model->compute_dtype = placement.compute_dtype;
   model->inv_freq = RopeInvFreq(model->config);
-  if (o.pack_for_batches && PackableProjections(model->weights)) {
+  if (quantization == Quantization::kNone && o.pack_for_batches &&
+      PackableProjections(model->weights)) {
     PackProjections(model->weights, nullptr);
   }
 
@@ -106,6 +134,7 @@ Result<std::shared_ptr<const Model>> LoadDecoder(const std::filesystem::path& di
   info.intermediate_size = model->config.intermediate_size;
   info.compute_element_bytes = static_cast<int64_t>(c10::elementSize(placement.compute_dtype));
   info.fused_causal_attention = FusedCausalAttention();
+  ApplyQuantization(*model, quantization);
   if (device.is_cuda()) {
     WarmUp(*model);
     EmptyDeviceCaches();
@@ -179,12 +208,27 @@ Result<std::shared_ptr<const Model>> LoadModel(const std::filesystem::path& dir,
 }
 
 Result<std::shared_ptr<const Model>> ApplyAdapter(std::shared_ptr<const Model> base,
-                                                  const std::filesystem::path& adapter_dir) {
+                                                  const std::filesystem::path& adapter_dir,
+                                                  const std::string& quantize) {
   if (base == nullptr) return Error(ErrorCode::kInternal, "ApplyAdapter: no base model");
+  Quantization quantization = Quantization::kNone;
+  MEDQ_ASSIGN_OR_RETURN(quantization, QuantizationFor(quantize, base->device, base->dir));
+  if (base->quantization != Quantization::kNone) {
+    return Error(ErrorCode::kInvalidRequest,
+                 "model " + base->dir.filename().string() + " is quantized (" +
+                     QuantizationName(base->quantization) +
+                     "): an adapter merges into full-precision weights; load the base with "
+                     "quantize = none and quantize the adapted model");
+  }
   WideTorchThreads wide;
   try {
     FailIfArmed(Fault::kMergeOom);
-    return MergeAdapter(base, adapter_dir);
+    auto merged = MergeAdapter(base, adapter_dir);
+    if (!merged.ok() || quantization == Quantization::kNone) return merged;
+    auto model = std::make_shared<Model>(**merged);
+    c10::InferenceMode inference_mode;
+    ApplyQuantization(*model, quantization);
+    return std::shared_ptr<const Model>(std::move(model));
   } catch (...) {
     return ErrorFromCurrentException("applying adapter " + adapter_dir.string() + " to model " +
                                      base->dir.string());

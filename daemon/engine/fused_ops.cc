@@ -161,7 +161,7 @@ void RunGemv(const at::Tensor& x, const at::Tensor& w, const at::Tensor& bias,
 #endif
 
 at::Tensor DecodeLinear(const Model& m, const at::Tensor& x, const at::Tensor& w,
-                        const at::Tensor& bias) {
+                        const at::Tensor& bias, const at::Tensor& scale) {
 #if MEDQ_WITH_CUDA
   if (GemvTakes(m, x, w, bias)) {
     std::vector<int64_t> shape = x.sizes().vec();
@@ -173,11 +173,11 @@ at::Tensor DecodeLinear(const Model& m, const at::Tensor& x, const at::Tensor& w
 #else
   (void)m;
 #endif
-  return Linear(x, w, bias);
+  return Linear(x, w, bias, scale);
 }
 
 void DecodeLinearAddInto(const Model& m, at::Tensor& residual, const at::Tensor& x,
-                         const at::Tensor& w, const at::Tensor& bias) {
+                         const at::Tensor& w, const at::Tensor& bias, const at::Tensor& scale) {
 #if MEDQ_WITH_CUDA
   if (GemvTakes(m, x, w, bias) && residual.is_contiguous() &&
       residual.scalar_type() == x.scalar_type() &&
@@ -188,7 +188,7 @@ void DecodeLinearAddInto(const Model& m, at::Tensor& residual, const at::Tensor&
 #else
   (void)m;
 #endif
-  LinearAddInto(residual, x, w, bias);
+  LinearAddInto(residual, x, w, bias, scale);
 }
 
 at::Tensor SiluMul(const at::Tensor& gate_up, int64_t inter) {

@@ -41,11 +41,13 @@ at::Tensor DecodeAttention(const Model& model, size_t layer_index, const at::Ten
 // through the GEMV kernel (each weight row read once for every row, summed
 // in float32) where FusedKernelsApply and the shapes fit it, else Linear
 // (kernels/linear.h), its reference. DecodeLinearAddInto adds the product to
-// `residual` in place (LinearAddInto's contract).
+// `residual` in place (LinearAddInto's contract). int8 weights (quantize.h)
+// take their row scales and always go through Linear.
 at::Tensor DecodeLinear(const Model& model, const at::Tensor& x, const at::Tensor& weight,
-                        const at::Tensor& bias);
+                        const at::Tensor& bias, const at::Tensor& scale = at::Tensor());
 void DecodeLinearAddInto(const Model& model, at::Tensor& residual, const at::Tensor& x,
-                         const at::Tensor& weight, const at::Tensor& bias);
+                         const at::Tensor& weight, const at::Tensor& bias,
+                         const at::Tensor& scale = at::Tensor());
 
 // silu(gate) * up for gate_up [..., 2 * inter] (gate first): [..., inter].
 // The kernel on a CUDA tensor outside grad mode (with the switch on),

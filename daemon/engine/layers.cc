@@ -102,9 +102,10 @@ at::Tensor SelfAttention(const Model& m, const LayerWeights& l, size_t layer_ind
 // x += down_proj(silu(gate) * up), over post_norm(x).
 void MlpBlock(const ModelConfig& c, const LayerWeights& l, at::Tensor& x) {
   const at::Tensor h = RmsNorm(x, l.post_norm, c.rms_norm_eps);
-  const at::Tensor gate_up = Linear(h, l.gate_up_proj, l.gate_up_bias);  // [B, T, 2 * inter]
+  const at::Tensor gate_up =
+      Linear(h, l.gate_up_proj, l.gate_up_bias, l.gate_up_scale);  // [B, T, 2 * inter]
   const int64_t inter = l.gate_up_proj.size(0) / 2;
-  LinearAddInto(x, SiluMul(gate_up, inter), l.down_proj, l.down_bias);
+  LinearAddInto(x, SiluMul(gate_up, inter), l.down_proj, l.down_bias, l.down_scale);
 }
 
 }  // namespace medq::engine

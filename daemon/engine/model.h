@@ -13,6 +13,10 @@
 
 namespace medq::engine {
 
+// How a model's projection matrices are held (LoadOptions::quantize,
+// quantize.h): as they were loaded, or int8 with one scale per row.
+enum class Quantization { kNone, kInt8 };
+
 // One decoder layer. Undefined tensors are absent (biases, q/k norms).
 // q/k/v rows are stacked in qkv_proj and gate/up rows in gate_up_proj, so a
 // decode step makes 4 Linear calls per layer instead of 7; q_proj, k_proj,
@@ -31,6 +35,10 @@ struct LayerWeights {
   // (packed_weights.h), which the CPU decode step reads instead; otherwise
   // undefined.
   at::Tensor qkv_packed, o_packed, gate_up_packed, down_packed;
+  // With Quantization::kInt8: qkv_proj, o_proj, gate_up_proj and down_proj
+  // (and the row views into them) are int8, and these their float32 row
+  // scales [out] (quantize.h); otherwise undefined.
+  at::Tensor qkv_scale, o_scale, gate_up_scale, down_scale;
 };
 
 struct ModelWeights {
@@ -48,9 +56,10 @@ class Model {
   ModelInfo info;
   ModelWeights weights;
   at::Device device = at::kCPU;
-  at::ScalarType weight_dtype = at::kFloat;   // projections and embeddings in memory
-  at::ScalarType compute_dtype = at::kFloat;  // activations, norms, biases, KV cache
-  at::Tensor inv_freq;                        // [head_dim / 2] float32 on CPU, scaled
+  at::ScalarType weight_dtype = at::kFloat;         // projections and embeddings in memory
+  at::ScalarType compute_dtype = at::kFloat;        // activations, norms, biases, KV cache
+  Quantization quantization = Quantization::kNone;  // the projections (LayerWeights)
+  at::Tensor inv_freq;                              // [head_dim / 2] float32 on CPU, scaled
   // Held while the weights are on a CUDA device (see CudaPresence); copies
   // of the model share it.
   std::shared_ptr<const void> cuda_presence;

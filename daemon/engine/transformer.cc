@@ -14,9 +14,10 @@ void AttentionBlock(const Model& m, const LayerWeights& l, size_t layer_index, a
                     KvCache* cache, const at::Tensor& cos, const at::Tensor& sin,
                     const AttentionPlan& plan) {
   const at::Tensor h = RmsNorm(x, l.input_norm, m.config.rms_norm_eps);
-  const at::Tensor qkv = Linear(h, l.qkv_proj, l.qkv_bias);  // [B, T, q_out + 2 * kv_out]
-  LinearAddInto(x, SelfAttention(m, l, layer_index, qkv, cache, cos, sin, plan), l.o_proj,
-                l.o_bias);
+  const at::Tensor qkv =
+      Linear(h, l.qkv_proj, l.qkv_bias, l.qkv_scale);  // [B, T, q_out + 2 * kv_out]
+  LinearAddInto(x, SelfAttention(m, l, layer_index, qkv, cache, cos, sin, plan), l.o_proj, l.o_bias,
+                l.o_scale);
 }
 
 // The decoder stack over ids at positions start .. start + T - 1, then the

@@ -158,12 +158,12 @@ int64_t ParameterBytes(const ModelWeights& w) {
   add(w.lm_head_packed);
   for (const auto& l : w.layers) {
     for (const at::Tensor* t :
-         {&l.qkv_proj,   &l.qkv_bias,  &l.gate_up_proj, &l.gate_up_bias, &l.input_norm,
-          &l.post_norm,  &l.q_proj,    &l.k_proj,       &l.v_proj,       &l.o_proj,
-          &l.q_bias,     &l.k_bias,    &l.v_bias,       &l.o_bias,       &l.q_norm,
-          &l.k_norm,     &l.gate_proj, &l.up_proj,      &l.down_proj,    &l.gate_bias,
-          &l.up_bias,    &l.down_bias, &l.qkv_packed,   &l.o_packed,     &l.gate_up_packed,
-          &l.down_packed}) {
+         {&l.qkv_proj,    &l.qkv_bias,  &l.gate_up_proj, &l.gate_up_bias,  &l.input_norm,
+          &l.post_norm,   &l.q_proj,    &l.k_proj,       &l.v_proj,        &l.o_proj,
+          &l.q_bias,      &l.k_bias,    &l.v_bias,       &l.o_bias,        &l.q_norm,
+          &l.k_norm,      &l.gate_proj, &l.up_proj,      &l.down_proj,     &l.gate_bias,
+          &l.up_bias,     &l.down_bias, &l.qkv_packed,   &l.o_packed,      &l.gate_up_packed,
+          &l.down_packed, &l.qkv_scale, &l.o_scale,      &l.gate_up_scale, &l.down_scale}) {
       add(*t);
     }
   }
