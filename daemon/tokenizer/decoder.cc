@@ -56,10 +56,29 @@ class ByteLevelDecoder : public Decoder {
     if (!bytes.empty()) out.push_back(SanitizeUtf8(bytes));
     tokens = std::move(out);
   }
+  void PieceBytes(std::string& token) const override {
+    if (added_ != nullptr && added_->count(token) > 0) return;
+    std::string bytes;
+    if (AppendBytesOfToken(token, bytes)) token = std::move(bytes);
+  }
 
  private:
   const std::unordered_set<std::string>* added_;
 };
+
+// The byte of a "<0xNN>" piece, or -1 for any other token.
+int ByteOfPiece(std::string_view t) {
+  if (t.size() != 6 || t.compare(0, 3, "<0x") != 0 || t[5] != '>') return -1;
+  const auto hex = [](char c) {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    return -1;
+  };
+  const int hi = hex(t[3]);
+  const int lo = hex(t[4]);
+  return hi >= 0 && lo >= 0 ? hi * 16 + lo : -1;
+}
 
 // <0xNN> pieces are collected into bytes; a run that is valid UTF-8 becomes
 // its text, otherwise one U+FFFD per byte (the Rust library's rule).
@@ -81,18 +100,7 @@ class ByteFallbackDecoder : public Decoder {
       count = 0;
     };
     for (auto& t : tokens) {
-      int byte = -1;
-      if (t.size() == 6 && t.compare(0, 3, "<0x") == 0 && t[5] == '>') {
-        const auto hex = [](char c) {
-          if (c >= '0' && c <= '9') return c - '0';
-          if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-          if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-          return -1;
-        };
-        const int hi = hex(t[3]);
-        const int lo = hex(t[4]);
-        if (hi >= 0 && lo >= 0) byte = hi * 16 + lo;
-      }
+      const int byte = ByteOfPiece(t);
       if (byte >= 0) {
         bytes.push_back(static_cast<char>(byte));
         ++count;
@@ -104,6 +112,10 @@ class ByteFallbackDecoder : public Decoder {
     flush();
     tokens = std::move(out);
   }
+  void PieceBytes(std::string& token) const override {
+    const int byte = ByteOfPiece(token);
+    if (byte >= 0) token.assign(1, static_cast<char>(byte));
+  }
 };
 
 class FuseDecoder : public Decoder {
@@ -114,6 +126,7 @@ class FuseDecoder : public Decoder {
       all += t;
     tokens.assign(1, std::move(all));
   }
+  void PieceBytes(std::string& /*token*/) const override {}
 };
 
 class StripDecoder : public Decoder {
@@ -137,6 +150,9 @@ class StripDecoder : public Decoder {
       t = t.substr(b, e - b);
     }
   }
+  // Strip takes characters off a text's ends, which a middle token is not
+  // at (the models that use it fuse their tokens first).
+  void PieceBytes(std::string& /*token*/) const override {}
 
  private:
   std::string content_;
@@ -150,6 +166,9 @@ class ReplaceDecoder : public Decoder {
   void DecodeChain(std::vector<std::string>& tokens) const override {
     for (auto& t : tokens)
       t = pattern_.ReplaceAll(t, content_);
+  }
+  void PieceBytes(std::string& token) const override {
+    token = pattern_.ReplaceAll(token, content_);
   }
 
  private:
@@ -165,6 +184,9 @@ class MetaspaceDecoder : public Decoder {
     for (size_t i = 0; i < tokens.size(); ++i) {
       ReplaceAllLiteral(tokens[i], replacement_, i == 0 && strip_first_ ? "" : " ");
     }
+  }
+  void PieceBytes(std::string& token) const override {
+    ReplaceAllLiteral(token, replacement_, " ");
   }
 
  private:
@@ -192,6 +214,13 @@ class WordPieceDecoder : public Decoder {
       }
     }
   }
+  void PieceBytes(std::string& token) const override {
+    if (token.compare(0, prefix_.size(), prefix_) == 0) {
+      token.erase(0, prefix_.size());
+    } else {
+      token.insert(0, " ");
+    }
+  }
 
  private:
   std::string prefix_;
@@ -206,6 +235,7 @@ class BpeSuffixDecoder : public Decoder {
       ReplaceAllLiteral(tokens[i], suffix_, i + 1 == tokens.size() ? "" : " ");
     }
   }
+  void PieceBytes(std::string& token) const override { ReplaceAllLiteral(token, suffix_, " "); }
 
  private:
   std::string suffix_;
@@ -218,6 +248,10 @@ class SequenceDecoder : public Decoder {
   void DecodeChain(std::vector<std::string>& tokens) const override {
     for (const auto& d : items_)
       d->DecodeChain(tokens);
+  }
+  void PieceBytes(std::string& token) const override {
+    for (const auto& d : items_)
+      d->PieceBytes(token);
   }
 
  private:

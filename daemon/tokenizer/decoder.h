@@ -20,6 +20,11 @@ class Decoder {
   // text is their concatenation. Output strings are valid UTF-8: invalid
   // byte sequences become U+FFFD. Thread-safe.
   virtual void DecodeChain(std::vector<std::string>& tokens) const = 0;
+  // Rewrites one vocabulary token into the bytes it adds to a text when it
+  // stands in the middle (neither first nor last): no UTF-8 repair, nothing
+  // stripped at the text's ends. A token that is part of a character gives
+  // that part. What a grammar matches tokens against (Tokenizer::TokenBytes).
+  virtual void PieceBytes(std::string& token) const = 0;
 };
 
 // Builds the decoder described by j (not null). added_tokens: the contents of

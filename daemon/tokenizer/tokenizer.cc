@@ -118,6 +118,15 @@ std::string Tokenizer::IdToToken(int32_t id) const {
   return s == nullptr ? std::string() : *s;
 }
 
+std::optional<std::string> Tokenizer::TokenBytes(int32_t id) const {
+  if (const AddedToken* t = FindAdded(id); t != nullptr) return t->content;
+  const std::string* s = model_->IdToToken(id);
+  if (s == nullptr) return std::nullopt;
+  std::string bytes = *s;
+  if (decoder_ != nullptr) decoder_->PieceBytes(bytes);
+  return bytes;
+}
+
 size_t Tokenizer::VocabSize() const {
   size_t n = model_->IdLimit();
   for (const auto& t : added_)

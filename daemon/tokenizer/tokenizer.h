@@ -92,6 +92,12 @@ class Tokenizer {
   std::optional<int32_t> TokenToId(std::string_view token) const;
   // The raw vocabulary (or added token) string of id; "" when id is unknown.
   std::string IdToToken(int32_t id) const;
+  // The bytes id adds to a text when it stands in the middle of it (the
+  // decoder's rules without UTF-8 repair or stripping at the ends; a token
+  // that is part of a character gives that part), for matching tokens against
+  // a grammar. Added tokens give their content, special ones included; an
+  // unknown id gives nullopt.
+  std::optional<std::string> TokenBytes(int32_t id) const;
   // One past the largest id in the vocabulary or the added tokens.
   size_t VocabSize() const;
   // Ids of tokenizer_config.json's bos_token / eos_token, when set and known.

@@ -138,3 +138,31 @@ TEST_CASE("fixture bos/eos ids come from tokenizer_config.json", "[tokenizer][fi
   CHECK((*deepseek)->BosId() == std::optional<int32_t>(0));
   CHECK((*deepseek)->EosId() == std::optional<int32_t>(1));
 }
+
+// TokenBytes is what a grammar matches tokens against: for every case whose
+// reference decoding is the text itself, the tokens' bytes concatenate to
+// that text, up to the space a Metaspace/SentencePiece tokenizer prepends.
+TEST_CASE("fixture TokenBytes concatenate to the text", "[tokenizer][fixtures]") {
+  for (const auto& dir : TokenizerFolders()) {
+    INFO("tokenizer " << dir.filename().string());
+    auto loaded = Tokenizer::FromModelDir(dir);
+    REQUIRE(loaded.ok());
+    const Tokenizer& tok = **loaded;
+    size_t checked = 0;
+    for (const auto& row : ReadJsonl(dir / "cases.jsonl")) {
+      const std::string text = row.at("text").get<std::string>();
+      if (row.at("decoded_skip_special").get<std::string>() != text || text.empty()) continue;
+      INFO("text " << nlohmann::json(text).dump());
+      std::string bytes;
+      for (const int32_t id : row.at("ids_no_special").get<std::vector<int32_t>>()) {
+        const auto piece = tok.TokenBytes(id);
+        REQUIRE(piece.has_value());
+        bytes += *piece;
+      }
+      CHECK((bytes == text || bytes == " " + text));
+      ++checked;
+    }
+    CHECK(checked > 0);
+    CHECK(!tok.TokenBytes(static_cast<int32_t>(tok.VocabSize()) + 5).has_value());
+  }
+}
