@@ -69,3 +69,24 @@ if(MEDQ_WITH_CUDA)
 else()
   message(STATUS "medq: LibTorch ${Torch_VERSION}, CUDA OFF")
 endif()
+
+# xgrammar's C++ core, the grammar engine behind structured output (JSON
+# schemas become a token mask per step; vLLM, SGLang and TensorRT-LLM use the
+# same): not packaged by Debian, so scripts/setup-xgrammar builds its pinned
+# source distribution from PyPI into .deps/ (scripts/build runs it first).
+# -DMEDQ_XGRAMMAR_ROOT=<prefix> names another build of it; the default is not
+# cached, so that a new pinned version reaches existing build folders.
+if(NOT MEDQ_XGRAMMAR_ROOT)
+  set(MEDQ_XGRAMMAR_ROOT "${PROJECT_SOURCE_DIR}/.deps/xgrammar-0.2.8-medq1")
+endif()
+set(_medq_xgrammar_lib "${MEDQ_XGRAMMAR_ROOT}/lib/libxgrammar.a")
+if(NOT EXISTS "${_medq_xgrammar_lib}" OR NOT EXISTS "${MEDQ_XGRAMMAR_ROOT}/include/xgrammar/xgrammar.h")
+  message(FATAL_ERROR "xgrammar not found in ${MEDQ_XGRAMMAR_ROOT}: run scripts/setup-xgrammar "
+                      "(or pass -DMEDQ_XGRAMMAR_ROOT=<prefix>)")
+endif()
+add_library(medq_xgrammar STATIC IMPORTED GLOBAL)
+set_target_properties(medq_xgrammar PROPERTIES IMPORTED_LOCATION "${_medq_xgrammar_lib}")
+target_include_directories(medq_xgrammar SYSTEM INTERFACE "${MEDQ_XGRAMMAR_ROOT}/include")
+target_compile_definitions(medq_xgrammar INTERFACE XGRAMMAR_ENABLE_CPPTRACE=0
+                                                   XGRAMMAR_ENABLE_INTERNAL_CHECK=0)
+target_link_libraries(medq_xgrammar INTERFACE Threads::Threads)
