@@ -38,11 +38,12 @@ Status ReadFloat(const Params& p, const char* key, double lo, double hi, bool lo
 
 Result<GenerateParams> ParseGenerateParams(const Params& p) {
   if (Status s = RejectUnknownFields(
-          p, {"model",       "adapter", "prompt",          "messages",        "prompt_ids",
-              "mode",        "system",  "template_kwargs", "tools",           "max_tokens",
-              "temperature", "top_k",   "top_p",           "min_p",           "repeat_penalty",
-              "seed",        "stop",    "priority",        "queue_timeout_s", "timeout_s",
-              "return_ids"});
+          p,
+          {"model",       "adapter",        "prompt",          "messages",        "prompt_ids",
+           "mode",        "system",         "template_kwargs", "tools",           "max_tokens",
+           "temperature", "top_k",          "top_p",           "min_p",           "repeat_penalty",
+           "seed",        "stop",           "priority",        "queue_timeout_s", "timeout_s",
+           "return_ids",  "response_format"});
       !s.ok()) {
     return s.error();
   }
@@ -158,6 +159,11 @@ Result<GenerateParams> ParseGenerateParams(const Params& p) {
     if (!it->is_boolean()) return InvalidParam("return_ids", "must be true or false");
     g.return_ids = it->get<bool>();
   }
+  if (auto it = p.find("response_format"); it != p.end() && !it->is_null()) {
+    auto format = ParseResponseFormat(*it, "params.response_format");
+    if (!format.ok()) return std::move(format).error();
+    g.response_format = std::move(format).value();
+  }
   return g;
 }
 
@@ -172,6 +178,7 @@ Params ToJson(const GenerateParams& g) {
   if (!g.system.empty()) p["system"] = g.system;
   if (!g.template_kwargs.is_null()) p["template_kwargs"] = g.template_kwargs;
   if (!g.tools.is_null()) p["tools"] = g.tools;
+  if (g.response_format.constrained()) p["response_format"] = ToJson(g.response_format);
   if (g.max_tokens) p["max_tokens"] = *g.max_tokens;
   if (g.temperature != 0) p["temperature"] = g.temperature;
   if (g.top_k != 0) p["top_k"] = g.top_k;

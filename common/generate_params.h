@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/response_format.h"
 #include "common/result.h"
 
 namespace medq {
@@ -53,6 +54,9 @@ struct GenerateParams {
   // past it the job ends with TIMEOUT, keeping what it produced.
   std::optional<double> timeout_s;
   bool return_ids = false;  // token events also carry ids
+  // The shape the output must take: text (the default), any JSON object, or
+  // a document valid under a JSON Schema, enforced token by token.
+  ResponseFormat response_format;
 };
 
 inline constexpr int kMaxStopStrings = 16;

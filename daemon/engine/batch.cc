@@ -16,6 +16,7 @@
 #include "daemon/engine/model.h"
 #include "daemon/engine/request_validation.h"
 #include "daemon/engine/sampling.h"
+#include "daemon/engine/token_mask.h"
 #include "daemon/engine/torch_errors.h"
 #include "daemon/engine/transformer.h"
 
@@ -45,6 +46,8 @@ struct Sequence {
   std::vector<int32_t> stop;
   std::unique_ptr<KvCache> cache;  // one sequence, prompt + max_new_tokens positions
   std::unique_ptr<Sampler> sampler;
+  std::shared_ptr<TokenConstraint> constraint;  // null: none
+  std::vector<int32_t> mask_words;              // the constraint's scratch
   std::vector<int32_t> history;  // host loop: prompt + generated ids, for the penalty
   at::Tensor device_id;          // device loop: the last id, 0-dim int64 on the device
   int64_t prompt_read = 0;       // prompt tokens in the cache
@@ -163,18 +166,25 @@ struct Batch::Impl {
       for (size_t i = 0; i < producers.size(); ++i)
         Observer()(producers[i]->id, rows[i]);
     }
+    // A sequence with a constraint sees only its allowed tokens, and tells
+    // it the one chosen.
+    const auto masked = [&](Sequence& s, const at::Tensor& row) {
+      return s.constraint != nullptr ? MaskLogits(row, *s.constraint, s.mask_words, device_loop)
+                                     : row;
+    };
     if (!device_loop) {
       for (size_t i = 0; i < producers.size(); ++i) {
         Sequence& s = *producers[i];
-        s.last_token = s.sampler->Next(rows[i], s.history);
+        s.last_token = s.sampler->Next(masked(s, rows[i]), s.history);
         s.history.push_back(s.last_token);
+        if (s.constraint != nullptr) s.constraint->Accept(s.last_token);
       }
       return;
     }
     std::vector<at::Tensor> chosen;
     for (size_t i = 0; i < producers.size(); ++i) {
       Sequence& s = *producers[i];
-      s.device_id = s.sampler->NextOnDevice(rows[i]);
+      s.device_id = s.sampler->NextOnDevice(masked(s, rows[i]));
       s.sampler->Observe(s.device_id);
       chosen.push_back(s.device_id);
     }
@@ -187,8 +197,11 @@ struct Batch::Impl {
     at::Tensor host = host_ids.narrow(0, 0, n);
     host.copy_(at::stack(chosen));  // the one transfer of the step
     const int64_t* ids = host.data_ptr<int64_t>();
-    for (int64_t i = 0; i < n; ++i)
-      producers[static_cast<size_t>(i)]->last_token = static_cast<int32_t>(ids[i]);
+    for (int64_t i = 0; i < n; ++i) {
+      Sequence& s = *producers[static_cast<size_t>(i)];
+      s.last_token = static_cast<int32_t>(ids[i]);
+      if (s.constraint != nullptr) s.constraint->Accept(s.last_token);
+    }
   }
 
   std::vector<SequenceStep> RunStep() {
@@ -275,6 +288,7 @@ Result<SequenceId> Batch::Add(const GenerateRequest& r) {
     s->cache = std::make_unique<KvCache>(
         m, 1, static_cast<int64_t>(r.prompt.size()) + r.max_new_tokens, impl_->device_loop);
     s->sampler = std::make_unique<Sampler>(r.sampling);
+    s->constraint = r.constraint;
     if (impl_->device_loop) {
       s->sampler->StartOnDevice(r.prompt, m.config.vocab_size, m.device);
     } else {

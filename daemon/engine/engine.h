@@ -109,11 +109,29 @@ struct SamplingParams {
   std::optional<uint64_t> seed;  // same seed, model, device and request: same tokens
 };
 
+// Which tokens may come next (structured output: a grammar's matcher). The
+// engine asks before every draw and masks the rest to -inf before the
+// penalty and the warpers, then reports the token it chose; one constraint
+// serves one sequence, on the worker thread.
+class TokenConstraint {
+ public:
+  virtual ~TokenConstraint() = default;
+  // Writes the allowed set into `allowed`: bit (i % 32) of word i / 32 is
+  // token i, for (vocab_size + 31) / 32 words. At least one token must be
+  // allowed (a grammar that has ended allows its stop tokens).
+  virtual void FillAllowed(std::vector<int32_t>& allowed) = 0;
+  // The token chosen at this step (one FillAllowed allowed).
+  virtual void Accept(int32_t id) = 0;
+};
+
 struct GenerateRequest {
   std::vector<int32_t> prompt;  // non-empty, every id in [0, vocab_size)
   int max_new_tokens = 128;     // >= 0; prompt + max_new_tokens <= max_context
   SamplingParams sampling;
   std::optional<std::vector<int32_t>> stop_ids;  // default: the model's eos ids
+  // Null: every token may come. Shared with the caller, which may read the
+  // matcher's state after the run.
+  std::shared_ptr<TokenConstraint> constraint;
 };
 
 enum class FinishReason {

@@ -15,6 +15,7 @@
 #include "daemon/engine/kv_cache.h"
 #include "daemon/engine/request_validation.h"
 #include "daemon/engine/sampling.h"
+#include "daemon/engine/token_mask.h"
 #include "daemon/engine/transformer.h"
 
 namespace medq::engine {
@@ -31,7 +32,7 @@ std::atomic<bool> g_device_loop_on_cpu{false};
 class TokenLoop {
  public:
   TokenLoop(const Model& m, const GenerateRequest& r, Sampler& sampler)
-      : sampler_(sampler), on_device_(UsesDeviceLoop(m)) {
+      : sampler_(sampler), constraint_(r.constraint.get()), on_device_(UsesDeviceLoop(m)) {
     if (on_device_) {
       sampler_.StartOnDevice(r.prompt, m.config.vocab_size, m.device);
       host_id_ =
@@ -44,7 +45,13 @@ class TokenLoop {
   }
 
   // Chooses the next id from `logits` ([vocab]); returns it for the caller.
-  int32_t Choose(const at::Tensor& logits) {
+  // With a constraint, the disallowed tokens are masked first and the
+  // choice is reported to it.
+  int32_t Choose(const at::Tensor& raw_logits) {
+    const at::Tensor logits = constraint_ != nullptr
+                                  ? MaskLogits(raw_logits, *constraint_, mask_words_, on_device_)
+                                  : raw_logits;
+    int32_t id = 0;
     if (on_device_) {
       const at::Tensor chosen = sampler_.NextOnDevice(logits);
       sampler_.Observe(chosen);
@@ -52,11 +59,13 @@ class TokenLoop {
       host_id_.copy_(chosen.view({1}));  // the one transfer of the step: waits for the device
       wait_ms_ += MsSince(t0);
       step_ids_ = chosen.view({1, 1});
-      return static_cast<int32_t>(host_id_.data_ptr<int64_t>()[0]);
+      id = static_cast<int32_t>(host_id_.data_ptr<int64_t>()[0]);
+    } else {
+      id = sampler_.Next(logits, history_);
+      history_.push_back(id);
+      step_ids_.fill_(static_cast<int64_t>(id));
     }
-    const int32_t id = sampler_.Next(logits, history_);
-    history_.push_back(id);
-    step_ids_.fill_(static_cast<int64_t>(id));
+    if (constraint_ != nullptr) constraint_->Accept(id);
     return id;
   }
 
@@ -67,6 +76,8 @@ class TokenLoop {
 
  private:
   Sampler& sampler_;
+  TokenConstraint* const constraint_;  // null: none
+  std::vector<int32_t> mask_words_;
   const bool on_device_;
   std::vector<int32_t> history_;  // host path: prompt + generated ids, for the penalty
   at::Tensor step_ids_;

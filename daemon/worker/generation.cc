@@ -34,6 +34,24 @@ std::vector<std::string> StopsFor(const LoadedModel& model, const GenerateParams
   return stops;
 }
 
+// The request's structured output as a constraint for the engine (null for
+// text), compiling the model's vocabulary for the grammar engine once.
+Result<std::shared_ptr<engine::TokenConstraint>> ConstraintFor(const LoadedModel& model,
+                                                               const GenerateParams& p) {
+  if (!p.response_format.constrained()) return std::shared_ptr<engine::TokenConstraint>();
+  if (!model.tokenizer) {
+    return InvalidRequest("params.response_format needs the model's tokenizer.json (model " +
+                          model.name + " has none)");
+  }
+  if (!model.structured) {
+    const engine::ModelInfo& info = engine::Info(*model.model);
+    auto made = grammar::StructuredOutput::Create(*model.tokenizer, info.vocab_size, info.eos_ids);
+    if (!made.ok()) return std::move(made).error();
+    model.structured = std::move(made).value();
+  }
+  return model.structured->Constrain(p.response_format);
+}
+
 }  // namespace
 
 bool IsChat(const LoadedModel& model, const GenerateParams& p) {
@@ -107,8 +125,11 @@ Result<std::unique_ptr<Generation>> Generation::Prepare(GenerationJob job, const
                             std::to_string(info.vocab_size));
     }
   }
+  auto constraint = ConstraintFor(model, p);
+  if (!constraint.ok()) return std::move(constraint).error();
   if (job.log_text) spdlog::info("job {}: prompt {}", job.id, PromptForLog(p));
   std::unique_ptr<Generation> g(new Generation(std::move(job), model, load_ms));
+  g->request_.constraint = std::move(constraint).value();
   g->request_.prompt = std::move(*ids);
   g->request_.max_new_tokens = static_cast<int>(max_new);
   g->request_.sampling = {p.temperature, p.top_k, p.top_p, p.min_p, p.repeat_penalty, p.seed};

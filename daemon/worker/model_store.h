@@ -15,6 +15,7 @@
 #include "common/result.h"
 #include "daemon/engine/embedding.h"
 #include "daemon/engine/engine.h"
+#include "daemon/grammar/structured_output.h"
 #include "daemon/template/chat_template.h"
 #include "daemon/tokenizer/tokenizer.h"
 
@@ -34,6 +35,9 @@ struct LoadedModel {
   std::shared_ptr<const engine::EmbeddingModel> embedding;  // embedding models
   std::shared_ptr<const tokenizer::Tokenizer> tokenizer;    // null without tokenizer.json
   std::optional<chat::ChatTemplate> chat_template;          // none without chat_template
+  // Structured output's grammar compiler for this vocabulary: made at the
+  // first constrained request (worker thread), then reused with its cache.
+  mutable std::shared_ptr<grammar::StructuredOutput> structured;
   double load_ms = 0;
   bool fell_back_to_cpu = false;
   std::chrono::steady_clock::time_point last_used;

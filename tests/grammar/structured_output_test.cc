@@ -1,0 +1,172 @@
+// Structured output against real vocabularies (the fixture tokenizers): a
+// walk that picks tokens at random among those the constraint allows always
+// spells a document that parses and keeps the schema, whatever the
+// tokenizer's byte encoding (byte-level BPE, SentencePiece byte fallback).
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "daemon/grammar/structured_output.h"
+#include "daemon/tokenizer/tokenizer.h"
+#include "tests/support/fixtures.h"
+
+using medq::ResponseFormat;
+using medq::grammar::StructuredOutput;
+using medq::tokenizer::Tokenizer;
+using Json = nlohmann::ordered_json;
+
+namespace {
+
+struct Walk {
+  std::string text;
+  bool stopped = false;
+  int steps = 0;
+};
+
+bool Allowed(const std::vector<int32_t>& words, int32_t id) {
+  return ((static_cast<uint32_t>(words[static_cast<size_t>(id / 32)]) >> (id % 32)) & 1u) != 0;
+}
+
+// Random tokens among the allowed ones (a stop token as soon as one is
+// allowed), spelled with TokenBytes, as a model's draws would be.
+Walk RandomWalk(const Tokenizer& tok, StructuredOutput& so, const ResponseFormat& format,
+                int64_t vocab, int32_t stop, uint64_t seed, int max_steps = 600) {
+  auto constraint = so.Constrain(format);
+  REQUIRE(constraint.ok());
+  REQUIRE(*constraint != nullptr);
+  std::mt19937_64 rng(seed);
+  std::vector<int32_t> words;
+  Walk walk;
+  for (; walk.steps < max_steps; ++walk.steps) {
+    words.assign(static_cast<size_t>((vocab + 31) / 32), 0);
+    (*constraint)->FillAllowed(words);
+    if (Allowed(words, stop)) {
+      (*constraint)->Accept(stop);
+      walk.stopped = true;
+      break;
+    }
+    std::vector<int32_t> ids;
+    for (int32_t id = 0; id < vocab; ++id) {
+      if (Allowed(words, id)) ids.push_back(id);
+    }
+    REQUIRE(!ids.empty());
+    for (const int32_t id : ids)
+      REQUIRE_FALSE(tok.IsSpecial(id));
+    const int32_t id = ids[rng() % ids.size()];
+    (*constraint)->Accept(id);
+    walk.text += tok.TokenBytes(id).value_or("");
+  }
+  return walk;
+}
+
+size_t CodePoints(const std::string& s) {
+  return static_cast<size_t>(
+      std::count_if(s.begin(), s.end(), [](char c) { return (c & 0xC0) != 0x80; }));
+}
+
+ResponseFormat SchemaFormat(const std::string& schema) {
+  ResponseFormat f;
+  f.type = ResponseFormat::Type::kJsonSchema;
+  f.schema = Json::parse(schema);
+  return f;
+}
+
+}  // namespace
+
+TEST_CASE("random walks under a schema spell valid documents", "[grammar]") {
+  for (const char* name : {"qwen3", "llama3", "mistral_v1"}) {
+    INFO("tokenizer " << name);
+    auto tok = Tokenizer::FromModelDir(medq::test::TokenizerFixture(name));
+    REQUIRE(tok.ok());
+    const auto vocab = static_cast<int64_t>((*tok)->VocabSize());
+    const int32_t stop = *(*tok)->EosId();
+    auto so = StructuredOutput::Create(**tok, vocab, {stop});
+    REQUIRE(so.ok());
+
+    const ResponseFormat format = SchemaFormat(R"({
+      "type": "object",
+      "properties": {
+        "name": {"type": "string", "maxLength": 6},
+        "sex": {"enum": ["f", "m", "x"]},
+        "age": {"type": "integer", "minimum": 0, "maximum": 120},
+        "ok": {"type": "boolean"},
+        "tags": {"type": "array", "items": {"type": "string", "maxLength": 3}, "maxItems": 2},
+        "note": {"anyOf": [{"type": "null"}, {"type": "string", "maxLength": 4}]}
+      },
+      "required": ["name", "sex", "age", "ok", "tags", "note"],
+      "additionalProperties": false
+    })");
+    for (uint64_t seed = 1; seed <= 5; ++seed) {
+      const Walk walk = RandomWalk(**tok, **so, format, vocab, stop, seed);
+      INFO("seed " << seed << " text " << walk.text);
+      REQUIRE(walk.stopped);
+      const Json doc = Json::parse(walk.text);  // throws (fails) when not JSON
+      REQUIRE(doc.is_object());
+      CHECK(doc.size() == 6);
+      CHECK(CodePoints(doc.at("name").get<std::string>()) <= 6);
+      const std::string sex = doc.at("sex").get<std::string>();
+      CHECK((sex == "f" || sex == "m" || sex == "x"));
+      CHECK(doc.at("age").is_number_integer());
+      CHECK(doc.at("age").get<int64_t>() >= 0);
+      CHECK(doc.at("age").get<int64_t>() <= 120);
+      CHECK(doc.at("ok").is_boolean());
+      CHECK(doc.at("tags").is_array());
+      CHECK(doc.at("tags").size() <= 2);
+      CHECK((doc.at("note").is_null() || doc.at("note").is_string()));
+    }
+  }
+}
+
+TEST_CASE("a json_object format allows only an object", "[grammar]") {
+  auto tok = Tokenizer::FromModelDir(medq::test::TokenizerFixture("qwen3"));
+  REQUIRE(tok.ok());
+  const auto vocab = static_cast<int64_t>((*tok)->VocabSize());
+  const int32_t stop = *(*tok)->EosId();
+  auto so = StructuredOutput::Create(**tok, vocab, {stop});
+  REQUIRE(so.ok());
+  ResponseFormat f;
+  f.type = ResponseFormat::Type::kJsonObject;
+  auto constraint = (*so)->Constrain(f);
+  REQUIRE(constraint.ok());
+  std::vector<int32_t> words(static_cast<size_t>((vocab + 31) / 32));
+  (*constraint)->FillAllowed(words);
+  // The first token opens the object: "{" allowed, a letter, "[" and the
+  // stop token not.
+  CHECK(Allowed(words, *(*tok)->TokenToId("{")));
+  CHECK_FALSE(Allowed(words, *(*tok)->TokenToId("[")));
+  CHECK_FALSE(Allowed(words, *(*tok)->TokenToId("a")));
+  CHECK_FALSE(Allowed(words, stop));
+}
+
+TEST_CASE("a text format gives no constraint, a model's padded rows are never allowed",
+          "[grammar]") {
+  auto tok = Tokenizer::FromModelDir(medq::test::TokenizerFixture("llama3"));
+  REQUIRE(tok.ok());
+  const auto vocab = static_cast<int64_t>((*tok)->VocabSize()) + 64;  // padded rows
+  const int32_t stop = *(*tok)->EosId();
+  auto so = StructuredOutput::Create(**tok, vocab, {stop});
+  REQUIRE(so.ok());
+  auto none = (*so)->Constrain(ResponseFormat{});
+  REQUIRE(none.ok());
+  CHECK(*none == nullptr);
+  const Walk walk = RandomWalk(**tok, **so, SchemaFormat(R"({"type": "boolean"})"), vocab, stop, 7);
+  REQUIRE(walk.stopped);
+  CHECK((walk.text == "true" || walk.text == "false"));
+}
+
+TEST_CASE("a schema the grammar engine cannot build is INVALID_REQUEST", "[grammar]") {
+  auto tok = Tokenizer::FromModelDir(medq::test::TokenizerFixture("qwen3"));
+  REQUIRE(tok.ok());
+  auto so = StructuredOutput::Create(**tok, static_cast<int64_t>((*tok)->VocabSize()),
+                                     {*(*tok)->EosId()});
+  REQUIRE(so.ok());
+  auto bad = (*so)->Constrain(SchemaFormat(R"({"type": "string", "pattern": "(unclosed"})"));
+  REQUIRE_FALSE(bad.ok());
+  CHECK(bad.error().code == medq::ErrorCode::kInvalidRequest);
+  CHECK_THAT(bad.error().message, Catch::Contains("params.response_format"));
+}
