@@ -4,8 +4,8 @@
   openai_client_test.py --base-url http://127.0.0.1:PORT/v1 --medq MEDQ --socket SOCKET
 
 The daemon (started by tests/e2e/http_e2e_test.cc) serves the fixture models
-(tiny-llama, tiny-qwen2 with a chat template, tiny-bert for embeddings) with
-max_queue 1. Exit 0: passed; 77: skipped (no `openai` package); else failed.
+(tiny-llama, tiny-qwen2 with a chat template, tiny-bert for embeddings) and
+the built-in medq-demo (no chat template) with max_queue 1. Exit 0: passed; 77: skipped (no `openai` package); else failed.
 """
 
 import argparse
@@ -92,6 +92,16 @@ def main():
     check(text == chat_expected, "streamed chat equals it too")
     check(chunks[-1].usage is not None and chunks[-1].usage.completion_tokens == 10,
           "include_usage: the last chunk carries usage")
+
+    # The built-in medq-demo has no chat template: chat goes through medq's
+    # fallback template, as `medq generate --chat` does.
+    demo_expected = medq_generate(args, "--model", "medq-demo", "--chat", "--max-tokens", "8",
+                                  "Who is the LORD?")
+    r = client.chat.completions.create(
+        model="medq-demo", messages=[{"role": "user", "content": "Who is the LORD?"}],
+        max_tokens=8)
+    check(r.choices[0].message.content == demo_expected,
+          "chat with medq-demo (the fallback template) equals medq generate --chat")
 
     # Errors.
     try:
