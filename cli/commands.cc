@@ -93,8 +93,9 @@ Action SetUpModels(CLI::App&, const GlobalOptions& g) {
       out += "\n";
       for (const json& m : loaded) {
         out += "  " + m.value("name", "") + " (" + m.value("architecture", "") + ", " +
-               m.value("dtype", "") + " on " + m.value("device", "") + ", " +
-               FormatBytes(m.value("parameter_bytes", int64_t{0})) + ")\n";
+               m.value("dtype", "") + QuantizationSuffix(m.value("quantization", "none")) + " on " +
+               m.value("device", "") + ", " + FormatBytes(m.value("parameter_bytes", int64_t{0})) +
+               ")\n";
       }
       return out;
     });

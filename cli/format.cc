@@ -53,6 +53,10 @@ std::string FormatBytes(int64_t bytes) {
   return unit == 0 ? std::to_string(bytes) + " B" : Fixed(v, 1) + " " + kUnits[unit];
 }
 
+std::string QuantizationSuffix(const std::string& quantization) {
+  return quantization.empty() || quantization == "none" ? "" : " + " + quantization;
+}
+
 std::string FormatDuration(double s) {
   if (s < 60) return Fixed(s, 1) + " s";
   const auto total = static_cast<int64_t>(s);
@@ -70,8 +74,9 @@ std::string FormatHealth(const HealthInfo& h) {
   out << "  connections   " << h.connections << " (max " << h.limits.max_connections << ")\n";
   if (h.loaded_models.empty()) out << "  models        none loaded\n";
   for (const LoadedModelInfo& m : h.loaded_models) {
-    out << "  model         " << m.name << " (" << m.architecture << ", " << m.dtype << " on "
-        << m.device << ", " << FormatBytes(m.parameter_bytes);
+    out << "  model         " << m.name << " (" << m.architecture << ", " << m.dtype
+        << QuantizationSuffix(m.quantization) << " on " << m.device << ", "
+        << FormatBytes(m.parameter_bytes);
     if (m.kind == "embedding") out << ", embedding, " << m.dims << " dims";
     if (!m.ready) out << ", not ready";
     out << ")\n";

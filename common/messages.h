@@ -61,7 +61,10 @@ struct LoadedModelInfo {
   std::string architecture;
   std::string device;  // "cpu" or "cuda:N"
   std::string dtype;   // weights: "fp32", "bf16" or "fp16"
-  int64_t parameter_bytes = 0;
+  // Generation models: the projections' quantization, "none" or "int8"
+  // (quantize); with int8, dtype is the embeddings' and lm_head's.
+  std::string quantization = "none";
+  int64_t parameter_bytes = 0;    // bytes of weights held, as quantized
   bool fell_back_to_cpu = false;  // CUDA ran out of memory while loading it
   bool has_tokenizer = false;
   bool has_chat_template = false;
@@ -73,8 +76,9 @@ struct LoadedModelInfo {
   bool ready = true;
 };
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(LoadedModelInfo, name, architecture, device, dtype,
-                                                parameter_bytes, fell_back_to_cpu, has_tokenizer,
-                                                has_chat_template, idle_s, kind, dims, ready)
+                                                quantization, parameter_bytes, fell_back_to_cpu,
+                                                has_tokenizer, has_chat_template, idle_s, kind,
+                                                dims, ready)
 
 // The durable job store (daemon/store/) as health shows it: its size and
 // row counts, never its contents.

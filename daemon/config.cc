@@ -50,6 +50,18 @@ bool GivenOnCommandLine(const std::vector<std::string>& args, const CLI::Option&
   return false;
 }
 
+// quantize: none or int8; int4 is named as not supported yet rather than as
+// an unknown value.
+CLI::Validator QuantizeValidator() {
+  return CLI::Validator(
+      [](std::string& value) -> std::string {
+        if (value == "none" || value == "int8") return "";
+        if (value == "int4") return "quantize int4 is not supported yet; use int8 or none";
+        return "quantize '" + value + "' is not one of none, int8";
+      },
+      "none|int8");
+}
+
 }  // namespace
 
 namespace {
@@ -153,6 +165,10 @@ void AddConfigKeys(CLI::App& app, Config& c) {
   AddKey(app, "dtype", c.dtype,
          "Weight dtype: auto (the checkpoint's; fp16 is fp32 on CPU), bf16, fp16 or fp32")
       ->check(CLI::IsMember({"auto", "bf16", "fp16", "fp32"}));
+  AddKey(app, "quantize", c.quantize,
+         "Weight-only quantization of generation models' projection matrices: none, or int8 "
+         "(one scale per row; CPU only for now; embeddings and lm_head keep dtype)")
+      ->check(QuantizeValidator());
   AddKey(app, "gpu_fallback", c.gpu_fallback,
          "On CUDA out-of-memory while loading a model: cpu (load it on the CPU) or none (GPU_OOM)")
       ->check(CLI::IsMember({"cpu", "none"}));
@@ -337,6 +353,7 @@ std::string FormatConfig(const Config& c) {
   out << "preload = \"" << c.preload << "\"\n";
   out << "device = \"" << c.device << "\"\n";
   out << "dtype = \"" << c.dtype << "\"\n";
+  out << "quantize = \"" << c.quantize << "\"\n";
   out << "gpu_fallback = \"" << c.gpu_fallback << "\"\n";
   out << "max_loaded_models = " << c.max_loaded_models << "\n";
   out << "keep_alive_s = " << c.keep_alive_s << "\n";

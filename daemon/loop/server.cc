@@ -60,6 +60,7 @@ WorkerOptions MakeWorkerOptions(const Config& c) {
   o.threads = c.threads;
   o.load = LoadPolicy{c.device, c.dtype, c.gpu_fallback == "cpu", c.max_loaded_models,
                       c.max_concurrent > 1};
+  o.load.quantize = c.quantize;
   o.generation.budget = BudgetPolicy{c.max_gpu_memory_mb << 20, c.test_fault_injection};
   o.generation.cleanup_after_each = c.cleanup == "after-each";
   o.generation.batch.prefill_chunk_tokens = c.prefill_chunk_tokens;

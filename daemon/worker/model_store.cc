@@ -65,6 +65,7 @@ LoadedModelInfo LoadedModel::Describe() const {
     out.architecture = info.architecture;
     out.device = info.device;
     out.dtype = info.dtype;
+    out.quantization = info.quantization;
     out.parameter_bytes = info.parameter_bytes;
   }
   return out;
@@ -90,10 +91,17 @@ std::string ModelStore::CpuDtype(bool for_merge) const {
   return for_merge ? "fp32" : "auto";
 }
 
+engine::LoadOptions ModelStore::Options(const std::string& device, const std::string& dtype,
+                                        bool for_merge) const {
+  engine::LoadOptions o{device, dtype, policy_.pack_for_batches};
+  o.quantize = for_merge ? "none" : policy_.quantize;
+  return o;
+}
+
 Result<std::shared_ptr<const engine::Model>> ModelStore::LoadOnCpu(const fs::path& dir,
                                                                    bool for_merge) {
   engine::EmptyDeviceCaches();
-  return engine::LoadModel(dir, {"cpu", CpuDtype(for_merge), policy_.pack_for_batches});
+  return engine::LoadModel(dir, Options("cpu", CpuDtype(for_merge), for_merge));
 }
 
 Result<std::shared_ptr<const engine::Model>> ModelStore::LoadWeights(const fs::path& dir,
@@ -102,7 +110,7 @@ Result<std::shared_ptr<const engine::Model>> ModelStore::LoadWeights(const fs::p
   const std::string device = ResolveDevice();
   const std::string dtype =
       device == "cpu" && policy_.dtype == "auto" ? CpuDtype(for_merge) : policy_.dtype;
-  auto model = engine::LoadModel(dir, {device, dtype, policy_.pack_for_batches});
+  auto model = engine::LoadModel(dir, Options(device, dtype, for_merge));
   if (!model.ok() && FallsBackToCpu(model.error())) {
     spdlog::warn(
         "out of GPU memory loading {}; loading it on the CPU instead (gpu_fallback = "
@@ -174,14 +182,16 @@ Result<LoadedModel> ModelStore::Load(const std::string& name, const fs::path& di
     m.model = std::move(base);
   } else {
     // A base shared with requests without the adapter may hold bf16 weights
-    // on the CPU; the adapted model then gets float32 ones of its own.
+    // on the CPU, or quantized ones; the adapted model then gets float32 (or
+    // unquantized) ones of its own.
     const engine::ModelInfo& info = engine::Info(*base);
-    if (info.device == "cpu" && info.dtype == "bf16" && CpuDtype(/*for_merge=*/true) == "fp32") {
+    if ((info.device == "cpu" && info.dtype == "bf16" && CpuDtype(/*for_merge=*/true) == "fp32") ||
+        info.quantization != "none") {
       auto wide = LoadOnCpu(dir, /*for_merge=*/true);
       if (!wide.ok()) return std::move(wide).error();
       base = std::move(*wide);
     }
-    auto adapted = engine::ApplyAdapter(base, adapter);
+    auto adapted = engine::ApplyAdapter(base, adapter, policy_.quantize);
     if (!adapted.ok() && FallsBackToCpu(adapted.error())) {
       // The merge copies the targeted weights on the device; when that does
       // not fit, the adapted model goes to the CPU like a load that does not
@@ -193,7 +203,7 @@ Result<LoadedModel> ModelStore::Load(const std::string& name, const fs::path& di
       auto cpu_base = LoadOnCpu(dir, /*for_merge=*/true);
       if (!cpu_base.ok()) return std::move(cpu_base).error();
       m.fell_back_to_cpu = true;
-      adapted = engine::ApplyAdapter(*cpu_base, adapter);
+      adapted = engine::ApplyAdapter(*cpu_base, adapter, policy_.quantize);
     }
     if (!adapted.ok()) return std::move(adapted).error();
     m.model = std::move(*adapted);
@@ -245,8 +255,9 @@ Result<LoadedModel*> ModelStore::Acquire(const std::string& name, const fs::path
     return std::move(loaded).error();
   }
   const LoadedModelInfo info = loaded->Describe();
-  spdlog::info("loaded {} {} ({}, {} on {}, {:.0f} MiB of weights) in {:.0f} ms", info.kind,
-               loaded->name, info.architecture, info.dtype, info.device,
+  spdlog::info("loaded {} {} ({}, {}{} on {}, {:.0f} MiB of weights) in {:.0f} ms", info.kind,
+               loaded->name, info.architecture, info.dtype,
+               info.quantization == "none" ? "" : " + " + info.quantization, info.device,
                static_cast<double>(info.parameter_bytes) / (1 << 20), loaded->load_ms);
   loaded->last_used = Clock::now();
   models_.push_front(std::move(*loaded));

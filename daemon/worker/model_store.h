@@ -63,6 +63,9 @@ struct LoadPolicy {
   // engine::LoadOptions::pack_for_batches: on for max_concurrent > 1, where
   // CPU bf16 generations share decode steps.
   bool pack_for_batches = false;
+  // engine::LoadOptions::quantize: "none" or "int8". An adapted model is
+  // merged into a full-precision base, then quantized.
+  std::string quantize = "none";
 };
 
 class ModelStore {
@@ -98,6 +101,10 @@ class ModelStore {
   bool FallsBackToCpu(const Error& error) const;
   // The dtype a model gets on the CPU after a fallback or for a merge.
   std::string CpuDtype(bool for_merge) const;
+  // LoadOptions for `device` and `dtype`: a base for a merge is loaded
+  // unquantized (the merged model is quantized after).
+  engine::LoadOptions Options(const std::string& device, const std::string& dtype,
+                              bool for_merge) const;
   Result<std::shared_ptr<const engine::Model>> LoadOnCpu(const std::filesystem::path& dir,
                                                          bool for_merge);
   std::string ResolveDevice() const;

@@ -83,7 +83,8 @@ TEST_CASE("int8 weights take at most 0.55 of their bf16 bytes", "[engine][quanti
   CHECK(Info(*bf16).quantization == "none");
 }
 
-TEST_CASE("quantize names: none and int8; int4 is not supported yet", "[engine][quantize]") {
+TEST_CASE("quantize takes none and int8 and refuses int4 as not supported yet",
+          "[engine][quantize]") {
   CHECK(ParseQuantization("none").ok());
   CHECK(ParseQuantization("int8").ok());
   const fs::path dir = medq::test::ModelFixture("tiny-llama");
