@@ -155,11 +155,25 @@ void JobQueue::Finish(const std::string& job_id, Outcome outcome) {
 
 void JobQueue::AddProgress(const std::string& job_id, int64_t tokens) {
   for (Job& j : running_) {
-    if (j.id == job_id) {
-      j.tokens_done += std::max<int64_t>(0, tokens);
-      return;
-    }
+    if (j.id != job_id) continue;
+    const auto now = Clock::now();
+    if (j.tokens_done == 0) j.first_token = now;
+    j.last_token = now;
+    j.tokens_done += std::max<int64_t>(0, tokens);
+    return;
   }
+}
+
+double JobQueue::LiveTokensPerS() const {
+  double sum = 0;
+  int n = 0;
+  for (const Job& j : running_) {
+    const double s = std::chrono::duration<double>(j.last_token - j.first_token).count();
+    if (j.tokens_done < 2 || s <= 0) continue;
+    sum += static_cast<double>(j.tokens_done - 1) / s;
+    ++n;
+  }
+  return n > 0 ? sum / n : 0;
 }
 
 bool JobQueue::CancelWaiting(const std::string& job_id) {
@@ -196,7 +210,7 @@ double JobQueue::EstimatedWaitS(size_t position) const {
   const size_t ahead = std::min(position > 0 ? position - 1 : 0, waiting_.size());
   for (size_t i = 0; i < ahead; ++i)
     count(waiting_[i], 0);
-  return estimate_.WaitS(tokens, jobs, concurrency_);
+  return estimate_.WaitS(tokens, jobs, concurrency_, LiveTokensPerS());
 }
 
 std::optional<std::string> JobQueue::OwnerOf(const std::string& job_id) const {

@@ -143,14 +143,18 @@ class JobQueue {
     std::string owner;
     std::optional<Clock::time_point> timeout_at;
     double timeout_s = 0;
-    int64_t tokens = 0;       // Options::tokens
-    int64_t tokens_done = 0;  // produced so far (running jobs)
+    int64_t tokens = 0;                         // Options::tokens
+    int64_t tokens_done = 0;                    // produced so far (running jobs)
+    Clock::time_point first_token, last_token;  // of the progress reported
   };
 
   int EffectiveClass(const Job& job, Clock::time_point now) const;
   void Reorder();
   void StartReady();
   void NotifyPositions();
+  // The running generations' mean decode rate so far (tokens a second); 0
+  // when none has produced two tokens yet.
+  double LiveTokensPerS() const;
 
   int max_queue_;
   int concurrency_;

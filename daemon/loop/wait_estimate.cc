@@ -28,9 +28,11 @@ void WaitEstimator::ObserveRun(double seconds) {
   run_s_ = Average(run_s_, seconds);
 }
 
-double WaitEstimator::WaitS(int64_t tokens_ahead, int64_t jobs_ahead, int slots) const {
+double WaitEstimator::WaitS(int64_t tokens_ahead, int64_t jobs_ahead, int slots,
+                            double live) const {
   const double parallel = std::max(1, slots);
-  const double tokens_s = static_cast<double>(std::max<int64_t>(0, tokens_ahead)) / tokens_per_s();
+  const double tokens_s =
+      static_cast<double>(std::max<int64_t>(0, tokens_ahead)) / tokens_per_s(live);
   const double jobs_s = static_cast<double>(std::max<int64_t>(0, jobs_ahead)) * run_s();
   return (tokens_s + jobs_s) / parallel;
 }

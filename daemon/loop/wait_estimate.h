@@ -8,9 +8,10 @@
 // max_tokens less what they have produced) over the measured decode rate
 // times the slots that decode at once. The rate is a moving average of the
 // finished generations' own rates (tokens after the first over the time
-// from the first token to the last); kDefaultTokensPerS until one has been
-// measured. Work without tokens (model and embed jobs) counts the moving
-// average of its jobs' run times instead (1 s until one is measured).
+// from the first token to the last); until one has finished, the running
+// generations' rates so far, and kDefaultTokensPerS before any token. Work without tokens (model
+// and embed jobs) counts the moving average of its jobs' run times instead (1 s until one is
+// measured).
 #pragma once
 
 #include <cstdint>
@@ -38,15 +39,19 @@ class WaitEstimator {
   // A job without tokens ran for `seconds`.
   void ObserveRun(double seconds);
 
-  // The decode rate of one generation, tokens a second: measured, or
+  // The decode rate of one generation, tokens a second: measured; else
+  // `live`, the running generations' rate so far, when above 0; else
   // kDefaultTokensPerS.
-  double tokens_per_s() const { return tokens_per_s_ > 0 ? tokens_per_s_ : kDefaultTokensPerS; }
+  double tokens_per_s(double live = 0) const {
+    return tokens_per_s_ > 0 ? tokens_per_s_ : live > 0 ? live : kDefaultTokensPerS;
+  }
   // The run time of a job without tokens: measured, or 1 s.
   double run_s() const { return run_s_ > 0 ? run_s_ : 1.0; }
 
   // Seconds until `tokens_ahead` tokens and `jobs_ahead` jobs without tokens
-  // are done, `slots` (>= 1) of them running at once.
-  double WaitS(int64_t tokens_ahead, int64_t jobs_ahead, int slots) const;
+  // are done, `slots` (>= 1) of them running at once; `live` as for
+  // tokens_per_s.
+  double WaitS(int64_t tokens_ahead, int64_t jobs_ahead, int slots, double live = 0) const;
 
  private:
   double tokens_per_s_ = 0;  // moving average; 0 until measured

@@ -3,8 +3,10 @@
 #include "daemon/loop/wait_estimate.h"
 
 #include <catch2/catch.hpp>
+#include <chrono>
 #include <limits>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "daemon/loop/job_queue.h"
@@ -70,6 +72,15 @@ TEST_CASE("jobs without tokens count their run time", "[queue][estimate]") {
   CHECK(e.WaitS(-5, -1, 0) == 0);
 }
 
+TEST_CASE("a live rate counts only until a rate is measured", "[queue][estimate]") {
+  WaitEstimator e;
+  CHECK(e.tokens_per_s(0) == kDefaultTokensPerS);
+  CHECK(e.tokens_per_s(500) == 500);
+  CHECK(e.WaitS(1000, 0, 1, 500) == Approx(2));
+  e.ObserveDecode(51, 1.0);
+  CHECK(e.tokens_per_s(500) == Approx(50));
+}
+
 TEST_CASE("a retry hint is whole seconds between its bounds", "[queue][estimate]") {
   CHECK(RetryAfterS(0) == kMinRetryAfterS);
   CHECK(RetryAfterS(-3) == kMinRetryAfterS);
@@ -106,6 +117,23 @@ TEST_CASE("a full queue's retry hint counts the tokens queued and still to run",
   q.AddProgress(running, 1000);
   q.AddProgress("j99", 1000);
   CHECK(q.EstimatedWaitS(3) == Approx(5));
+}
+
+TEST_CASE("before a generation has finished, the running ones' rate so far counts",
+          "[queue][estimate]") {
+  JobQueue q(5, 1);
+  const std::string running = Submit(q, 1000);
+  Submit(q, 1000);
+  // No token yet: the default rate.
+  CHECK(q.EstimatedWaitS(2) == Approx(2000 / kDefaultTokensPerS));
+  // 101 tokens in about 50 ms: far faster than the default.
+  q.AddProgress(running, 1);
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  q.AddProgress(running, 100);
+  CHECK(q.EstimatedWaitS(2) < 1899 / kDefaultTokensPerS / 10);
+  // A finished generation's rate takes over.
+  q.ObserveDecode(11, 1.0);  // 10 tokens/s
+  CHECK(q.EstimatedWaitS(2) == Approx(189.9));
 }
 
 TEST_CASE("a huge queue's retry hint is capped", "[queue][estimate]") {
