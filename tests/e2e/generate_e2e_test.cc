@@ -335,9 +335,11 @@ TEST_CASE("five concurrent generates with max_queue 3", "[e2e][generate]") {
   Run refused = Collect(fifth, "x", 5s);
   CHECK(refused.final()["code"] == "QUEUE_FULL");
   CHECK(refused.final()["message"] == "Queue full (3/3). Try again later.");
-  // The retry hint counts the tokens ahead: nearly 100,000 still to run is
-  // past its cap, whatever the decode rate.
-  CHECK(refused.final()["retry_after_s"].get<double>() == 300);
+  // The retry hint counts the tokens ahead: nearly 100,000 still to run
+  // take far more than 20 s at any rate a fixture decodes (the hint's cap,
+  // 300 s, on a CPU).
+  INFO("retry_after_s " << refused.final()["retry_after_s"]);
+  CHECK(refused.final()["retry_after_s"].get<double>() >= 20);
 
   // Positions: high first, then normal, then low.
   auto client = ipc::Client::Connect(d.socket());
