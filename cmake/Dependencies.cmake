@@ -77,7 +77,7 @@ endif()
 # -DMEDQ_XGRAMMAR_ROOT=<prefix> names another build of it; the default is not
 # cached, so that a new pinned version reaches existing build folders.
 if(NOT MEDQ_XGRAMMAR_ROOT)
-  set(MEDQ_XGRAMMAR_ROOT "${PROJECT_SOURCE_DIR}/.deps/xgrammar-0.2.8-medq1")
+  set(MEDQ_XGRAMMAR_ROOT "${PROJECT_SOURCE_DIR}/.deps/xgrammar-0.2.8-medq2")
 endif()
 set(_medq_xgrammar_lib "${MEDQ_XGRAMMAR_ROOT}/lib/libxgrammar.a")
 if(NOT EXISTS "${_medq_xgrammar_lib}" OR NOT EXISTS "${MEDQ_XGRAMMAR_ROOT}/include/xgrammar/xgrammar.h")

@@ -16,6 +16,51 @@ namespace {
 constexpr bool kAnyWhitespace = false;
 const std::pair<std::string, std::string> kSeparators{", ", ": "};
 
+// The calendar formats as the patterns medq enforces for them: RFC 3339
+// dates that exist (days per month, February 29 in leap years only, years
+// 0001-9999), times without a leap second and with at most six fractional
+// digits. The grammar engine's own patterns allow February 31 and second 60,
+// which validators (Python's among them) refuse.
+constexpr const char* kYear = "([0-9]{3}[1-9]|[0-9]{2}[1-9]0|[0-9][1-9]00|[1-9]000)";
+constexpr const char* kMonthDay =
+    "((0[13578]|1[02])-(0[1-9]|[12][0-9]|3[01])|(0[469]|11)-(0[1-9]|[12][0-9]|30)|"
+    "02-(0[1-9]|1[0-9]|2[0-8]))";
+constexpr const char* kLeapYear =
+    "([0-9]{2}(0[48]|[2468][048]|[13579][26])|(0[48]|[2468][048]|[13579][26])00)";
+constexpr const char* kTime =
+    "([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](\\.[0-9]{1,6})?(Z|[+-]([01][0-9]|2[0-3]):[0-5][0-9])";
+
+std::string DatePattern() {
+  return std::string("(") + kYear + "-" + kMonthDay + "|" + kLeapYear + "-02-29)";
+}
+
+// Rewrites every string schema's format date / time / date-time into its
+// pattern, throughout `schema` ($defs included).
+void CalendarFormatsAsPatterns(nlohmann::ordered_json& schema) {
+  if (schema.is_array()) {
+    for (auto& item : schema)
+      CalendarFormatsAsPatterns(item);
+    return;
+  }
+  if (!schema.is_object()) return;
+  if (auto it = schema.find("format"); it != schema.end() && it->is_string()) {
+    const std::string format = it->get<std::string>();
+    std::string pattern;
+    if (format == "date") pattern = DatePattern();
+    if (format == "time") pattern = kTime;
+    if (format == "date-time") pattern = DatePattern() + "T" + kTime;
+    if (!pattern.empty()) {
+      schema.erase(it);
+      schema["pattern"] = "^" + pattern + "$";
+    }
+  }
+  for (auto& [key, value] : schema.items()) {
+    // Values, not schemas: left as they are.
+    if (key == "enum" || key == "const" || key == "default" || key == "examples") continue;
+    CalendarFormatsAsPatterns(value);
+  }
+}
+
 // Compiled grammars kept for reuse, per model.
 constexpr int64_t kCacheBytes = int64_t{256} << 20;
 
@@ -99,8 +144,10 @@ Result<std::shared_ptr<engine::TokenConstraint>> StructuredOutput::Constrain(
                                                   std::nullopt, kSeparators, /*strict_mode=*/false);
     } else {
       // Strict: properties and items the schema does not name are refused.
-      grammar = impl_->compiler.CompileJSONSchema(format.schema.dump(), kAnyWhitespace,
-                                                  std::nullopt, kSeparators, /*strict_mode=*/true);
+      nlohmann::ordered_json schema = format.schema;
+      CalendarFormatsAsPatterns(schema);
+      grammar = impl_->compiler.CompileJSONSchema(schema.dump(), kAnyWhitespace, std::nullopt,
+                                                  kSeparators, /*strict_mode=*/true);
     }
     return std::shared_ptr<engine::TokenConstraint>(
         std::make_shared<MatcherConstraint>(*grammar, impl_->stop_ids));

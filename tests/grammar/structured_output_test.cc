@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <random>
+#include <regex>
 #include <string>
 #include <vector>
 
@@ -169,4 +170,47 @@ TEST_CASE("a schema the grammar engine cannot build is INVALID_REQUEST", "[gramm
   REQUIRE_FALSE(bad.ok());
   CHECK(bad.error().code == medq::ErrorCode::kInvalidRequest);
   CHECK_THAT(bad.error().message, Catch::Contains("params.response_format"));
+}
+
+// Patterns the grammar engine once enforced loosely (an optional group that
+// ends in a repetition matched the repetition alone: "(a[0-9]+)?Z" took
+// "2Z"; scripts/setup-xgrammar fixes it), and the calendar formats, which
+// medq enforces as real dates and times.
+TEST_CASE("patterns and calendar formats are enforced exactly", "[grammar]") {
+  auto tok = Tokenizer::FromModelDir(medq::test::TokenizerFixture("qwen3"));
+  REQUIRE(tok.ok());
+  const auto vocab = static_cast<int64_t>((*tok)->VocabSize());
+  const int32_t stop = *(*tok)->EosId();
+  auto so = StructuredOutput::Create(**tok, vocab, {stop});
+  REQUIRE(so.ok());
+  const std::string date =
+      "([0-9]{4}-((0[13578]|1[02])-(0[1-9]|[12][0-9]|3[01])|(0[469]|11)-(0[1-9]|[12][0-9]|30)|"
+      "02-(0[1-9]|1[0-9]|2[0-8]))|[0-9]{2}(0[48]|[2468][048]|[13579][26])-02-29|"
+      "(0[48]|[2468][048]|[13579][26])00-02-29)";
+  const std::string time =
+      "([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](\\.[0-9]{1,6})?(Z|[+-]([01][0-9]|2[0-3]):[0-5][0-9]"
+      ")";
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {R"({"type": "string", "pattern": "^(a[0-9]+)?Z$"})", "(a[0-9]+)?Z"},
+      {R"({"type": "string", "pattern": "^[0-5][0-9]([.][0-9]{1,2})?Z$"})",
+       "[0-5][0-9]([.][0-9]{1,2})?Z"},
+      {R"({"type": "string", "pattern": "^(ab|c)*d?$"})", "(ab|c)*d?"},
+      {R"({"type": "string", "format": "date"})", date},
+      {R"({"type": "string", "format": "time"})", time},
+      {R"({"type": "string", "format": "date-time"})", date + "T" + time},
+  };
+  for (const auto& [schema, pattern] : cases) {
+    INFO("schema " << schema);
+    const std::regex whole(pattern);
+    for (uint64_t seed = 1; seed <= 12; ++seed) {
+      const Walk walk = RandomWalk(**tok, **so, SchemaFormat(schema), vocab, stop, seed, 200);
+      INFO("seed " << seed << " text " << walk.text);
+      REQUIRE(walk.stopped);
+      const std::string value = Json::parse(walk.text).get<std::string>();
+      CHECK(std::regex_match(value, whole));
+      // The first date of the year 0 and February 30 never come out.
+      CHECK(value.rfind("0000-", 0) != 0);
+      CHECK(value.find("-02-30") == std::string::npos);
+    }
+  }
 }
