@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <optional>
@@ -36,7 +37,36 @@ struct GenerateFlags {
   GenerateParams params;
   double queue_timeout_s = 0;
   std::optional<uint64_t> seed;
+  std::string json_schema;  // --json-schema FILE
+  bool json_object = false;
 };
+
+// --json-schema FILE (a JSON Schema) or --json-object as the request's
+// response_format, checked here as the daemon checks it.
+Result<ResponseFormat> ReadResponseFormat(const GenerateFlags& f) {
+  if (f.json_object) {
+    ResponseFormat format;
+    format.type = ResponseFormat::Type::kJsonObject;
+    return format;
+  }
+  std::ifstream in(f.json_schema, std::ios::binary);
+  if (!in) return Error(ErrorCode::kInvalidRequest, "cannot read --json-schema " + f.json_schema);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  auto schema = nlohmann::ordered_json::parse(ss.str(), nullptr, /*allow_exceptions=*/false);
+  if (schema.is_discarded() || !schema.is_object()) {
+    return Error(ErrorCode::kInvalidRequest,
+                 "--json-schema " + f.json_schema + " is not a JSON object (a JSON Schema)");
+  }
+  if (Status st = CheckSupportedSchema(schema, "--json-schema " + f.json_schema); !st.ok()) {
+    return st.error();
+  }
+  ResponseFormat format;
+  format.type = ResponseFormat::Type::kJsonSchema;
+  format.name = std::filesystem::path(f.json_schema).stem().string();
+  format.schema = std::move(schema);
+  return format;
+}
 
 Result<std::string> ReadPrompt(const GenerateFlags& f) {
   if (!f.file.empty()) {
@@ -96,6 +126,15 @@ std::optional<int> PrepareParams(GenerateFlags& f) {
   }
   p.mode = f.chat ? PromptMode::kChat : f.raw ? PromptMode::kRaw : PromptMode::kAuto;
   if (f.queue_timeout_s > 0) p.queue_timeout_s = f.queue_timeout_s;
+  if (!f.json_schema.empty() && f.json_object) {
+    std::cerr << "medq: --json-schema and --json-object exclude each other\n";
+    return kExitUsage;
+  }
+  if (!f.json_schema.empty() || f.json_object) {
+    auto format = ReadResponseFormat(f);
+    if (!format.ok()) return ReportError(format.error());
+    p.response_format = std::move(*format);
+  }
   return std::nullopt;
 }
 
@@ -249,6 +288,10 @@ void AddGenerateFlags(CLI::App& sub, GenerateFlags& f, std::vector<int32_t>& pro
                  "the job stops and ends with TIMEOUT, keeping the text it produced")
       ->check(CLI::PositiveNumber);
   sub.add_option("--prompt-ids", prompt_ids, "Send these token ids as the prompt")->delimiter(',');
+  sub.add_option("--json-schema", f.json_schema,
+                 "Answer with a JSON document valid under the JSON Schema in this file, "
+                 "enforced token by token (structured output)");
+  sub.add_flag("--json-object", f.json_object, "Answer with a JSON object (any properties)");
 }
 
 }  // namespace

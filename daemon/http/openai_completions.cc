@@ -9,6 +9,8 @@
 // x-medq-queue-ms (the time until the job started).
 #include <algorithm>
 #include <chrono>
+#include <span>
+#include <string_view>
 
 #include "daemon/http/routes.h"
 
@@ -115,8 +117,78 @@ Error Invalid(std::string message) {
   return Error(ErrorCode::kInvalidRequest, std::move(message));
 }
 
+// Every field a route reads (docs/http.md lists them): any other is 400
+// naming it, never ignored, so that a client asking for something medq does
+// not do (logit_bias, function calls, audio, ...) learns so.
+constexpr std::string_view kCommonFields[] = {"model",
+                                              "max_tokens",
+                                              "max_completion_tokens",
+                                              "temperature",
+                                              "top_p",
+                                              "seed",
+                                              "stop",
+                                              "n",
+                                              "stream",
+                                              "stream_options",
+                                              "top_logprobs",
+                                              "response_format",
+                                              "user",
+                                              "frequency_penalty",
+                                              "presence_penalty",
+                                              "logit_bias",
+                                              "top_k",
+                                              "min_p",
+                                              "repeat_penalty",
+                                              "priority",
+                                              "queue_timeout_s",
+                                              "timeout_s",
+                                              "adapter",
+                                              "logprobs"};
+constexpr std::string_view kChatFields[] = {"messages", "tools", "tool_choice",
+                                            "parallel_tool_calls"};
+constexpr std::string_view kCompletionFields[] = {"prompt", "echo", "best_of"};
+
+Status RefuseUnknownFields(const Params& body, std::span<const std::string_view> route_fields) {
+  for (const auto& [key, unused] : body.items()) {
+    const auto known = [&key](std::span<const std::string_view> names) {
+      return std::find(names.begin(), names.end(), key) != names.end();
+    };
+    if (!known(kCommonFields) && !known(route_fields)) {
+      return Invalid("'" + Echo(key) +
+                     "' is not supported by medq: docs/http.md lists the fields it reads");
+    }
+  }
+  return {};
+}
+
+// A field medq accepts only at the value that asks for nothing (a penalty of
+// 0, an empty logit_bias): anything else is 400 naming it.
+Status OnlyNeutral(const Params& body, std::string_view name, const Params& neutral,
+                   std::string_view why) {
+  if (!Has(body, name) || body[std::string(name)] == neutral) return {};
+  return Invalid("'" + std::string(name) + "' is not supported: " + std::string(why));
+}
+
 // The fields both routes share, into `generate` params.
 Status CommonParams(const Params& body, Params& p, Translation& t) {
+  if (Status st = CheckField(body, "user", Kind::kString); !st.ok()) return st;
+  if (Status st =
+          OnlyNeutral(body, "frequency_penalty", 0,
+                      "medq's penalty is repeat_penalty (transformers' repetition_penalty)");
+      !st.ok()) {
+    return st;
+  }
+  if (Status st =
+          OnlyNeutral(body, "presence_penalty", 0,
+                      "medq's penalty is repeat_penalty (transformers' repetition_penalty)");
+      !st.ok()) {
+    return st;
+  }
+  if (Status st = OnlyNeutral(body, "logit_bias", Params::object(), "medq does not bias tokens");
+      !st.ok()) {
+    return st;
+  }
+  if (Status st = CopyField(body, "response_format", Kind::kObject, p); !st.ok()) return st;
   if (Status st = CopyField(body, "model", Kind::kString, p); !st.ok()) return st;
   if (Has(body, "max_completion_tokens")) {
     if (Status st = CopyField(body, "max_completion_tokens", Kind::kInteger, p, "max_tokens");
@@ -197,6 +269,21 @@ Result<Params> ChatMessages(const Params& messages) {
   return out;
 }
 
+// tool_choice "auto" (the default) and "none" leave the model free, as
+// medq does; a forced choice ("required", a named function) is not enforced
+// yet, so it is refused rather than ignored. parallel_tool_calls is a
+// boolean with nothing to force.
+Status ToolChoice(const Params& body) {
+  if (Status st = CheckField(body, "parallel_tool_calls", Kind::kBoolean); !st.ok()) return st;
+  if (!Has(body, "tool_choice")) return {};
+  const Params& choice = body["tool_choice"];
+  if (choice == "auto" || choice == "none") return {};
+  if (choice.is_string() || choice.is_object()) {
+    return Invalid("'tool_choice' must be \"auto\" or \"none\": medq does not force tool calls");
+  }
+  return Invalid("'tool_choice' must be a string or an object");
+}
+
 void Run(DaemonState& s, const std::shared_ptr<HttpExchange>& ex, Params params,
          std::shared_ptr<Translation> t) {
   t->created = std::chrono::duration_cast<std::chrono::seconds>(
@@ -216,6 +303,9 @@ void Run(DaemonState& s, const std::shared_ptr<HttpExchange>& ex, Params params,
 void ChatCompletions(DaemonState& s, const HttpRequest& request, std::shared_ptr<HttpExchange> ex) {
   auto body = ParseBody(request);
   if (!body.ok()) return ex->RespondError(body.error());
+  if (Status st = RefuseUnknownFields(*body, kChatFields); !st.ok()) {
+    return ex->RespondError(st.error());
+  }
   auto t = std::make_shared<Translation>();
   t->chat = true;
   Params p = Params::object();
@@ -237,12 +327,16 @@ void ChatCompletions(DaemonState& s, const HttpRequest& request, std::shared_ptr
   if (Status st = CopyField(*body, "tools", Kind::kArray, p); !st.ok()) {
     return ex->RespondError(st.error());
   }
+  if (Status st = ToolChoice(*body); !st.ok()) return ex->RespondError(st.error());
   Run(s, ex, std::move(p), std::move(t));
 }
 
 void Completions(DaemonState& s, const HttpRequest& request, std::shared_ptr<HttpExchange> ex) {
   auto body = ParseBody(request);
   if (!body.ok()) return ex->RespondError(body.error());
+  if (Status st = RefuseUnknownFields(*body, kCompletionFields); !st.ok()) {
+    return ex->RespondError(st.error());
+  }
   auto t = std::make_shared<Translation>();
   t->chat = false;
   Params p = Params::object();
