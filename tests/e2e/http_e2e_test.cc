@@ -245,10 +245,25 @@ TEST_CASE("http: errors are OpenAI error objects with the field's status", "[e2e
                400, "logprobs");
   RequireError(HttpCall(port, "POST", "/v1/completions", R"({"prompt":"a","model":"no-such"})"),
                404);
-  // Unknown fields are ignored, as the OpenAI API ignores them.
+  // A field medq does not read is 400 naming it, never ignored; the ones
+  // that ask for nothing (a user id, penalties of 0, no bias) are taken.
   CHECK(HttpCall(port, "POST", "/v1/completions",
-                 R"({"prompt":"a","max_tokens":1,"user":"u","frequency_penalty":0,"x":{}})")
+                 R"({"prompt":"a","max_tokens":1,"user":"u","frequency_penalty":0,)"
+                 R"("presence_penalty":0,"logit_bias":{}})")
             .status == 200);
+  RequireError(HttpCall(port, "POST", "/v1/completions", R"({"prompt":"a","x":{}})"), 400, "x");
+  RequireError(HttpCall(port, "POST", "/v1/completions", R"({"prompt":"a","frequency_penalty":1})"),
+               400, "frequency_penalty");
+  RequireError(HttpCall(port, "POST", "/v1/completions", R"({"prompt":"a","logit_bias":{"5":1}})"),
+               400, "logit_bias");
+  RequireError(HttpCall(port, "POST", "/v1/chat/completions",
+                        R"({"messages":[{"role":"user","content":"a"}],"functions":[]})"),
+               400, "functions");
+  RequireError(HttpCall(port, "POST", "/v1/chat/completions",
+                        R"({"messages":[{"role":"user","content":"a"}],"tool_choice":"required"})"),
+               400, "tool_choice");
+  RequireError(HttpCall(port, "POST", "/v1/completions", R"({"prompt":"a","tools":[]})"), 400,
+               "tools");
   // Routes and methods.
   RequireError(HttpCall(port, "GET", "/v1/nothing"), 404);
   HttpResponse wrong = HttpCall(port, "DELETE", "/v1/models");
