@@ -126,8 +126,12 @@ def owning_packages(binaries):
     for binary in binaries:
         needed = re.findall(r"\(NEEDED\)\s+Shared library: \[([^\]]+)\]",
                             pkgtest.run([readelf, "-d", binary]).stdout)
-        located = dict(re.findall(r"^\s*(\S+)\s+=>\s+(/\S+)",
-                                  pkgtest.run(["ldd", binary]).stdout, re.MULTILINE))
+        ldd = pkgtest.run(["ldd", binary]).stdout
+        located = dict(re.findall(r"^\s*(\S+)\s+=>\s+(/\S+)", ldd, re.MULTILINE))
+        # The dynamic loader (needed directly by code using thread-local
+        # storage, such as xgrammar's) is listed by its path alone.
+        for path in re.findall(r"^\s*(/\S+)\s+\(0x", ldd, re.MULTILINE):
+            located.setdefault(os.path.basename(path), path)
         for soname in needed:
             if soname not in located:
                 pkgtest.fail([f"ldd cannot locate {soname}, which {binary} needs"])
