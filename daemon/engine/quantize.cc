@@ -1,9 +1,12 @@
 #include "daemon/engine/quantize.h"
 
-#include <cstring>
+#include <algorithm>
+#include <cmath>
 #include <vector>
 
 #include "daemon/engine/host_memory.h"
+#include "daemon/engine/kernels/cpu_linear.h"
+#include "daemon/engine/kernels/work_sharing.h"
 
 namespace medq::engine {
 
@@ -22,19 +25,39 @@ const char* QuantizationName(Quantization q) {
 }
 
 QuantizedRows QuantizeRowsInt8(const at::Tensor& w) {
-  const at::Tensor wd = w.to(at::kDouble).contiguous();
-  const at::Tensor scale_d = wd.abs().amax(1).div_(127.0);
-  const at::Tensor scales = scale_d.to(at::kFloat).contiguous();
-  // Divide by the float32 scale actually stored, so that the bound holds for
-  // what the kernels multiply by; a zero row divides by 1 (and stays 0).
-  const at::Tensor stored = scales.to(at::kDouble);
-  const at::Tensor divisor = at::where(stored > 0, stored, at::ones_like(stored));
-  const at::Tensor q = wd.div(divisor.unsqueeze(1)).round_().clamp_(-127, 127).to(at::kChar);
-  QuantizedRows out;
-  out.values = EmptyHostWeight(q.sizes(), at::kChar);
-  std::memcpy(out.values.data_ptr<int8_t>(), q.data_ptr<int8_t>(), static_cast<size_t>(q.numel()));
-  out.scales = scales;
-  return out;
+  // Read as float32 (bf16 widened exactly), the arithmetic in double.
+  const at::Tensor wf = w.to(at::kFloat).contiguous();
+  const int64_t out = wf.size(0), in = wf.size(1);
+  QuantizedRows q;
+  q.values = EmptyHostWeight({out, in}, at::kChar);
+  q.scales = at::empty({out}, at::kFloat);
+  const float* src = wf.data_ptr<float>();
+  int8_t* dst = q.values.data_ptr<int8_t>();
+  float* scales = q.scales.data_ptr<float>();
+  // Chunks of about 64 KiB of rows, shared with the kernels' threads.
+  const int64_t rows_per_chunk =
+      std::max<int64_t>(1, (int64_t{1} << 16) / std::max<int64_t>(1, in));
+  const int64_t chunks = (out + rows_per_chunk - 1) / rows_per_chunk;
+  kernels::ShareWork(chunks, kernels::KernelThreads() - 1, [&](int64_t chunk) {
+    const int64_t end = std::min(out, (chunk + 1) * rows_per_chunk);
+    for (int64_t r = chunk * rows_per_chunk; r < end; ++r) {
+      const float* row = src + r * in;
+      float amax = 0.0f;
+      for (int64_t k = 0; k < in; ++k)
+        amax = std::max(amax, std::fabs(row[k]));
+      const auto scale = static_cast<float>(static_cast<double>(amax) / 127.0);
+      scales[r] = scale;
+      // Divide by the float32 scale actually stored, so that the bound
+      // holds for what the kernels multiply by; a zero row stays 0.
+      const double inverse = scale > 0.0f ? 1.0 / static_cast<double>(scale) : 0.0;
+      for (int64_t k = 0; k < in; ++k) {
+        // (A NaN weight, which no scale represents, becomes 0.)
+        const double v = std::nearbyint(static_cast<double>(row[k]) * inverse);
+        dst[r * in + k] = std::isnan(v) ? 0 : static_cast<int8_t>(std::clamp(v, -127.0, 127.0));
+      }
+    }
+  });
+  return q;
 }
 
 at::Tensor DequantizeRowsInt8(const at::Tensor& values, const at::Tensor& scales) {
