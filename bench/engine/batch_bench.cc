@@ -67,7 +67,9 @@ double TimeSteps(const std::shared_ptr<const engine::Model>& model, int n,
 json MeasureBatch(const std::filesystem::path& dir, const std::string& dtype,
                   const BatchBenchOptions& o) {
   engine::InitWorkerThread(o.threads);
-  auto model = engine::LoadModel(dir, {o.device, dtype, o.pack});
+  engine::LoadOptions load{o.device, dtype, o.pack};
+  load.quantize = o.quantize;
+  auto model = engine::LoadModel(dir, load);
   if (!model.ok()) return {{"error", model.error().message}};
   json per_n = json::array();
   double base_step_ms = 0, base_tok_s = 0;
@@ -98,7 +100,9 @@ json MeasureBatch(const std::filesystem::path& dir, const std::string& dtype,
   }
   return {{"device", engine::Info(**model).device},
           {"dtype", dtype},
-          {"packed", o.pack},
+          // An int8 model is not packed (LoadOptions::quantize).
+          {"packed", o.pack && engine::Info(**model).quantization == "none"},
+          {"quantize", engine::Info(**model).quantization},
           {"batch", per_n}};
 }
 
@@ -106,7 +110,9 @@ void ServeBatchSteps(const std::filesystem::path& dir, const std::string& dtype,
                      const BatchBenchOptions& o, int in, int out) {
   LineIo io(in, out);
   engine::InitWorkerThread(o.threads);
-  auto model = engine::LoadModel(dir, {o.device, dtype, o.pack});
+  engine::LoadOptions load{o.device, dtype, o.pack};
+  load.quantize = o.quantize;
+  auto model = engine::LoadModel(dir, load);
   if (!model.ok()) {
     io.Write("error: " + model.error().message);
     return;

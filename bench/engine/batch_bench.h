@@ -23,6 +23,9 @@ struct BatchBenchOptions {
   // engine::LoadOptions::pack_for_batches, as the daemon loads models where
   // generations run side by side (max_concurrent > 1).
   bool pack = true;
+  // engine::LoadOptions::quantize: "none" or "int8" (int8 models are not
+  // packed).
+  std::string quantize = "none";
 };
 
 // The seed of repetition `rep`'s prompts: MeasureBatch's, and what a

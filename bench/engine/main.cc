@@ -2,6 +2,9 @@
 // peak memory of the engine on random-weight models shaped like SmolLM-135M and
 // Qwen2.5-0.5B, for fp32 and bf16 on CPU (and CUDA when available), against
 // the decode ceiling set by memory bandwidth. Prints one JSON document.
+// --quantize int8 runs each dtype with int8 projections too (LoadOptions::
+// quantize), --repeat times each, alternating, and adds the medians and
+// ranges of both decode speeds ("quantize_comparison").
 //
 // Each configuration runs in its own child process so that its peak RSS is its
 // own (getrusage of the child); the parent never touches LibTorch.
@@ -13,6 +16,7 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <map>
 #include <string>
 #include <thread>
 #include <vector>
@@ -46,16 +50,29 @@ struct Options {
   std::string device;  // only this device (cpu, cuda:N); empty: cpu and cuda:0 if present
   bool batch = false;  // --batch: continuous-batching throughput instead (--device, or the CPU)
   bool avx512 = true;  // --no-avx512: the AVX2 kernel table where AVX-512VL would be chosen
+  std::string quantize = "none";  // --quantize int8: each dtype also with int8 projections
+  int repeat = 1;                 // runs of each configuration, alternating
   medq::bench::BatchBenchOptions batch_options;
 };
 
+// {"median", "min", "max", "runs"} of `values` (not empty).
+json Summary(std::vector<double> values) {
+  json runs = values;
+  std::sort(values.begin(), values.end());
+  const size_t n = values.size();
+  const double median = n % 2 == 1 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
+  return {{"median", median}, {"min", values.front()}, {"max", values.back()}, {"runs", runs}};
+}
+
 // Runs in the child: measures one model, dtype and device.
 json Measure(const fs::path& dir, const std::string& device, const std::string& dtype,
-             const Options& o) {
+             const std::string& quantize, const Options& o) {
   using Clock = std::chrono::steady_clock;
   medq::engine::InitWorkerThread(o.threads);
   const auto t0 = Clock::now();
-  auto model = medq::engine::LoadModel(dir, {device, dtype});
+  medq::engine::LoadOptions load{device, dtype};
+  load.quantize = quantize;
+  auto model = medq::engine::LoadModel(dir, load);
   if (!model.ok()) return {{"error", model.error().message}};
   const double load_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
   const auto& info = medq::engine::Info(**model);
@@ -79,6 +96,7 @@ json Measure(const fs::path& dir, const std::string& device, const std::string& 
   json out = {
       {"device", info.device},
       {"dtype", info.dtype},
+      {"quantize", info.quantization},
       {"parameter_bytes", info.parameter_bytes},
       {"load_ms", load_ms},
       {"ttft_ms", first->prefill_ms},
@@ -139,6 +157,10 @@ int Run(const Options& o) {
                                         : fs::temp_directory_path() /
                                               ("medq-engine-bench-" + std::to_string(::getpid()));
   json results = json::array();
+  // --quantize: decode tok/s per model, device, dtype and quantization.
+  std::map<std::vector<std::string>, std::vector<double>> decode;
+  std::vector<std::string> quantizations = {"none"};
+  if (o.quantize != "none") quantizations.push_back(o.quantize);
   for (const auto& shape : medq::bench::BenchShapes()) {
     if (!o.models.empty() &&
         std::find(o.models.begin(), o.models.end(), shape.name) == o.models.end()) {
@@ -154,31 +176,45 @@ int Run(const Options& o) {
     for (const auto& device : o.batch ? std::vector<std::string>{devices.front()} : devices) {
       for (const auto& dtype : o.dtypes) {
         if (o.batch) {
-          medq::bench::BatchBenchOptions b = o.batch_options;
-          b.device = device;
-          json r = medq::bench::InChild([&] { return medq::bench::MeasureBatch(dir, dtype, b); });
-          r["model"] = shape.name;
-          std::fprintf(stderr, "%s\n", r.dump().c_str());
-          results.push_back(std::move(r));
+          for (const auto& quantize : quantizations) {
+            medq::bench::BatchBenchOptions b = o.batch_options;
+            b.device = device;
+            b.quantize = quantize;
+            json r = medq::bench::InChild([&] { return medq::bench::MeasureBatch(dir, dtype, b); });
+            r["model"] = shape.name;
+            std::fprintf(stderr, "%s\n", r.dump().c_str());
+            results.push_back(std::move(r));
+          }
           continue;
         }
-        json r = medq::bench::InChild([&] { return Measure(dir, device, dtype, o); });
-        r["model"] = shape.name;
-        const double read =
-            device == "cpu" ? bandwidth : r.value("device_read_bandwidth_bytes_s", 0.0);
-        if (r.contains("parameter_bytes") && read > 0) {
-          // Per token, decode reads every projection and the (tied) lm_head;
-          // an untied embedding is read one row at a time and does not count.
-          int64_t bytes = r["parameter_bytes"].get<int64_t>();
-          if (!shape.tied) bytes -= shape.vocab * shape.hidden * (dtype == "fp32" ? 4 : 2);
-          // `read`: the CPU's read bandwidth, or the device's (from the child).
-          const double ceiling = read / static_cast<double>(bytes);
-          r["weight_bytes_per_token"] = bytes;
-          r["decode_ceiling_tok_s"] = ceiling;
-          r["decode_fraction_of_ceiling"] = r["decode_tok_s"].get<double>() / ceiling;
+        // Rounds alternate the quantizations, so that a machine whose
+        // bandwidth drifts moves both alike.
+        for (int round = 0; round < std::max(1, o.repeat); ++round) {
+          for (const auto& quantize : quantizations) {
+            json r = medq::bench::InChild([&] { return Measure(dir, device, dtype, quantize, o); });
+            r["model"] = shape.name;
+            const double read =
+                device == "cpu" ? bandwidth : r.value("device_read_bandwidth_bytes_s", 0.0);
+            if (r.contains("parameter_bytes") && read > 0) {
+              // Per token, decode reads every projection and the (tied)
+              // lm_head; an untied embedding is read one row at a time and
+              // does not count.
+              int64_t bytes = r["parameter_bytes"].get<int64_t>();
+              if (!shape.tied) bytes -= shape.vocab * shape.hidden * (dtype == "fp32" ? 4 : 2);
+              // `read`: the CPU's read bandwidth, or the device's (from the child).
+              const double ceiling = read / static_cast<double>(bytes);
+              r["weight_bytes_per_token"] = bytes;
+              r["decode_ceiling_tok_s"] = ceiling;
+              r["decode_fraction_of_ceiling"] = r["decode_tok_s"].get<double>() / ceiling;
+            }
+            if (r.contains("decode_tok_s")) {
+              decode[{shape.name, device, dtype, quantize}].push_back(
+                  r["decode_tok_s"].get<double>());
+            }
+            std::fprintf(stderr, "%s\n", r.dump().c_str());
+            results.push_back(std::move(r));
+          }
         }
-        std::fprintf(stderr, "%s\n", r.dump().c_str());
-        results.push_back(std::move(r));
       }
     }
     if (o.keep.empty()) medq::bench::RemoveTree(dir.string());
@@ -197,7 +233,7 @@ int Run(const Options& o) {
     std::printf("%s\n", doc.dump(2).c_str());
     return 0;
   }
-  const json doc = {
+  json doc = {
       {"benchmark", "engine"},
       {"threads", threads},
       {"prompt_tokens", o.prompt_tokens},
@@ -206,6 +242,26 @@ int Run(const Options& o) {
       {"cuda", cuda},
       {"results", results},
   };
+  if (o.quantize != "none") {
+    // Per model, device and dtype: decode tok/s without and with quantize.
+    json comparison = json::array();
+    for (const auto& [key, base] : decode) {
+      if (key[3] != "none") continue;
+      const auto q = decode.find({key[0], key[1], key[2], o.quantize});
+      if (q == decode.end()) continue;
+      const json b = Summary(base), s = Summary(q->second);
+      comparison.push_back(
+          {{"model", key[0]},
+           {"device", key[1]},
+           {"dtype", key[2]},
+           {"quantize", o.quantize},
+           {"decode_tok_s_" + key[2], b},
+           {"decode_tok_s_" + o.quantize, s},
+           {"speedup_of_medians", s["median"].get<double>() / b["median"].get<double>()}});
+    }
+    doc["repeat"] = std::max(1, o.repeat);
+    doc["quantize_comparison"] = comparison;
+  }
   std::printf("%s\n", doc.dump(2).c_str());
   return 0;
 }
@@ -242,6 +298,15 @@ int main(int argc, char** argv) {
                "to compare the two");
   app.add_flag("!--no-avx512", o.avx512,
                "Leave the AVX-512VL kernels out (the AVX2 table), to compare the two");
+  app.add_option("--quantize", o.quantize,
+                 "Also run each dtype with this weight quantization (int8), and compare the "
+                 "decode speeds (quantize_comparison)")
+      ->check(CLI::IsMember({"none", "int8"}))
+      ->capture_default_str();
+  app.add_option("--repeat", o.repeat,
+                 "Runs of each configuration, alternating; medians and ranges with --quantize")
+      ->check(CLI::Range(1, 100))
+      ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   medq::engine::SetAvx512KernelsEnabled(o.avx512);
   o.batch_options.threads = o.threads;

@@ -105,6 +105,27 @@ json ParallelForOverhead(const Options& o) {
   return Summary(micros);
 }
 
+// One row against int8 weights (one float32 scale a row) next to the same
+// shape in bf16: GB/s of the weights each reads, and the time a product.
+json Int8MatVecCase(const Options& o, const MatrixShape& s) {
+  const std::vector<torch::Tensor> w16 = RotatedCopies(s.out, s.in, torch::kBFloat16);
+  std::vector<torch::Tensor> w8;
+  for (size_t i = 0; i < w16.size(); ++i)
+    w8.push_back(torch::randint(-127, 128, {s.out, s.in}).to(torch::kChar));
+  const torch::Tensor scale = torch::rand({s.out}).mul_(0.01);
+  const auto n = static_cast<int64_t>(w16.size());
+  const torch::Tensor x = torch::randn({1, s.in});
+  const double bytes16 = static_cast<double>(w16[0].nbytes());
+  const double bytes8 = static_cast<double>(w8[0].nbytes() + scale.nbytes());
+  json c{{"out", s.out}, {"in", s.in}, {"bf16_bytes", bytes16}, {"int8_bytes", bytes8}};
+  c["bf16_gbps"] = GbPerSecond(o, bytes16, [&](int64_t i) { engine::Linear(x, w16[i % n]); });
+  c["int8_gbps"] =
+      GbPerSecond(o, bytes8, [&](int64_t i) { engine::Linear(x, w8[i % n], {}, scale); });
+  c["int8_speedup"] = c["int8_gbps"]["median"].get<double>() * bytes16 /
+                      (c["bf16_gbps"]["median"].get<double>() * bytes8);
+  return c;
+}
+
 json MatVecCase(const Options& o, const MatrixShape& s, torch::ScalarType dtype) {
   const std::vector<torch::Tensor> w = RotatedCopies(s.out, s.in, dtype);
   const double bytes = static_cast<double>(w[0].nbytes());
@@ -362,6 +383,14 @@ int Run(const Options& o) {
     }
     report["matvec"] = std::move(cases);
   }
+  if (Wanted(o, "int8")) {
+    json cases = json::array();
+    for (const MatrixShape& s : BenchMatrices()) {
+      std::cerr << "matvec int8 " << s.out << "x" << s.in << "\n";
+      cases.push_back(Int8MatVecCase(o, s));
+    }
+    report["matvec_int8"] = std::move(cases);
+  }
   if (Wanted(o, "prefill")) {
     json cases = json::array();
     for (const MatrixShape& s : BenchMatrices()) {
@@ -403,8 +432,9 @@ int main(int argc, char** argv) {
   app.add_option("--min-time", options.timing.min_seconds, "Seconds each measurement loops")
       ->check(CLI::PositiveNumber);
   app.add_option("--only", options.only,
-                 "One section: memory, matvec, prefill, models, matrows or attention")
-      ->check(CLI::IsMember({"memory", "matvec", "prefill", "models", "matrows", "attention"}));
+                 "One section: memory, matvec, int8, prefill, models, matrows or attention")
+      ->check(
+          CLI::IsMember({"memory", "matvec", "int8", "prefill", "models", "matrows", "attention"}));
   app.add_option("--threads", threads,
                  "LibTorch intra-op threads and Linear()'s threads (default: LibTorch's choice "
                  "and one per core)");
