@@ -68,6 +68,12 @@ inline constexpr size_t kMaxEchoBytes = 200;
 std::string Echo(std::string_view value);
 
 // The INVALID_REQUEST error every parser returns for input it refuses.
+// INVALID_REQUEST "WHERE WHAT": a field (or a place inside one) and what is
+// wrong with it.
+inline Error InvalidAt(const std::string& where, const std::string& what) {
+  return Error(ErrorCode::kInvalidRequest, where + " " + what);
+}
+
 inline Error InvalidRequest(std::string message) {
   return Error(ErrorCode::kInvalidRequest, std::move(message));
 }

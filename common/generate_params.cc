@@ -37,13 +37,30 @@ Status ReadFloat(const Params& p, const char* key, double lo, double hi, bool lo
 }  // namespace
 
 Result<GenerateParams> ParseGenerateParams(const Params& p) {
-  if (Status s = RejectUnknownFields(
-          p,
-          {"model",       "adapter",        "prompt",          "messages",        "prompt_ids",
-           "mode",        "system",         "template_kwargs", "tools",           "max_tokens",
-           "temperature", "top_k",          "top_p",           "min_p",           "repeat_penalty",
-           "seed",        "stop",           "priority",        "queue_timeout_s", "timeout_s",
-           "return_ids",  "response_format"});
+  if (Status s = RejectUnknownFields(p, {"model",
+                                         "adapter",
+                                         "prompt",
+                                         "messages",
+                                         "prompt_ids",
+                                         "mode",
+                                         "system",
+                                         "template_kwargs",
+                                         "tools",
+                                         "max_tokens",
+                                         "temperature",
+                                         "top_k",
+                                         "top_p",
+                                         "min_p",
+                                         "repeat_penalty",
+                                         "seed",
+                                         "stop",
+                                         "priority",
+                                         "queue_timeout_s",
+                                         "timeout_s",
+                                         "return_ids",
+                                         "response_format",
+                                         "tool_choice",
+                                         "parallel_tool_calls"});
       !s.ok()) {
     return s.error();
   }
@@ -164,6 +181,18 @@ Result<GenerateParams> ParseGenerateParams(const Params& p) {
     if (!format.ok()) return std::move(format).error();
     g.response_format = std::move(format).value();
   }
+  if (!(s = ReadBool(p, "parallel_tool_calls", g.parallel_tool_calls)).ok()) return s.error();
+  if (auto it = p.find("tool_choice"); it != p.end() && !it->is_null()) {
+    auto choice = ParseToolChoice(*it, g.tools, "params.tool_choice");
+    if (!choice.ok()) return std::move(choice).error();
+    g.tool_choice = std::move(choice).value();
+    const bool forced = g.tool_choice.mode == ToolChoice::Mode::kRequired ||
+                        g.tool_choice.mode == ToolChoice::Mode::kNamed;
+    if (forced && g.response_format.constrained()) {
+      return InvalidParam("tool_choice",
+                          "forces a tool call, which response_format would contradict; send one");
+    }
+  }
   return g;
 }
 
@@ -179,6 +208,8 @@ Params ToJson(const GenerateParams& g) {
   if (!g.template_kwargs.is_null()) p["template_kwargs"] = g.template_kwargs;
   if (!g.tools.is_null()) p["tools"] = g.tools;
   if (g.response_format.constrained()) p["response_format"] = ToJson(g.response_format);
+  if (g.tool_choice.mode != ToolChoice::Mode::kAuto) p["tool_choice"] = ToJson(g.tool_choice);
+  if (!g.parallel_tool_calls) p["parallel_tool_calls"] = false;
   if (g.max_tokens) p["max_tokens"] = *g.max_tokens;
   if (g.temperature != 0) p["temperature"] = g.temperature;
   if (g.top_k != 0) p["top_k"] = g.top_k;

@@ -11,6 +11,7 @@
 
 #include "common/response_format.h"
 #include "common/result.h"
+#include "common/tool_calls.h"
 
 namespace medq {
 
@@ -57,6 +58,11 @@ struct GenerateParams {
   // The shape the output must take: text (the default), any JSON object, or
   // a document valid under a JSON Schema, enforced token by token.
   ResponseFormat response_format;
+  // With `tools`: whether the model may, must or must not call them.
+  // "required" and a named function are enforced by a grammar.
+  ToolChoice tool_choice;
+  // false: a "required" answer is exactly one call (else one or more).
+  bool parallel_tool_calls = true;
 };
 
 inline constexpr int kMaxStopStrings = 16;

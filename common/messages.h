@@ -10,6 +10,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/tool_calls.h"
+
 namespace medq {
 
 struct DeviceMemoryInfo {
@@ -188,14 +190,19 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(GenerateTimings, queued_ms, load
                                                 decode_ms, total_ms)
 
 struct GenerateDone {
-  std::string finish_reason;  // "stop", "length" or "cancelled"
+  std::string finish_reason;  // "stop", "length", "cancelled" or "tool_calls"
   std::string model;
   std::string device;
   GenerateUsage usage;
   GenerateTimings timings;
+  // The calls the answer made (a request with tools): then finish_reason is
+  // "tool_calls" and `content` the text outside them. Both absent from the
+  // JSON otherwise.
+  std::vector<ToolCall> tool_calls;
+  std::string content;
 };
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(GenerateDone, finish_reason, model, device, usage,
-                                                timings)
+void to_json(nlohmann::json& j, const GenerateDone& done);
+void from_json(const nlohmann::json& j, GenerateDone& done);
 
 // Results of the model ops.
 struct LoadResult {

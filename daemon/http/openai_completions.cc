@@ -24,6 +24,10 @@ struct Translation {
   bool chat = true;
   bool stream = false;
   bool include_usage = false;
+  // Tools given and tool_choice not "none": the answer may be calls, which
+  // are known only at its end, so a stream sends its text then (as calls or
+  // as content) instead of piece by piece.
+  bool reads_tool_calls = false;
   std::string model;  // as requested, until `done` names the one that ran
   std::string id;
   int64_t created = 0;
@@ -59,7 +63,7 @@ struct Translation {
     } else if (event == "token") {
       const std::string piece = fields.value("text", "");
       if (piece.empty()) return;
-      if (stream) {
+      if (stream && !reads_tool_calls) {
         StartStream(ex);
         ex.SendData(DumpJson(Chunk({{"content", piece}}, nullptr)));
       } else {
@@ -86,8 +90,19 @@ struct Translation {
     const json usage = {{"prompt_tokens", prompt},
                         {"completion_tokens", completion},
                         {"total_tokens", prompt + completion}};
+    const json calls = done.value("tool_calls", json::array());
+    // The content of a turn that made calls is the text outside them.
+    const std::string content = calls.empty() ? text : done.value("content", "");
     if (stream) {
       StartStream(ex);
+      if (reads_tool_calls && !content.empty()) {
+        ex.SendData(DumpJson(Chunk({{"content", content}}, nullptr)));
+      }
+      for (size_t i = 0; i < calls.size(); ++i) {
+        json call = calls[i];
+        call["index"] = i;
+        ex.SendData(DumpJson(Chunk({{"tool_calls", json::array({call})}}, nullptr)));
+      }
       ex.SendData(DumpJson(Chunk(json::object(), finish)));
       if (include_usage) {
         json last = Envelope(chat ? "chat.completion.chunk" : "text_completion");
@@ -102,6 +117,10 @@ struct Translation {
     json choice = {{"index", 0}};
     if (chat) {
       choice["message"] = {{"role", "assistant"}, {"content", text}};
+      if (!calls.empty()) {
+        choice["message"]["content"] = content.empty() ? json(nullptr) : json(content);
+        choice["message"]["tool_calls"] = calls;
+      }
     } else {
       choice["text"] = text;
     }
@@ -269,19 +288,16 @@ Result<Params> ChatMessages(const Params& messages) {
   return out;
 }
 
-// tool_choice "auto" (the default) and "none" leave the model free, as
-// medq does; a forced choice ("required", a named function) is not enforced
-// yet, so it is refused rather than ignored. parallel_tool_calls is a
-// boolean with nothing to force.
-Status ToolChoice(const Params& body) {
+// tool_choice goes to generate (which checks it against the tools); a
+// request that may call tools streams its answer at the end (below).
+// parallel_tool_calls false makes a "required" answer one call.
+Status ToolChoice(const Params& body, Params& p, Translation& t) {
   if (Status st = CheckField(body, "parallel_tool_calls", Kind::kBoolean); !st.ok()) return st;
-  if (!Has(body, "tool_choice")) return {};
-  const Params& choice = body["tool_choice"];
-  if (choice == "auto" || choice == "none") return {};
-  if (choice.is_string() || choice.is_object()) {
-    return Invalid("'tool_choice' must be \"auto\" or \"none\": medq does not force tool calls");
-  }
-  return Invalid("'tool_choice' must be a string or an object");
+  if (Has(body, "tool_choice")) p["tool_choice"] = body["tool_choice"];
+  if (Has(body, "parallel_tool_calls")) p["parallel_tool_calls"] = body["parallel_tool_calls"];
+  t.reads_tool_calls = Has(body, "tools") && body["tools"].is_array() && !body["tools"].empty() &&
+                       !(Has(body, "tool_choice") && body["tool_choice"] == "none");
+  return {};
 }
 
 void Run(DaemonState& s, const std::shared_ptr<HttpExchange>& ex, Params params,
@@ -327,7 +343,7 @@ void ChatCompletions(DaemonState& s, const HttpRequest& request, std::shared_ptr
   if (Status st = CopyField(*body, "tools", Kind::kArray, p); !st.ok()) {
     return ex->RespondError(st.error());
   }
-  if (Status st = ToolChoice(*body); !st.ok()) return ex->RespondError(st.error());
+  if (Status st = ToolChoice(*body, p, *t); !st.ok()) return ex->RespondError(st.error());
   Run(s, ex, std::move(p), std::move(t));
 }
 

@@ -36,9 +36,23 @@ std::vector<std::string> StopsFor(const LoadedModel& model, const GenerateParams
 
 // The request's structured output as a constraint for the engine (null for
 // text), compiling the model's vocabulary for the grammar engine once.
+bool Forced(const ToolChoice& c) {
+  return c.mode == ToolChoice::Mode::kRequired || c.mode == ToolChoice::Mode::kNamed;
+}
+
+// The response format the engine enforces: the request's, or for a forced
+// tool choice the shape of its calls.
+Result<ResponseFormat> EnforcedFormat(const GenerateParams& p) {
+  if (Forced(p.tool_choice))
+    return ForcedCallFormat(p.tools, p.tool_choice, p.parallel_tool_calls, "params.tools");
+  return p.response_format;
+}
+
 Result<std::shared_ptr<engine::TokenConstraint>> ConstraintFor(const LoadedModel& model,
                                                                const GenerateParams& p) {
-  if (!p.response_format.constrained()) return std::shared_ptr<engine::TokenConstraint>();
+  auto format = EnforcedFormat(p);
+  if (!format.ok()) return std::move(format).error();
+  if (!format->constrained()) return std::shared_ptr<engine::TokenConstraint>();
   if (!model.tokenizer) {
     return InvalidRequest("params.response_format needs the model's tokenizer.json (model " +
                           model.name + " has none)");
@@ -49,10 +63,14 @@ Result<std::shared_ptr<engine::TokenConstraint>> ConstraintFor(const LoadedModel
     if (!made.ok()) return std::move(made).error();
     model.structured = std::move(made).value();
   }
-  return model.structured->Constrain(p.response_format);
+  return model.structured->Constrain(*format);
 }
 
 }  // namespace
+
+bool ReadsToolCalls(const GenerateParams& p) {
+  return p.tools.is_array() && !p.tools.empty() && p.tool_choice.mode != ToolChoice::Mode::kNone;
+}
 
 bool IsChat(const LoadedModel& model, const GenerateParams& p) {
   if (p.prompt_ids) return false;
@@ -142,7 +160,7 @@ MemoryEstimate Generation::Estimate() const {
 }
 
 void Generation::Emit(std::string text) {
-  if (job_.log_text) output_ += text;
+  if (job_.log_text || ReadsToolCalls(job_.spec->params)) output_ += text;
   job_.sink.token(std::move(text), std::exchange(pending_ids_, {}));
 }
 
@@ -168,6 +186,19 @@ GenerateDone Generation::Finish(const engine::GenerateResult& r) {
     done.finish_reason = "stop";
   } else if (r.finish == engine::FinishReason::kCancelled) {
     done.finish_reason = "cancelled";
+  }
+  const GenerateParams& p = job_.spec->params;
+  if (ReadsToolCalls(p) && done.finish_reason == "stop") {
+    // A forced choice's answer is its calls (the grammar's document); a
+    // free one is read in the model's tool-call syntax.
+    if (Forced(p.tool_choice)) {
+      done.tool_calls = ForcedCalls(output_, p.tool_choice, job_.id);
+    } else {
+      ParsedTurn turn = ParseToolCalls(output_, p.tools, job_.id);
+      done.tool_calls = std::move(turn.calls);
+      done.content = std::move(turn.content);
+    }
+    if (!done.tool_calls.empty()) done.finish_reason = "tool_calls";
   }
   done.model = model_name_;
   done.device = info().device;

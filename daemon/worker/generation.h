@@ -97,8 +97,14 @@ class Generation {
   std::optional<tokenizer::IncrementalDecoder> decoder_;
   StopStrings stops_;
   std::vector<int32_t> pending_ids_;
-  std::string output_;  // kept only with log_text
+  // Kept with log_text, and for a request whose answer is read for tool
+  // calls (ReadsToolCalls).
+  std::string output_;
 };
+
+// Whether the answer to `params` is read for tool calls: tools given, and a
+// tool_choice other than "none".
+bool ReadsToolCalls(const GenerateParams& params);
 
 // The ids a request's prompt stands for with this model (tokenizer and chat
 // template applied as the request's mode says).

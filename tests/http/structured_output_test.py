@@ -182,6 +182,63 @@ def validate(model, index, prompt_index, schema, answer):
                         format_checker=jsonschema.Draft202012Validator.FORMAT_CHECKER)
 
 
+TOOLS = [
+    {"type": "function", "function": {
+        "name": "record_vitals", "description": "Record a patient's vitals",
+        "parameters": obj({"hr": {"type": "integer", "minimum": 30, "maximum": 200},
+                           "temp_c": {"type": "integer", "minimum": 34, "maximum": 42}})}},
+    {"type": "function", "function": {
+        "name": "flag", "description": "Flag the note for review",
+        "parameters": obj({"reason": {"enum": ["unclear", "urgent"]}})}},
+]
+
+
+def call_chat(client, model, tool_choice, stream, parallel=True):
+    """(content, tool_calls as dicts, finish_reason) of one chat answer."""
+    kwargs = dict(model=model, max_tokens=150, tools=TOOLS, tool_choice=tool_choice,
+                  parallel_tool_calls=parallel,
+                  messages=[{"role": "user", "content": "Pulse 72, temperature 37."}])
+    if not stream:
+        r = client.chat.completions.create(**kwargs)
+        message = r.choices[0].message
+        calls = [{"id": c.id, "name": c.function.name, "arguments": c.function.arguments}
+                 for c in message.tool_calls or []]
+        return message.content, calls, r.choices[0].finish_reason
+    content, calls, finish = "", {}, None
+    for chunk in client.chat.completions.create(stream=True, **kwargs):
+        if not chunk.choices:
+            continue
+        delta = chunk.choices[0].delta
+        content += delta.content or ""
+        for c in delta.tool_calls or []:
+            entry = calls.setdefault(c.index, {"id": None, "name": "", "arguments": ""})
+            entry["id"] = c.id or entry["id"]
+            entry["name"] += (c.function.name or "") if c.function else ""
+            entry["arguments"] += (c.function.arguments or "") if c.function else ""
+        finish = chunk.choices[0].finish_reason or finish
+    return content or None, [calls[i] for i in sorted(calls)], finish
+
+
+def check_tools(client, model):
+    schemas = {t["function"]["name"]: t["function"]["parameters"] for t in TOOLS}
+    for stream in (False, True):
+        for choice in ({"type": "function", "function": {"name": "record_vitals"}}, "required"):
+            # One call each: a weak model given room for eight uses it.
+            content, calls, finish = call_chat(client, model, choice, stream, parallel=False)
+            where = f"{model} tool_choice {choice} stream {stream}: {calls} {finish}"
+            check(finish == "tool_calls", f"finish_reason tool_calls: {where}")
+            check(len(calls) == 1 and not content, f"one call and no content: {where}")
+            for call in calls:
+                check(call["id"] and call["name"] in schemas, f"a known tool: {where}")
+                if isinstance(choice, dict):
+                    check(call["name"] == "record_vitals", f"the named tool: {where}")
+                jsonschema.validate(json.loads(call["arguments"]), schemas[call["name"]],
+                                    cls=jsonschema.Draft202012Validator)
+        # "none": no calls read, the answer is text.
+        content, calls, finish = call_chat(client, model, "none", stream)
+        check(not calls and finish in ("stop", "length"), f"none: {calls} {finish}")
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--base-url", required=True)
@@ -221,6 +278,9 @@ def main():
         check(text.startswith("{"), f"json_object opens an object: {text!r}")
         if r.choices[0].finish_reason == "stop":
             check(isinstance(json.loads(text), dict), f"json_object is an object: {text!r}")
+
+        check_tools(client, model)
+        print(f"ok: {model}: forced tool calls valid, plain and streamed")
 
     for keyword in UNSUPPORTED:
         schema = {"type": "object", keyword: [] if keyword.endswith("Of") else {}}

@@ -1,0 +1,30 @@
+#include "common/messages.h"
+
+namespace medq {
+
+// As the other messages' macros write them, plus tool_calls and content only
+// when the answer made calls: a done event without calls is unchanged.
+void to_json(nlohmann::json& j, const GenerateDone& d) {
+  j = {{"finish_reason", d.finish_reason},
+       {"model", d.model},
+       {"device", d.device},
+       {"usage", d.usage},
+       {"timings", d.timings}};
+  if (!d.tool_calls.empty()) {
+    j["tool_calls"] = d.tool_calls;
+    j["content"] = d.content;
+  }
+}
+
+void from_json(const nlohmann::json& j, GenerateDone& d) {
+  const GenerateDone defaults;
+  d.finish_reason = j.value("finish_reason", defaults.finish_reason);
+  d.model = j.value("model", defaults.model);
+  d.device = j.value("device", defaults.device);
+  d.usage = j.value("usage", defaults.usage);
+  d.timings = j.value("timings", defaults.timings);
+  d.tool_calls = j.value("tool_calls", std::vector<ToolCall>{});
+  d.content = j.value("content", std::string());
+}
+
+}  // namespace medq
