@@ -69,9 +69,18 @@ constexpr int64_t kCacheBytes = int64_t{256} << 20;
 class MatcherConstraint : public engine::TokenConstraint {
  public:
   MatcherConstraint(const xgrammar::CompiledGrammar& grammar, std::vector<int32_t> stop_ids)
-      : matcher_(grammar, std::move(stop_ids)) {}
+      : matcher_(grammar, stop_ids), stop_ids_(std::move(stop_ids)) {}
 
   void FillAllowed(std::vector<int32_t>& allowed) override {
+    // A run that goes on past the stop token (its caller stops on other
+    // ids) may only repeat a stop token: the document is complete.
+    if (matcher_.IsTerminated()) {
+      std::fill(allowed.begin(), allowed.end(), 0);
+      for (const int32_t id : stop_ids_) {
+        allowed[static_cast<size_t>(id / 32)] |= static_cast<int32_t>(1u << (id % 32));
+      }
+      return;
+    }
     int64_t shape[1] = {static_cast<int64_t>(allowed.size())};
     DLTensor t{};
     t.data = allowed.data();
@@ -84,10 +93,13 @@ class MatcherConstraint : public engine::TokenConstraint {
     matcher_.FillNextTokenBitmask(&t);
   }
 
-  void Accept(int32_t id) override { matcher_.AcceptToken(id); }
+  void Accept(int32_t id) override {
+    if (!matcher_.IsTerminated()) matcher_.AcceptToken(id);
+  }
 
  private:
   xgrammar::GrammarMatcher matcher_;
+  std::vector<int32_t> stop_ids_;
 };
 
 }  // namespace

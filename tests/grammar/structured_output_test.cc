@@ -160,6 +160,32 @@ TEST_CASE("a text format gives no constraint, a model's padded rows are never al
   CHECK((walk.text == "true" || walk.text == "false"));
 }
 
+TEST_CASE("past its stop token a constraint allows only stop tokens", "[grammar]") {
+  auto tok = Tokenizer::FromModelDir(medq::test::TokenizerFixture("qwen3"));
+  REQUIRE(tok.ok());
+  const auto vocab = static_cast<int64_t>((*tok)->VocabSize());
+  const int32_t stop = *(*tok)->EosId();
+  auto so = StructuredOutput::Create(**tok, vocab, {stop});
+  REQUIRE(so.ok());
+  auto c = (*so)->Constrain(SchemaFormat(R"({"const": 1})"));
+  REQUIRE(c.ok());
+  (*c)->Accept(*(*tok)->TokenToId("1"));
+  std::vector<int32_t> words(static_cast<size_t>((vocab + 31) / 32));
+  (*c)->FillAllowed(words);
+  CHECK(Allowed(words, stop));
+  (*c)->Accept(stop);
+  for (int i = 0; i < 2; ++i) {  // a caller that goes on: no throw, only stops
+    std::fill(words.begin(), words.end(), -1);
+    (*c)->FillAllowed(words);
+    int count = 0;
+    for (int32_t id = 0; id < vocab; ++id)
+      count += Allowed(words, id) ? 1 : 0;
+    CHECK(count == 1);
+    CHECK(Allowed(words, stop));
+    (*c)->Accept(stop);
+  }
+}
+
 TEST_CASE("a schema the grammar engine cannot build is INVALID_REQUEST", "[grammar]") {
   auto tok = Tokenizer::FromModelDir(medq::test::TokenizerFixture("qwen3"));
   REQUIRE(tok.ok());
