@@ -1,5 +1,6 @@
-// Structured output end to end: response_format over HTTP (the official
-// openai client, plain and streamed) and over the socket, alone and batched,
+// Structured output end to end: response_format and forced tool calls over
+// HTTP (the official openai client, plain and streamed; LangChain and
+// LiteLLM) and over the socket, alone and batched,
 // every answer checked by the reference validator (tests/http/
 // structured_output_test.py, Python's jsonschema), on models with a
 // byte-level vocabulary (tiny-qwen2, the built-in medq-demo) and a
@@ -42,6 +43,24 @@ TEST_CASE("structured: every answer valid under its schema, alone and batched",
   INFO(r.out << r.err);
   if (r.status == 77)
     MEDQ_SKIP("openai or jsonschema is not installed; run scripts/setup-http-tests");
+  CHECK(r.status == 0);
+  CHECK(r.out.find("all passed") != std::string::npos);
+}
+
+TEST_CASE("structured: LangChain and LiteLLM get structured output and tool calls",
+          "[e2e][structured]") {
+  const fs::path python = MEDQ_VENV_PYTHON;
+  if (!fs::exists(python)) {
+    MEDQ_SKIP("no virtual environment at " << python << "; run scripts/setup-http-tests");
+  }
+  ModelRepo repo;
+  const int port = FreePort();
+  DaemonProcess d(HttpArgs(repo, port));
+  ProcessResult r =
+      RunProcess({python.string(), MEDQ_CLIENTS_TEST, "--base-url",
+                  "http://127.0.0.1:" + std::to_string(port) + "/v1", "--model", "tiny-qwen2"});
+  INFO(r.out << r.err);
+  if (r.status == 77) MEDQ_SKIP("langchain-openai or litellm is not installed");
   CHECK(r.status == 0);
   CHECK(r.out.find("all passed") != std::string::npos);
 }
