@@ -53,7 +53,9 @@ std::optional<ToolCall> CallOf(const Json& j, const Json& tools) {
   if (args == j.end() || args->is_null()) {
     call.arguments = "{}";
   } else if (args->is_string()) {
-    call.arguments = args->get<std::string>();  // already JSON text
+    // Already JSON text (Mistral's form): a call only when it is JSON.
+    call.arguments = args->get<std::string>();
+    if (!nlohmann::json::accept(call.arguments)) return std::nullopt;
   } else {
     call.arguments = args->dump();
   }

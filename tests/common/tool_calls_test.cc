@@ -126,6 +126,7 @@ TEST_CASE("calls are read from the chat templates' syntaxes", "[common][tool_cal
 
   // Not calls: plain text, JSON that names no tool, an unfinished block.
   for (const char* text : {"The weather is fine.", R"({"name": "Bob", "parameters": {}})",
+                           R"({"name": "now", "arguments": "not json"})",
                            R"([{"name": "now", "arguments": {}}, {"name": "fly"}])",
                            "<tool_call>\n{\"name\": \"get_weather\", \"argu"}) {
     INFO(text);
