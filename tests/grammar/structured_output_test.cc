@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <memory>
 #include <random>
 #include <regex>
 #include <string>
@@ -77,17 +78,34 @@ ResponseFormat SchemaFormat(const std::string& schema) {
   return f;
 }
 
+// A fixture tokenizer, and structured output for a model with its
+// vocabulary (`extra_rows` padded rows past its ids), its eos the stop token.
+struct Setup {
+  std::unique_ptr<Tokenizer> tok;
+  int64_t vocab = 0;
+  int32_t stop = 0;
+  std::unique_ptr<StructuredOutput> so;
+};
+
+Setup Load(const char* name, int64_t extra_rows = 0) {
+  Setup s;
+  auto tok = Tokenizer::FromModelDir(medq::test::TokenizerFixture(name));
+  REQUIRE(tok.ok());
+  s.tok = std::move(*tok);
+  s.vocab = static_cast<int64_t>(s.tok->VocabSize()) + extra_rows;
+  s.stop = *s.tok->EosId();
+  auto so = StructuredOutput::Create(*s.tok, s.vocab, {s.stop});
+  REQUIRE(so.ok());
+  s.so = std::move(*so);
+  return s;
+}
+
 }  // namespace
 
 TEST_CASE("random walks under a schema spell valid documents", "[grammar]") {
   for (const char* name : {"qwen3", "llama3", "mistral_v1"}) {
     INFO("tokenizer " << name);
-    auto tok = Tokenizer::FromModelDir(medq::test::TokenizerFixture(name));
-    REQUIRE(tok.ok());
-    const auto vocab = static_cast<int64_t>((*tok)->VocabSize());
-    const int32_t stop = *(*tok)->EosId();
-    auto so = StructuredOutput::Create(**tok, vocab, {stop});
-    REQUIRE(so.ok());
+    const Setup s = Load(name);
 
     const ResponseFormat format = SchemaFormat(R"({
       "type": "object",
@@ -103,7 +121,7 @@ TEST_CASE("random walks under a schema spell valid documents", "[grammar]") {
       "additionalProperties": false
     })");
     for (uint64_t seed = 1; seed <= 5; ++seed) {
-      const Walk walk = RandomWalk(**tok, **so, format, vocab, stop, seed);
+      const Walk walk = RandomWalk(*s.tok, *s.so, format, s.vocab, s.stop, seed);
       INFO("seed " << seed << " text " << walk.text);
       REQUIRE(walk.stopped);
       const Json doc = Json::parse(walk.text);  // throws (fails) when not JSON
@@ -124,75 +142,57 @@ TEST_CASE("random walks under a schema spell valid documents", "[grammar]") {
 }
 
 TEST_CASE("a json_object format allows only an object", "[grammar]") {
-  auto tok = Tokenizer::FromModelDir(medq::test::TokenizerFixture("qwen3"));
-  REQUIRE(tok.ok());
-  const auto vocab = static_cast<int64_t>((*tok)->VocabSize());
-  const int32_t stop = *(*tok)->EosId();
-  auto so = StructuredOutput::Create(**tok, vocab, {stop});
-  REQUIRE(so.ok());
+  const Setup s = Load("qwen3");
   ResponseFormat f;
   f.type = ResponseFormat::Type::kJsonObject;
-  auto constraint = (*so)->Constrain(f);
+  auto constraint = s.so->Constrain(f);
   REQUIRE(constraint.ok());
-  std::vector<int32_t> words(static_cast<size_t>((vocab + 31) / 32));
+  std::vector<int32_t> words(static_cast<size_t>((s.vocab + 31) / 32));
   (*constraint)->FillAllowed(words);
   // The first token opens the object: "{" allowed, a letter, "[" and the
-  // stop token not.
-  CHECK(Allowed(words, *(*tok)->TokenToId("{")));
-  CHECK_FALSE(Allowed(words, *(*tok)->TokenToId("[")));
-  CHECK_FALSE(Allowed(words, *(*tok)->TokenToId("a")));
-  CHECK_FALSE(Allowed(words, stop));
+  // s.stop token not.
+  CHECK(Allowed(words, *s.tok->TokenToId("{")));
+  CHECK_FALSE(Allowed(words, *s.tok->TokenToId("[")));
+  CHECK_FALSE(Allowed(words, *s.tok->TokenToId("a")));
+  CHECK_FALSE(Allowed(words, s.stop));
 }
 
 TEST_CASE("a text format gives no constraint, a model's padded rows are never allowed",
           "[grammar]") {
-  auto tok = Tokenizer::FromModelDir(medq::test::TokenizerFixture("llama3"));
-  REQUIRE(tok.ok());
-  const auto vocab = static_cast<int64_t>((*tok)->VocabSize()) + 64;  // padded rows
-  const int32_t stop = *(*tok)->EosId();
-  auto so = StructuredOutput::Create(**tok, vocab, {stop});
-  REQUIRE(so.ok());
-  auto none = (*so)->Constrain(ResponseFormat{});
+  const Setup s = Load("llama3", 64);  // 64 padded rows
+  auto none = s.so->Constrain(ResponseFormat{});
   REQUIRE(none.ok());
   CHECK(*none == nullptr);
-  const Walk walk = RandomWalk(**tok, **so, SchemaFormat(R"({"type": "boolean"})"), vocab, stop, 7);
+  const Walk walk =
+      RandomWalk(*s.tok, *s.so, SchemaFormat(R"({"type": "boolean"})"), s.vocab, s.stop, 7);
   REQUIRE(walk.stopped);
   CHECK((walk.text == "true" || walk.text == "false"));
 }
 
-TEST_CASE("past its stop token a constraint allows only stop tokens", "[grammar]") {
-  auto tok = Tokenizer::FromModelDir(medq::test::TokenizerFixture("qwen3"));
-  REQUIRE(tok.ok());
-  const auto vocab = static_cast<int64_t>((*tok)->VocabSize());
-  const int32_t stop = *(*tok)->EosId();
-  auto so = StructuredOutput::Create(**tok, vocab, {stop});
-  REQUIRE(so.ok());
-  auto c = (*so)->Constrain(SchemaFormat(R"({"const": 1})"));
+TEST_CASE("past its s.stop token a constraint allows only s.stop tokens", "[grammar]") {
+  const Setup s = Load("qwen3");
+  auto c = s.so->Constrain(SchemaFormat(R"({"const": 1})"));
   REQUIRE(c.ok());
-  (*c)->Accept(*(*tok)->TokenToId("1"));
-  std::vector<int32_t> words(static_cast<size_t>((vocab + 31) / 32));
+  (*c)->Accept(*s.tok->TokenToId("1"));
+  std::vector<int32_t> words(static_cast<size_t>((s.vocab + 31) / 32));
   (*c)->FillAllowed(words);
-  CHECK(Allowed(words, stop));
-  (*c)->Accept(stop);
+  CHECK(Allowed(words, s.stop));
+  (*c)->Accept(s.stop);
   for (int i = 0; i < 2; ++i) {  // a caller that goes on: no throw, only stops
     std::fill(words.begin(), words.end(), -1);
     (*c)->FillAllowed(words);
     int count = 0;
-    for (int32_t id = 0; id < vocab; ++id)
+    for (int32_t id = 0; id < s.vocab; ++id)
       count += Allowed(words, id) ? 1 : 0;
     CHECK(count == 1);
-    CHECK(Allowed(words, stop));
-    (*c)->Accept(stop);
+    CHECK(Allowed(words, s.stop));
+    (*c)->Accept(s.stop);
   }
 }
 
 TEST_CASE("a schema the grammar engine cannot build is INVALID_REQUEST", "[grammar]") {
-  auto tok = Tokenizer::FromModelDir(medq::test::TokenizerFixture("qwen3"));
-  REQUIRE(tok.ok());
-  auto so = StructuredOutput::Create(**tok, static_cast<int64_t>((*tok)->VocabSize()),
-                                     {*(*tok)->EosId()});
-  REQUIRE(so.ok());
-  auto bad = (*so)->Constrain(SchemaFormat(R"({"type": "string", "pattern": "(unclosed"})"));
+  const Setup s = Load("qwen3");
+  auto bad = s.so->Constrain(SchemaFormat(R"({"type": "string", "pattern": "(unclosed"})"));
   REQUIRE_FALSE(bad.ok());
   CHECK(bad.error().code == medq::ErrorCode::kInvalidRequest);
   CHECK_THAT(bad.error().message, Catch::Contains("params.response_format"));
@@ -203,12 +203,7 @@ TEST_CASE("a schema the grammar engine cannot build is INVALID_REQUEST", "[gramm
 // "2Z"; scripts/setup-xgrammar fixes it), and the calendar formats, which
 // medq enforces as real dates and times.
 TEST_CASE("patterns and calendar formats are enforced exactly", "[grammar]") {
-  auto tok = Tokenizer::FromModelDir(medq::test::TokenizerFixture("qwen3"));
-  REQUIRE(tok.ok());
-  const auto vocab = static_cast<int64_t>((*tok)->VocabSize());
-  const int32_t stop = *(*tok)->EosId();
-  auto so = StructuredOutput::Create(**tok, vocab, {stop});
-  REQUIRE(so.ok());
+  const Setup s = Load("qwen3");
   const std::string date =
       "([0-9]{4}-((0[13578]|1[02])-(0[1-9]|[12][0-9]|3[01])|(0[469]|11)-(0[1-9]|[12][0-9]|30)|"
       "02-(0[1-9]|1[0-9]|2[0-8]))|[0-9]{2}(0[48]|[2468][048]|[13579][26])-02-29|"
@@ -229,7 +224,7 @@ TEST_CASE("patterns and calendar formats are enforced exactly", "[grammar]") {
     INFO("schema " << schema);
     const std::regex whole(pattern);
     for (uint64_t seed = 1; seed <= 12; ++seed) {
-      const Walk walk = RandomWalk(**tok, **so, SchemaFormat(schema), vocab, stop, seed, 200);
+      const Walk walk = RandomWalk(*s.tok, *s.so, SchemaFormat(schema), s.vocab, s.stop, seed, 200);
       INFO("seed " << seed << " text " << walk.text);
       REQUIRE(walk.stopped);
       const std::string value = Json::parse(walk.text).get<std::string>();
