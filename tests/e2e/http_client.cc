@@ -10,6 +10,7 @@
 #include <catch2/catch.hpp>
 #include <cctype>
 #include <cstring>
+#include <filesystem>
 #include <sstream>
 #include <utility>
 
@@ -197,6 +198,23 @@ void RequireError(const HttpResponse& r, int status, const std::string& param) {
   CHECK(e["code"].is_string());
   REQUIRE(e.contains("param"));
   if (!param.empty()) CHECK(e["param"] == param);
+}
+
+std::optional<ProcessResult> RunClientScript(const std::string& script,
+                                             const std::vector<std::string>& args) {
+  const std::filesystem::path python = MEDQ_VENV_PYTHON;
+  if (!std::filesystem::exists(python)) return std::nullopt;
+  std::vector<std::string> argv = {python.string(), script};
+  argv.insert(argv.end(), args.begin(), args.end());
+  ProcessResult r = RunProcess(argv);
+  if (r.status == 77) return std::nullopt;
+  return r;
+}
+
+void RequireAllPassed(const ProcessResult& r) {
+  INFO(r.out << r.err);
+  CHECK(r.status == 0);
+  CHECK(r.out.find("all passed") != std::string::npos);
 }
 
 }  // namespace medq::test

@@ -11,6 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "tests/support/daemon_process.h"
 #include "tests/support/model_repo.h"
 
 namespace medq::test {
@@ -66,5 +67,14 @@ void RequireError(const HttpResponse& r, int status, const std::string& param = 
 // A whole request: `method` `path` with `body` (JSON) on a fresh connection.
 HttpResponse HttpCall(int port, const std::string& method, const std::string& path,
                       const std::string& body = "", const std::string& extra_headers = "");
+
+// `script` (a client test in tests/http/) run with `args` by the checkout's
+// virtual environment's python (scripts/setup-http-tests); nullopt when
+// there is none, or when the script exits 77 (a client not installed): the
+// case then reports itself skipped.
+std::optional<ProcessResult> RunClientScript(const std::string& script,
+                                             const std::vector<std::string>& args);
+// The script passed: it exited 0 and said "all passed".
+void RequireAllPassed(const ProcessResult& r);
 
 }  // namespace medq::test

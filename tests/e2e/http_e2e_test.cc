@@ -517,22 +517,15 @@ TEST_CASE("http: another address needs an API keys file, and keys are Bearer tok
 }
 
 TEST_CASE("http: the official openai Python client drives every route", "[e2e][http]") {
-  const fs::path python = MEDQ_VENV_PYTHON;
-  if (!fs::exists(python)) {
-    MEDQ_SKIP("no virtual environment at " << python << "; run scripts/setup-http-tests");
-  }
   ModelRepo repo;
   AddTinyBert(repo);
   const int port = FreePort();
   DaemonProcess d(HttpArgs(repo, port, {"--max-queue", "1"}));
-  ProcessResult r = RunProcess({python.string(), MEDQ_OPENAI_CLIENT_TEST, "--base-url",
-                                "http://127.0.0.1:" + std::to_string(port) + "/v1", "--medq",
-                                MedqPath().string(), "--socket", d.socket()});
-  INFO(r.out << r.err);
-  if (r.status == 77)
-    MEDQ_SKIP("the openai package is not installed; run scripts/setup-http-tests");
-  CHECK(r.status == 0);
-  CHECK(r.out.find("all passed") != std::string::npos);
+  const auto r = RunClientScript(MEDQ_OPENAI_CLIENT_TEST,
+                                 {"--base-url", "http://127.0.0.1:" + std::to_string(port) + "/v1",
+                                  "--medq", MedqPath().string(), "--socket", d.socket()});
+  if (!r) MEDQ_SKIP("the openai package is not installed; run scripts/setup-http-tests");
+  RequireAllPassed(*r);
 }
 
 TEST_CASE("http: two daemons behind nginx, one full, its 429s retried on the other",

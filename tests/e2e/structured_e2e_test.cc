@@ -26,43 +26,28 @@ namespace medq::test {
 
 TEST_CASE("structured: every answer valid under its schema, alone and batched",
           "[e2e][structured]") {
-  const fs::path python = MEDQ_VENV_PYTHON;
-  if (!fs::exists(python)) {
-    MEDQ_SKIP("no virtual environment at " << python << "; run scripts/setup-http-tests");
-  }
   ModelRepo repo;
   const int port = FreePort();
   DaemonProcess d(HttpArgs(repo, port, {"--max-concurrent", "4", "--max-queue", "64"}));
-  std::vector<std::string> args = {
-      python.string(), MEDQ_STRUCTURED_OUTPUT_TEST,
-      "--base-url",    "http://127.0.0.1:" + std::to_string(port) + "/v1",
-      "--socket",      d.socket(),
-      "--models",      "tiny-qwen2,tiny-llama,medq-demo"};
+  std::vector<std::string> args = {"--base-url", "http://127.0.0.1:" + std::to_string(port) + "/v1",
+                                   "--socket",   d.socket(),
+                                   "--models",   "tiny-qwen2,tiny-llama,medq-demo"};
   if (kSanitized) args.push_back("--quick");
-  ProcessResult r = RunProcess(args);
-  INFO(r.out << r.err);
-  if (r.status == 77)
-    MEDQ_SKIP("openai or jsonschema is not installed; run scripts/setup-http-tests");
-  CHECK(r.status == 0);
-  CHECK(r.out.find("all passed") != std::string::npos);
+  const auto r = RunClientScript(MEDQ_STRUCTURED_OUTPUT_TEST, args);
+  if (!r) MEDQ_SKIP("openai or jsonschema is not installed; run scripts/setup-http-tests");
+  RequireAllPassed(*r);
 }
 
 TEST_CASE("structured: LangChain and LiteLLM get structured output and tool calls",
           "[e2e][structured]") {
-  const fs::path python = MEDQ_VENV_PYTHON;
-  if (!fs::exists(python)) {
-    MEDQ_SKIP("no virtual environment at " << python << "; run scripts/setup-http-tests");
-  }
   ModelRepo repo;
   const int port = FreePort();
   DaemonProcess d(HttpArgs(repo, port));
-  ProcessResult r =
-      RunProcess({python.string(), MEDQ_CLIENTS_TEST, "--base-url",
-                  "http://127.0.0.1:" + std::to_string(port) + "/v1", "--model", "tiny-qwen2"});
-  INFO(r.out << r.err);
-  if (r.status == 77) MEDQ_SKIP("langchain-openai or litellm is not installed");
-  CHECK(r.status == 0);
-  CHECK(r.out.find("all passed") != std::string::npos);
+  const auto r = RunClientScript(
+      MEDQ_CLIENTS_TEST,
+      {"--base-url", "http://127.0.0.1:" + std::to_string(port) + "/v1", "--model", "tiny-qwen2"});
+  if (!r) MEDQ_SKIP("langchain-openai or litellm is not installed; run scripts/setup-http-tests");
+  RequireAllPassed(*r);
 }
 
 TEST_CASE("structured: the socket refuses what it cannot enforce, naming it", "[e2e][structured]") {
