@@ -174,7 +174,7 @@ Result<ResponseFormat> ForcedCallFormat(const Json& tools, const ToolChoice& cho
 }
 
 std::vector<ToolCall> ForcedCalls(std::string_view text, const ToolChoice& choice,
-                                  const std::string& id_prefix) {
+                                  const Json& tools, const std::string& id_prefix) {
   const Json doc = ParseOrDiscard(text);
   std::vector<ToolCall> calls;
   if (doc.is_discarded()) return calls;
@@ -184,7 +184,10 @@ std::vector<ToolCall> ForcedCalls(std::string_view text, const ToolChoice& choic
   }
   if (!doc.is_array()) return calls;
   for (const Json& item : doc) {
-    if (!item.is_object() || !item.contains("name") || !item["name"].is_string()) continue;
+    if (!item.is_object() || !item.contains("name") || !item["name"].is_string() ||
+        !IsToolName(tools, item["name"].get<std::string>())) {
+      continue;
+    }
     calls.push_back({CallId(id_prefix, calls.size()), item["name"].get<std::string>(),
                      item.value("parameters", Json::object()).dump()});
   }

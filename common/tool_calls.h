@@ -58,8 +58,10 @@ Result<ResponseFormat> ForcedCallFormat(const nlohmann::ordered_json& tools,
 
 // The calls of a forced choice's answer (a document the grammar of
 // ForcedCallFormat produced), ids "call_<id_prefix>_<i>"; empty when the
-// text is not a complete document (a run cut by max_tokens).
+// text is not a complete document (a run cut by max_tokens). Items that
+// name no tool of `tools` are left out (the grammar allows none).
 std::vector<ToolCall> ForcedCalls(std::string_view text, const ToolChoice& choice,
+                                  const nlohmann::ordered_json& tools,
                                   const std::string& id_prefix);
 
 // A turn of free text read for tool calls in the syntaxes of the common

@@ -192,7 +192,7 @@ GenerateDone Generation::Finish(const engine::GenerateResult& r) {
     // A forced choice's answer is its calls (the grammar's document); a
     // free one is read in the model's tool-call syntax.
     if (Forced(p.tool_choice)) {
-      done.tool_calls = ForcedCalls(output_, p.tool_choice, job_.id);
+      done.tool_calls = ForcedCalls(output_, p.tool_choice, p.tools, job_.id);
     } else {
       ParsedTurn turn = ParseToolCalls(output_, p.tools, job_.id);
       done.tool_calls = std::move(turn.calls);

@@ -79,16 +79,21 @@ TEST_CASE("a forced choice's format is its calls' shape", "[common][tool_calls]"
 
   const auto calls = ForcedCalls(R"([{"name": "now", "parameters": {}}, {"name": "get_weather", )"
                                  R"("parameters": {"city": "Oslo"}}])",
-                                 {ToolChoice::Mode::kRequired, ""}, "j4");
+                                 {ToolChoice::Mode::kRequired, ""}, Tools(), "j4");
   REQUIRE(calls.size() == 2);
+  // An item naming no tool is left out (the fuzzer's find).
+  CHECK(ForcedCalls(R"([{"name": "no9", "parameters": {}}])", {ToolChoice::Mode::kRequired, ""},
+                    Tools(), "j7")
+            .empty());
   CHECK(calls[0].id == "call_j4_0");
   CHECK(calls[1].name == "get_weather");
   CHECK(Json::parse(calls[1].arguments) == Json({{"city", "Oslo"}}));
   const auto one =
-      ForcedCalls(R"({"city": "Oslo"})", {ToolChoice::Mode::kNamed, "get_weather"}, "j5");
+      ForcedCalls(R"({"city": "Oslo"})", {ToolChoice::Mode::kNamed, "get_weather"}, Tools(), "j5");
   REQUIRE(one.size() == 1);
   CHECK(one[0].name == "get_weather");
-  CHECK(ForcedCalls(R"({"city": "Os)", {ToolChoice::Mode::kNamed, "get_weather"}, "j6").empty());
+  CHECK(ForcedCalls(R"({"city": "Os)", {ToolChoice::Mode::kNamed, "get_weather"}, Tools(), "j6")
+            .empty());
 }
 
 TEST_CASE("calls are read from the chat templates' syntaxes", "[common][tool_calls]") {

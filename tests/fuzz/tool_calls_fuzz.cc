@@ -31,11 +31,14 @@ void CheckCalls(const std::vector<medq::ToolCall>& calls, bool named_only) {
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  const std::string text = medq::fuzz::AsText(data, size);
+  const std::string text(medq::fuzz::AsText(data, size));
   const medq::ParsedTurn turn = medq::ParseToolCalls(text, Tools(), "j1");
   CheckCalls(turn.calls, false);
   if (turn.calls.empty() && turn.content != text) Fail("a turn without calls lost its text");
-  CheckCalls(medq::ForcedCalls(text, {medq::ToolChoice::Mode::kRequired, ""}, "j1"), false);
-  CheckCalls(medq::ForcedCalls(text, {medq::ToolChoice::Mode::kNamed, "get_weather"}, "j1"), true);
+  CheckCalls(medq::ForcedCalls(text, {medq::ToolChoice::Mode::kRequired, ""}, Tools(), "j1"),
+             false);
+  CheckCalls(
+      medq::ForcedCalls(text, {medq::ToolChoice::Mode::kNamed, "get_weather"}, Tools(), "j1"),
+      true);
   return 0;
 }
