@@ -4,6 +4,7 @@
 #include <optional>
 
 #include "common/error.h"
+#include "common/protocol.h"
 
 namespace medq {
 namespace {
@@ -69,8 +70,15 @@ std::string_view Trim(std::string_view s) {
   return s.substr(first, last - first + 1);
 }
 
+// A model's text as JSON, parsed as a client's request is (depth-bounded,
+// protocol.h): an answer of 10^6 '[' must not reach anything recursive.
+// Discarded when it is not JSON or nests too deep.
 Json ParseOrDiscard(std::string_view text) {
-  return Json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
+  BoundedJson parsed = ParseBoundedJson(text);
+  if (parsed.fault != BoundedJson::Fault::kNone || parsed.too_deep) {
+    return Json(Json::value_t::discarded);
+  }
+  return std::move(parsed.value);
 }
 
 }  // namespace

@@ -141,6 +141,16 @@ TEST_CASE("calls are read from the chat templates' syntaxes", "[common][tool_cal
   }
 }
 
+TEST_CASE("an answer nested deeper than a request may be is text, not calls",
+          "[common][tool_calls]") {
+  const std::string deep = std::string(100000, '[') + std::string(100000, ']');
+  const auto turn = ParseToolCalls(deep, Tools(), "j");
+  CHECK(turn.calls.empty());
+  CHECK(turn.content == deep);
+  CHECK(ForcedCalls(deep, {ToolChoice::Mode::kRequired, ""}, Tools(), "j").empty());
+  CHECK(ForcedCalls(deep, {ToolChoice::Mode::kNamed, "now"}, Tools(), "j").empty());
+}
+
 TEST_CASE("a done event carries calls only when there are some", "[common][tool_calls]") {
   medq::GenerateDone done;
   done.finish_reason = "stop";
