@@ -113,7 +113,8 @@ Generation::Generation(GenerationJob job, const LoadedModel& model, double load_
       tokenizer_(model.tokenizer),
       model_name_(model.name),
       load_ms_(load_ms),
-      stops_(StopsFor(model, job_.spec->params)) {
+      stops_(StopsFor(model, job_.spec->params)),
+      keeps_output_(job_.log_text || ReadsToolCalls(job_.spec->params)) {
   if (tokenizer_) decoder_.emplace(*tokenizer_, /*skip_special_tokens=*/true);
 }
 
@@ -160,7 +161,7 @@ MemoryEstimate Generation::Estimate() const {
 }
 
 void Generation::Emit(std::string text) {
-  if (job_.log_text || ReadsToolCalls(job_.spec->params)) output_ += text;
+  if (keeps_output_) output_ += text;
   job_.sink.token(std::move(text), std::exchange(pending_ids_, {}));
 }
 

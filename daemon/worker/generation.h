@@ -97,8 +97,9 @@ class Generation {
   std::optional<tokenizer::IncrementalDecoder> decoder_;
   StopStrings stops_;
   std::vector<int32_t> pending_ids_;
-  // Kept with log_text, and for a request whose answer is read for tool
-  // calls (ReadsToolCalls).
+  // The whole output, kept when keeps_output_: with log_text, and for a
+  // request whose answer is read for tool calls (ReadsToolCalls).
+  const bool keeps_output_;
   std::string output_;
 };
 
