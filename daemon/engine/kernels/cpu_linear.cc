@@ -227,10 +227,15 @@ torch::Tensor CpuMatMulBf16(const torch::Tensor& x, const torch::Tensor& weight,
   return y;
 }
 
-torch::Tensor CpuTiledGemmBf16(const torch::Tensor& x, const torch::Tensor& weight,
-                               const torch::Tensor& bias) {
-  const int64_t out = weight.size(0);
-  const int64_t in = weight.size(1);
+namespace {
+
+// The tiled GEMM of CpuTiledGemmBf16 and CpuTiledGemmInt8: tiles of the
+// weight's rows are converted to float32 by `convert(r0, begin, end, tile)`
+// (rows r0 + begin .. r0 + end into tile rows begin .. end, split over the
+// kernel threads), multiplied, and the rows copied out with the bias.
+template <typename Convert>
+torch::Tensor TiledGemm(const torch::Tensor& x, int64_t out, int64_t in, const torch::Tensor& bias,
+                        size_t weight_element_bytes, const Convert& convert) {
   const int64_t m = x.numel() / in;
   const torch::Tensor xc = x.reshape({m, in}).contiguous();
   const torch::Tensor b = FloatBias(bias);
@@ -241,17 +246,14 @@ torch::Tensor CpuTiledGemmBf16(const torch::Tensor& x, const torch::Tensor& weig
   float* yp = y.data_ptr<float>();
   const float* bp = b.defined() ? b.data_ptr<float>() : nullptr;
   torch::Tensor tile = torch::empty({tile_rows, in}, x.options());
-  const auto* wp = reinterpret_cast<const uint16_t*>(weight.data_ptr<at::BFloat16>());
-  const DenseKernels& k = ActiveKernels();
   for (int64_t r0 = 0; r0 < out; r0 += tile_rows) {
     const int64_t rows = std::min(tile_rows, out - r0);
     // Converted with the own kernel and row split: Tensor::copy_ would open
     // an OpenMP region per tile, which stalls on a busy machine.
     torch::Tensor t = tile.narrow(0, 0, rows);
     float* tp = t.data_ptr<float>();
-    ParallelOverRows(rows, in, sizeof(uint16_t), [&](int64_t begin, int64_t end) {
-      k.bf16_to_f32(wp + (r0 + begin) * in, (end - begin) * in, tp + begin * in);
-    });
+    ParallelOverRows(rows, in, weight_element_bytes,
+                     [&](int64_t begin, int64_t end) { convert(r0, begin, end, tp); });
     // GEMM into a fresh contiguous block, then rows copied (bias added) by
     // hand: addmm and Tensor::copy_ would open OpenMP regions of their own.
     const torch::Tensor part = at::mm(xc, t.t());
@@ -270,6 +272,19 @@ torch::Tensor CpuTiledGemmBf16(const torch::Tensor& x, const torch::Tensor& weig
   return y.view(OutputSizes(x, out));
 }
 
+}  // namespace
+
+torch::Tensor CpuTiledGemmBf16(const torch::Tensor& x, const torch::Tensor& weight,
+                               const torch::Tensor& bias) {
+  const int64_t in = weight.size(1);
+  const auto* wp = reinterpret_cast<const uint16_t*>(weight.data_ptr<at::BFloat16>());
+  const DenseKernels& k = ActiveKernels();
+  return TiledGemm(x, weight.size(0), in, bias, sizeof(uint16_t),
+                   [&](int64_t r0, int64_t begin, int64_t end, float* tp) {
+                     k.bf16_to_f32(wp + (r0 + begin) * in, (end - begin) * in, tp + begin * in);
+                   });
+}
+
 torch::Tensor CpuMatRowsInt8(const torch::Tensor& x, const torch::Tensor& weight,
                              const torch::Tensor& scale, const torch::Tensor& bias) {
   const int64_t in = weight.size(1);
@@ -284,43 +299,15 @@ torch::Tensor CpuMatRowsInt8(const torch::Tensor& x, const torch::Tensor& weight
 
 torch::Tensor CpuTiledGemmInt8(const torch::Tensor& x, const torch::Tensor& weight,
                                const torch::Tensor& scale, const torch::Tensor& bias) {
-  const int64_t out = weight.size(0);
   const int64_t in = weight.size(1);
-  const int64_t m = x.numel() / in;
-  const torch::Tensor xc = x.reshape({m, in}).contiguous();
-  const torch::Tensor b = FloatBias(bias);
-  const int64_t tile_rows =
-      std::min(out, std::max<int64_t>(kGemmTileMinRows,
-                                      kGemmTileBytes / (in * static_cast<int64_t>(sizeof(float)))));
-  torch::Tensor y = torch::empty({m, out}, x.options());
-  float* yp = y.data_ptr<float>();
-  const float* bp = b.defined() ? b.data_ptr<float>() : nullptr;
-  const float* sp = scale.data_ptr<float>();
-  torch::Tensor tile = torch::empty({tile_rows, in}, x.options());
   const int8_t* wp = weight.data_ptr<int8_t>();
+  const float* sp = scale.data_ptr<float>();
   const DenseKernels& k = ActiveKernels();
-  for (int64_t r0 = 0; r0 < out; r0 += tile_rows) {
-    const int64_t rows = std::min(tile_rows, out - r0);
-    torch::Tensor t = tile.narrow(0, 0, rows);
-    float* tp = t.data_ptr<float>();
-    ParallelOverRows(rows, in, sizeof(int8_t), [&](int64_t begin, int64_t end) {
-      k.dequantize_i8(wp + (r0 + begin) * in, sp + r0 + begin, end - begin, in, tp + begin * in);
-    });
-    // As CpuTiledGemmBf16: GEMM into a fresh block, rows copied (bias added) by hand.
-    const torch::Tensor part = at::mm(xc, t.t());
-    const float* pp = part.data_ptr<float>();
-    for (int64_t i = 0; i < m; ++i) {
-      float* dst = yp + i * out + r0;
-      const float* src = pp + i * rows;
-      if (bp != nullptr) {
-        for (int64_t j = 0; j < rows; ++j)
-          dst[j] = src[j] + bp[r0 + j];
-      } else {
-        std::memcpy(dst, src, static_cast<size_t>(rows) * sizeof(float));
-      }
-    }
-  }
-  return y.view(OutputSizes(x, out));
+  return TiledGemm(x, weight.size(0), in, bias, sizeof(int8_t),
+                   [&](int64_t r0, int64_t begin, int64_t end, float* tp) {
+                     k.dequantize_i8(wp + (r0 + begin) * in, sp + r0 + begin, end - begin, in,
+                                     tp + begin * in);
+                   });
 }
 
 }  // namespace medq::engine::kernels
