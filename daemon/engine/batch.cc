@@ -79,16 +79,6 @@ struct Batch::Impl {
   std::vector<std::unique_ptr<Sequence>> sequences;  // in the order they were added
   SequenceId next_id = 1;
   at::Tensor host_ids;  // device loop: the step's ids, pinned on CUDA; grown as needed
-  // Device loop: the decode step of `graph_rows` (sequence ids, in row
-  // order), replayed while the decoding sequences stay the same; dropped
-  // when one joins or leaves.
-  std::unique_ptr<DecodeGraph> graph;
-  std::vector<SequenceId> graph_rows;
-
-  void DropGraph() {
-    graph.reset();
-    graph_rows.clear();
-  }
 
   // The prefilling sequences that read a chunk this step: the first always,
   // then others in order while the budget holds.
@@ -122,17 +112,14 @@ struct Batch::Impl {
 
   // One token for every decoding sequence, all in one forward pass; their
   // logits rows in `rows`.
-  // On the device loop through the batch's DecodeGraph (built anew when the
-  // decoding sequences changed), else ForwardRows.
+  // On the device loop through the model's DecodeGraphs, else ForwardRows.
   void DecodeAll(const std::vector<Sequence*>& decoders, std::vector<at::Tensor>& rows) {
     std::vector<int64_t> ids;
     std::vector<KvCache*> caches;
     std::vector<at::Tensor> device_ids;
-    std::vector<SequenceId> order;
     for (Sequence* s : decoders) {
       caches.push_back(s->cache.get());
       if (device_loop) {
-        order.push_back(s->id);
         device_ids.push_back(s->device_id);
       } else {
         ids.push_back(s->last_token);
@@ -142,13 +129,9 @@ struct Batch::Impl {
     FailIfArmed(Fault::kDecodeError);
     at::Tensor logits;
     if (device_loop) {
-      if (graph == nullptr || graph_rows != order) {
-        DropGraph();
-        graph = std::make_unique<DecodeGraph>(*model, caches);
-        graph_rows = std::move(order);
-      }
       // Gathered on the device: the step's input never comes back from the host.
-      logits = graph->Step(at::stack(device_ids));
+      logits = DecodeGraphsOf(*model).Step(
+          caches, device_ids.size() == 1 ? device_ids[0] : at::stack(device_ids));
     } else {
       logits = ForwardRows(*model, ids, caches);
     }
@@ -249,8 +232,7 @@ struct Batch::Impl {
       if (step.finished) {
         s->result.decode_ms = MsBetween(s->first_token_at, t1);
         step.result = s->result;
-        DropGraph();  // the graph holds its cache
-        s.reset();    // frees the cache now
+        s.reset();  // frees the cache now
       }
       out.push_back(step);
     }
@@ -311,7 +293,6 @@ GenerateResult Batch::Remove(SequenceId id) {
   GenerateResult result = (*it)->result;
   result.finish = FinishReason::kCancelled;
   if ((*it)->decoding) result.decode_ms = MsBetween((*it)->first_token_at, Clock::now());
-  impl_->DropGraph();  // it may hold the sequence's cache
   seqs.erase(it);
   return result;
 }
@@ -325,7 +306,6 @@ Result<std::vector<SequenceStep>> Batch::Step() {
     const Error error =
         ErrorFromCurrentException("decoding a batch of " + std::to_string(impl_->sequences.size()) +
                                   " sequences with model " + impl_->model->dir.string());
-    impl_->DropGraph();
     impl_->sequences.clear();  // their caches may hold a half-written position
     return error;
   }

@@ -15,7 +15,7 @@ namespace medq::engine {
 // Runs token ids[i] at position caches[i]->length() of caches[i] for every i,
 // writes each key and value into its cache and advances every cache by one.
 // Returns float32 logits [N, vocab] on the model's device. The host loop's
-// step: the device loop (a GPU) takes DecodeGraph (decode_graph.h), whose
+// step: the device loop (a GPU) takes DecodeGraphs (decode_graph.h), whose
 // inputs never leave the device.
 // Where CpuDecodeRowsApply holds (CPU, float32 compute, float32 or bf16
 // weights), the raw-buffer CpuDecodeRows: row i bitwise equal to that

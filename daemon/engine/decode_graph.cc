@@ -5,8 +5,10 @@
 #include <cstdlib>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "daemon/engine/engine.h"
+#include "daemon/engine/fused_ops.h"
 #include "daemon/engine/static_rows.h"
 
 #if MEDQ_WITH_CUDA
@@ -64,41 +66,63 @@ void UseWorkerStream(at::Device device) {
 #endif
 }
 
-struct DecodeGraph::Impl {
-  const Model& model;
-  std::vector<KvCache*> caches;
+// One bucket: its static inputs, what the host knows they hold, the caches
+// its rows were last bound to, and its graph.
+struct DecodeGraphs::Bucket {
   StaticStepInputs in;
-  at::Tensor logits;  // the step's output: the graph's own buffer once captured
-  bool tried = false;
+  // What in's tables, capacities, advance and positions hold now (positions
+  // as advanced by the steps since); empty before the first upload and
+  // after a failed step, which may have left them anywhere.
+  RowBinding on_device;
+  std::vector<KvCache*> rows;  // the caches of the last step, padding included
+  at::Tensor logits;           // the step's output: the graph's own buffer once captured
+  bool tried = false;          // a capture was attempted for the current graph
 #if MEDQ_WITH_CUDA
   std::unique_ptr<at::cuda::CUDAGraph> graph;
+  // Whether the graph reads the caches through the tables (the fused
+  // kernels) rather than holding the captured caches' tensors.
+  bool reads_tables = false;
 #endif
 
-  Impl(const Model& m, std::vector<KvCache*> c) : model(m), caches(std::move(c)) {}
-
-  // The step's work, as run eagerly or recorded by a capture.
-  void Body() {
-    logits = StaticRows(model, in, caches);
-    in.positions.add_(1);
+  void Body(const Model& m) {
+    logits = StaticRows(m, in, rows);
+    in.positions.add_(in.advance);
   }
 
-  bool WantsCapture() const {
-    return model.device.is_cuda() && !tried && g_capture_enabled.load() && g_failed.load() == 0 &&
+  bool HasGraph() const {
+#if MEDQ_WITH_CUDA
+    return graph != nullptr;
+#else
+    return false;
+#endif
+  }
+
+  void DropGraph() {
+#if MEDQ_WITH_CUDA
+    graph.reset();
+    logits = at::Tensor();
+#endif
+    tried = false;
+  }
+
+  bool WantsCapture(const Model& m) const {
+    return m.device.is_cuda() && !tried && g_capture_enabled.load() && g_failed.load() == 0 &&
            EnvAllowsGraphs();
   }
 
   // Records Body() into a graph; nothing runs until the first replay. On
   // failure the capture is ended, the graph dropped and graphs turned off.
-  bool Capture() {
+  bool Capture(const Model& m) {
 #if MEDQ_WITH_CUDA
     try {
-      const c10::cuda::CUDAGuard on_device(model.device.index());
+      const c10::cuda::CUDAGuard guard(m.device.index());
+      reads_tables = FusedKernelsApply(m);
       graph = std::make_unique<at::cuda::CUDAGraph>();
       // Thread-local: only this thread's unsafe calls could break the
       // capture; another thread asking the driver for memory figures cannot.
       graph->capture_begin({0, 0}, cudaStreamCaptureModeThreadLocal);
       try {
-        Body();
+        Body(m);
       } catch (...) {
         try {
           graph->capture_end();
@@ -113,63 +137,113 @@ struct DecodeGraph::Impl {
       (void)cudaGetLastError();  // clear the capture's error state
       graph.reset();
       logits = at::Tensor();
-      RecordFailure(std::string("capturing the decode step of ") + model.dir.string() + ": " +
+      RecordFailure(std::string("capturing the decode step of ") + m.dir.string() + ": " +
                     e.what());
       return false;
     }
 #else
+    (void)m;
+    return false;
+#endif
+  }
+
+  // Runs one step over in: replays the graph, capturing it first when due,
+  // or runs the step eagerly.
+  void Run(const Model& m) {
+    bool replay = HasGraph();
+    if (!replay && WantsCapture(m)) {
+      tried = true;
+      replay = Capture(m);
+    }
+#if MEDQ_WITH_CUDA
+    if (replay) {
+      const c10::cuda::CUDAGuard guard(m.device.index());
+      graph->replay();
+      return;
+    }
+#endif
+    Body(m);
+  }
+
+  // Whether the graph holds the caches it was captured with, which are
+  // not the ones of `binding`.
+  bool GraphHoldsOtherCaches(const RowBinding& binding) const {
+#if MEDQ_WITH_CUDA
+    return graph != nullptr && !reads_tables &&
+           (binding.tables != on_device.tables || binding.capacities != on_device.capacities);
+#else
+    (void)binding;
     return false;
 #endif
   }
 };
 
-DecodeGraph::DecodeGraph(const Model& model, std::vector<KvCache*> caches)
-    : impl_(std::make_unique<Impl>(model, std::move(caches))) {
+DecodeGraphs::DecodeGraphs(const Model& model) : model_(model) {
   UseWorkerStream(model.device);
-  std::vector<int64_t> positions;
-  const KvCache* longest = impl_->caches.front();
-  for (const KvCache* cache : impl_->caches) {
-    positions.push_back(cache->length());
-    if (cache->capacity() > longest->capacity()) longest = cache;
-  }
-  const auto on_device = at::TensorOptions().dtype(at::kLong).device(model.device);
-  impl_->in.ids = at::zeros({static_cast<int64_t>(positions.size())}, on_device);
-  impl_->in.positions = at::tensor(positions, at::kLong).to(model.device);
-  // Every cache's table holds the same rows for the same positions; the
-  // longest one covers every row.
-  impl_->in.cos = longest->cos();
-  impl_->in.sin = longest->sin();
 }
 
-DecodeGraph::~DecodeGraph() = default;
+DecodeGraphs::~DecodeGraphs() = default;
 
-at::Tensor DecodeGraph::Step(const at::Tensor& ids) {
-  Impl& g = *impl_;
-  g.in.ids.copy_(ids.view({-1}));
-  bool replay = false;
-#if MEDQ_WITH_CUDA
-  replay = g.graph != nullptr;
-  if (!replay && g.WantsCapture()) {
-    g.tried = true;
-    replay = g.Capture();
+int64_t DecodeGraphs::BucketFor(int64_t n) {
+  for (const int64_t b : {1, 2, 4, 8, 16}) {
+    if (n <= b) return b;
   }
-  if (replay) {
-    const c10::cuda::CUDAGuard on_device(g.model.device.index());
-    g.graph->replay();
-  }
-#endif
-  if (!replay) g.Body();
-  for (KvCache* cache : g.caches)
-    cache->Advance(1);
-  return g.logits;
+  return (n + 15) / 16 * 16;
 }
 
-bool DecodeGraph::captured() const {
-#if MEDQ_WITH_CUDA
-  return impl_->graph != nullptr;
-#else
-  return false;
-#endif
+KvCache& DecodeGraphs::Scratch() {
+  if (scratch_ == nullptr) scratch_ = std::make_unique<KvCache>(model_, 1, 1, true);
+  return *scratch_;
+}
+
+at::Tensor DecodeGraphs::Step(std::span<KvCache* const> caches, const at::Tensor& ids) {
+  const auto n = static_cast<int64_t>(caches.size());
+  const int64_t rows = BucketFor(n);
+  std::unique_ptr<Bucket>& slot = buckets_[rows];
+  if (slot == nullptr) {
+    auto made = std::make_unique<Bucket>();
+    made->in = AllocateStepInputs(model_, rows);
+    slot = std::move(made);
+  }
+  Bucket& b = *slot;
+  std::vector<KvCache*> bound(caches.begin(), caches.end());
+  while (static_cast<int64_t>(bound.size()) < rows)
+    bound.push_back(&Scratch());
+  RowBinding want = BindingOf(model_, bound, caches.size());
+  try {
+    if (b.GraphHoldsOtherCaches(want)) b.DropGraph();
+    const bool rows_changed = want.tables != b.on_device.tables ||
+                              want.capacities != b.on_device.capacities ||
+                              want.advance != b.on_device.advance;
+    if (rows_changed || want.positions != b.on_device.positions) {
+      Upload(want, rows_changed, b.in);
+      if (rows_changed) ++table_uploads_;
+      b.on_device = std::move(want);
+    }
+    b.rows = std::move(bound);
+    b.in.ids.narrow(0, 0, n).copy_(ids.view({-1}));
+    b.Run(model_);
+  } catch (...) {
+    b.on_device = RowBinding();  // the positions may or may not have advanced
+    throw;
+  }
+  for (size_t i = 0; i < caches.size(); ++i) {
+    caches[i]->Advance(1);
+    b.on_device.positions[i] += 1;
+  }
+  return b.logits.narrow(0, 0, n);
+}
+
+bool DecodeGraphs::captured(int64_t rows) const {
+  const auto it = buckets_.find(rows);
+  return it != buckets_.end() && it->second->HasGraph();
+}
+
+DecodeGraphs& DecodeGraphsOf(const Model& model) {
+  if (model.decode_graphs == nullptr || &model.decode_graphs->model() != &model) {
+    model.decode_graphs = std::make_shared<DecodeGraphs>(model);
+  }
+  return *model.decode_graphs;
 }
 
 void SetDecodeGraphCaptureEnabled(bool enabled) {

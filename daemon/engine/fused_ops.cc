@@ -83,78 +83,127 @@ void SetFusedKernelsEnabled(bool enabled) {
   g_fused_enabled.store(enabled, std::memory_order_relaxed);
 }
 
+#if MEDQ_WITH_CUDA
+namespace {
+
+// in's row tables for one layer (static_rows.h gives their layout).
+cuda::RowTables TablesOf(const Model& m, size_t layer, const StaticStepInputs& in) {
+  const auto layers = m.weights.layers.size();
+  const auto rows = static_cast<size_t>(in.tables.size(1));
+  const auto* t = reinterpret_cast<const uint64_t*>(in.tables.data_ptr<int64_t>());
+  return {t + layer * rows,
+          t + (layers + layer) * rows,
+          t + 2 * layers * rows,
+          t + (2 * layers + 1) * rows,
+          in.capacities.data_ptr<int64_t>(),
+          in.positions.data_ptr<int64_t>()};
+}
+
+}  // namespace
+#endif
+
 at::Tensor RopeCacheWrite(const Model& m, const LayerWeights& l, size_t layer_index,
-                          const at::Tensor& qkv, const at::Tensor& position, const at::Tensor& cos,
-                          const at::Tensor& sin, KvCache& cache) {
+                          const at::Tensor& qkv, const StaticStepInputs& in,
+                          std::span<KvCache* const> caches) {
   const ModelConfig& c = m.config;
-  at::Tensor& keys = cache.keys(layer_index);  // [1, kv_heads, capacity, D]
-  at::Tensor& values = cache.values(layer_index);
+  const int64_t n = qkv.size(0), d = c.head_dim;
 #if MEDQ_WITH_CUDA
   if (FusedKernelsApply(m)) {
-    const at::Tensor row = qkv.contiguous();
-    at::Tensor q = at::empty({1, c.num_heads, 1, c.head_dim}, row.options());
+    const at::Tensor rows = qkv.contiguous();
+    at::Tensor q = at::empty({n, c.num_heads, 1, d}, rows.options());
     Check(cuda::RopeCacheWrite(
-              row.data_ptr(), cos.data_ptr(), sin.data_ptr(),
+              rows.data_ptr(), TablesOf(m, layer_index, in),
               c.qk_norm ? PointerOrNull(l.q_norm) : nullptr,
               c.qk_norm ? PointerOrNull(l.k_norm) : nullptr, static_cast<float>(c.rms_norm_eps),
-              position.data_ptr<int64_t>(), q.data_ptr(), keys.data_ptr(), values.data_ptr(),
-              static_cast<int>(c.num_heads), static_cast<int>(c.num_kv_heads),
-              static_cast<int>(c.head_dim), cache.capacity(), ElementOf(row), Stream(row)),
+              q.data_ptr(), static_cast<int>(n), static_cast<int>(c.num_heads),
+              static_cast<int>(c.num_kv_heads), static_cast<int>(d), ElementOf(rows), Stream(rows)),
           "RopeCacheWrite");
     return q;
   }
 #endif
-  const int64_t d = c.head_dim;
-  const HeadsQkv heads = RotateQkv(m, l, qkv, cos.index_select(0, position).view({1, 1, 1, d}),
-                                   sin.index_select(0, position).view({1, 1, 1, d}));
-  keys.index_copy_(2, position, heads.k);
-  values.index_copy_(2, position, heads.v);
-  return heads.q;
+  std::vector<at::Tensor> qs;
+  for (int64_t i = 0; i < n; ++i) {
+    KvCache& cache = *caches[static_cast<size_t>(i)];
+    const at::Tensor position = in.positions.narrow(0, i, 1);
+    const HeadsQkv heads = RotateQkv(m, l, qkv.narrow(0, i, 1),
+                                     cache.cos().index_select(0, position).view({1, 1, 1, d}),
+                                     cache.sin().index_select(0, position).view({1, 1, 1, d}));
+    cache.keys(layer_index).index_copy_(2, position, heads.k);
+    cache.values(layer_index).index_copy_(2, position, heads.v);
+    qs.push_back(heads.q);
+  }
+  return n == 1 ? qs[0] : at::cat(qs, 0);
 }
 
 at::Tensor DecodeAttention(const Model& m, size_t layer_index, const at::Tensor& q,
-                           const at::Tensor& position, KvCache& cache) {
+                           const StaticStepInputs& in, std::span<KvCache* const> caches) {
   const ModelConfig& c = m.config;
-  const at::Tensor& keys = cache.keys(layer_index);
-  const at::Tensor& values = cache.values(layer_index);
+  const int64_t n = q.size(0);
 #if MEDQ_WITH_CUDA
   if (FusedKernelsApply(m)) {
     const at::Tensor qc = q.contiguous();
-    at::Tensor out = at::empty({1, 1, c.num_heads * c.head_dim}, qc.options());
-    Check(cuda::DecodeAttention(qc.data_ptr(), keys.data_ptr(), values.data_ptr(),
-                                position.data_ptr<int64_t>(), out.data_ptr(),
-                                static_cast<int>(c.num_heads), static_cast<int>(c.num_kv_heads),
-                                static_cast<int>(c.head_dim), cache.capacity(),
+    at::Tensor out = at::empty({n, 1, c.num_heads * c.head_dim}, qc.options());
+    Check(cuda::DecodeAttention(qc.data_ptr(), TablesOf(m, layer_index, in), out.data_ptr(),
+                                static_cast<int>(n), static_cast<int>(c.num_heads),
+                                static_cast<int>(c.num_kv_heads), static_cast<int>(c.head_dim),
                                 c.sliding_window.value_or(0), ElementOf(qc), Stream(qc)),
           "DecodeAttention");
     return out;
   }
 #endif
-  return AttendOneQuery(q, keys, values, SlotMask(c, position, cache.capacity()));
+  std::vector<at::Tensor> out;
+  for (int64_t i = 0; i < n; ++i) {
+    KvCache& cache = *caches[static_cast<size_t>(i)];
+    out.push_back(AttendOneQuery(q.narrow(0, i, 1), cache.keys(layer_index),
+                                 cache.values(layer_index),
+                                 SlotMask(c, in.positions.narrow(0, i, 1), cache.capacity())));
+  }
+  return n == 1 ? out[0] : at::cat(out, 0);
 }
 
 #if MEDQ_WITH_CUDA
 namespace {
 
-// Whether the GEMV kernel takes x [..., K] · wᵀ (+ bias, + residual).
-bool GemvTakes(const Model& m, const at::Tensor& x, const at::Tensor& w, const at::Tensor& bias) {
+// Whether the GEMV kernel takes x [..., halves * K] · wᵀ (+ bias, +
+// residual): halves 2 for SiLU·up's [gate | up] rows.
+bool GemvTakes(const Model& m, const at::Tensor& x, const at::Tensor& w, const at::Tensor& bias,
+               int64_t halves = 1) {
   if (!FusedKernelsApply(m) || !x.is_cuda() || !x.is_contiguous() || !w.is_contiguous()) {
     return false;
   }
-  if (w.dim() != 2 || x.size(-1) != w.size(1) || x.scalar_type() != w.scalar_type()) return false;
+  if (w.dim() != 2 || x.size(-1) != halves * w.size(1) || x.scalar_type() != w.scalar_type()) {
+    return false;
+  }
   if (bias.defined() && (bias.scalar_type() != x.scalar_type() || !bias.is_contiguous())) {
     return false;
   }
-  return cuda::GemvApplies(x.data_ptr(), w.data_ptr(), x.numel() / w.size(1), w.size(1),
+  return cuda::GemvApplies(x.data_ptr(), w.data_ptr(), x.numel() / (halves * w.size(1)), w.size(1),
                            ElementOf(x));
 }
 
-void RunGemv(const at::Tensor& x, const at::Tensor& w, const at::Tensor& bias,
-             const at::Tensor& residual, at::Tensor& y) {
+// x's rows: m of them, each k wide (2k for SiLU·up).
+void RunGemv(const at::Tensor& x, int64_t m, const at::Tensor& w, const at::Tensor& bias,
+             const at::Tensor& residual, at::Tensor& y,
+             cuda::GemvInput input = cuda::GemvInput::kPlain, const at::Tensor& norm = at::Tensor(),
+             double eps = 0.0) {
   Check(cuda::Gemv(x.data_ptr(), w.data_ptr(), PointerOrNull(bias), PointerOrNull(residual),
-                   y.data_ptr(), x.numel() / w.size(1), w.size(0), w.size(1), ElementOf(x),
-                   Stream(x)),
+                   y.data_ptr(), m, w.size(0), w.size(1), ElementOf(x), Stream(x), input,
+                   PointerOrNull(norm), static_cast<float>(eps)),
         "Gemv");
+}
+
+// Whether a norm weight [K] can go into the GEMV beside x.
+bool NormFits(const at::Tensor& norm, const at::Tensor& x) {
+  return norm.defined() && norm.is_cuda() && norm.is_contiguous() && norm.dim() == 1 &&
+         norm.size(0) == x.size(-1) && norm.scalar_type() == x.scalar_type() &&
+         reinterpret_cast<uintptr_t>(norm.data_ptr()) % 16 == 0;
+}
+
+// The output shape of x [..., K] · wᵀ.
+std::vector<int64_t> OutShape(const at::Tensor& x, const at::Tensor& w) {
+  std::vector<int64_t> shape = x.sizes().vec();
+  shape.back() = w.size(0);
+  return shape;
 }
 
 }  // namespace
@@ -164,10 +213,8 @@ at::Tensor DecodeLinear(const Model& m, const at::Tensor& x, const at::Tensor& w
                         const at::Tensor& bias, const at::Tensor& scale) {
 #if MEDQ_WITH_CUDA
   if (GemvTakes(m, x, w, bias)) {
-    std::vector<int64_t> shape = x.sizes().vec();
-    shape.back() = w.size(0);
-    at::Tensor y = at::empty(shape, x.options());
-    RunGemv(x, w, bias, at::Tensor(), y);
+    at::Tensor y = at::empty(OutShape(x, w), x.options());
+    RunGemv(x, x.numel() / w.size(1), w, bias, at::Tensor(), y);
     return y;
   }
 #else
@@ -182,13 +229,43 @@ void DecodeLinearAddInto(const Model& m, at::Tensor& residual, const at::Tensor&
   if (GemvTakes(m, x, w, bias) && residual.is_contiguous() &&
       residual.scalar_type() == x.scalar_type() &&
       residual.numel() / w.size(0) == x.numel() / w.size(1)) {
-    RunGemv(x, w, bias, residual, residual);
+    RunGemv(x, x.numel() / w.size(1), w, bias, residual, residual);
     return;
   }
 #else
   (void)m;
 #endif
   LinearAddInto(residual, x, w, bias, scale);
+}
+
+at::Tensor DecodeNormLinear(const Model& m, const at::Tensor& x, const at::Tensor& norm, double eps,
+                            const at::Tensor& w, const at::Tensor& bias, const at::Tensor& scale) {
+#if MEDQ_WITH_CUDA
+  if (!scale.defined() && GemvTakes(m, x, w, bias) && NormFits(norm, x)) {
+    at::Tensor y = at::empty(OutShape(x, w), x.options());
+    RunGemv(x, x.numel() / w.size(1), w, bias, at::Tensor(), y, cuda::GemvInput::kRmsNorm, norm,
+            eps);
+    return y;
+  }
+#endif
+  return DecodeLinear(m, RmsNorm(x, norm, eps), w, bias, scale);
+}
+
+void DecodeSiluLinearAddInto(const Model& m, at::Tensor& residual, const at::Tensor& gate_up,
+                             const at::Tensor& w, const at::Tensor& bias, const at::Tensor& scale) {
+  const int64_t inter = w.size(1);
+#if MEDQ_WITH_CUDA
+  // The GEMV reads gate and up of each row where x's rows would be: the
+  // alignment it needs holds for both halves when it holds for [rows, 2k].
+  if (!scale.defined() && gate_up.size(-1) == 2 * inter && GemvTakes(m, gate_up, w, bias, 2) &&
+      residual.is_contiguous() && residual.scalar_type() == gate_up.scalar_type() &&
+      residual.numel() / w.size(0) == gate_up.numel() / (2 * inter)) {
+    RunGemv(gate_up, gate_up.numel() / (2 * inter), w, bias, residual, residual,
+            cuda::GemvInput::kSiluMul);
+    return;
+  }
+#endif
+  DecodeLinearAddInto(m, residual, SiluMul(gate_up, inter), w, bias, scale);
 }
 
 at::Tensor SiluMul(const at::Tensor& gate_up, int64_t inter) {

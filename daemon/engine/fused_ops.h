@@ -2,14 +2,17 @@
 // op runs its CUDA kernel (cuda/decode_kernels.h) where FusedKernelsApply,
 // and otherwise the LibTorch ops it replaces, which are its reference: the
 // CPU runs them (the device-loop leg), tests compare the two on a GPU.
-// Every position is read from device memory, so that a CUDA graph can hold
-// any of them (static_rows.h).
+// Every position and cache is read from device memory, so that a CUDA graph
+// can hold any of them (static_rows.h).
 #pragma once
 
 #include <ATen/ATen.h>
 
+#include <span>
+
 #include "daemon/engine/kv_cache.h"
 #include "daemon/engine/model.h"
+#include "daemon/engine/static_rows.h"
 
 namespace medq::engine {
 
@@ -22,22 +25,24 @@ bool FusedKernelsApply(const Model& model);
 // production never calls it.
 void SetFusedKernelsEnabled(bool enabled);
 
-// One sequence's q/k/v projection row qkv [1, 1, q_out + 2 * kv_out] at
-// `position` ([1] int64 on the device): q and k heads normed (q/k norms)
-// and rotated with cos/sin [P, D], k and v written into `cache`'s layer at
-// that position (without advancing it). Returns the rotated q heads [1,
-// heads, 1, D]. The reference: RotateQkv, then index_copy_.
+// The rows' q/k/v projection qkv [N, 1, q_out + 2 * kv_out], row i at
+// in.positions[i] of caches[i] (static_rows.h): q and k heads normed (q/k
+// norms) and rotated with the cache's cos/sin, k and v written into the
+// cache's layer at that position (without advancing it). Returns the rotated
+// q heads [N, heads, 1, D]. The kernel reads the caches through in's row
+// tables, all rows in one launch; the reference, row by row: RotateQkv,
+// then index_copy_ into caches[i].
 at::Tensor RopeCacheWrite(const Model& model, const LayerWeights& layer, size_t layer_index,
-                          const at::Tensor& qkv, const at::Tensor& position, const at::Tensor& cos,
-                          const at::Tensor& sin, KvCache& cache);
+                          const at::Tensor& qkv, const StaticStepInputs& in,
+                          std::span<KvCache* const> caches);
 
-// q [1, heads, 1, D] against `cache`'s layer up to `position` (and within
-// the sliding window): [1, 1, heads * D], the input of o_proj. The
-// reference: AttendOneQuery under a mask built on the device.
+// q [N, heads, 1, D], row i against caches[i]'s layer up to in.positions[i]
+// (and within the sliding window): [N, 1, heads * D], the input of o_proj.
+// The reference: AttendOneQuery a row, under a mask built on the device.
 at::Tensor DecodeAttention(const Model& model, size_t layer_index, const at::Tensor& q,
-                           const at::Tensor& position, KvCache& cache);
+                           const StaticStepInputs& in, std::span<KvCache* const> caches);
 
-// The decode step's projections: x [..., K] (at most 8 rows) · wᵀ + bias,
+// The decode step's projections: x [..., K] (at most 16 rows) · wᵀ + bias,
 // through the GEMV kernel (each weight row read once for every row, summed
 // in float32) where FusedKernelsApply and the shapes fit it, else Linear
 // (kernels/linear.h), its reference. DecodeLinearAddInto adds the product to
@@ -48,6 +53,19 @@ at::Tensor DecodeLinear(const Model& model, const at::Tensor& x, const at::Tenso
 void DecodeLinearAddInto(const Model& model, at::Tensor& residual, const at::Tensor& x,
                          const at::Tensor& weight, const at::Tensor& bias,
                          const at::Tensor& scale = at::Tensor());
+
+// DecodeLinear(RmsNorm(x, norm, eps), ...): in the GEMV's one pass where it
+// takes them (the norm is a scale of each row, applied to its sums), which
+// skips rounding the normed row to the compute dtype.
+at::Tensor DecodeNormLinear(const Model& model, const at::Tensor& x, const at::Tensor& norm,
+                            double eps, const at::Tensor& weight, const at::Tensor& bias,
+                            const at::Tensor& scale = at::Tensor());
+
+// DecodeLinearAddInto(residual, SiluMul(gate_up, inter), ...) with inter =
+// weight's columns: in the GEMV's one pass where it takes them.
+void DecodeSiluLinearAddInto(const Model& model, at::Tensor& residual, const at::Tensor& gate_up,
+                             const at::Tensor& weight, const at::Tensor& bias,
+                             const at::Tensor& scale = at::Tensor());
 
 // silu(gate) * up for gate_up [..., 2 * inter] (gate first): [..., inter].
 // The kernel on a CUDA tensor outside grad mode (with the switch on),

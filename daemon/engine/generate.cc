@@ -143,9 +143,6 @@ Result<GenerateResult> RunGeneration(const Model& m, const GenerateRequest& r,
   const bool device_loop = UsesDeviceLoop(m);
   KvCache cache(m, 1, static_cast<int64_t>(r.prompt.size()) + r.max_new_tokens, device_loop);
   TokenLoop loop(m, r, sampler);
-  // The device loop's decode steps: one graph for the run, built at the
-  // first step (after the prefill).
-  std::unique_ptr<DecodeGraph> graph;
 
   const auto t_prefill = Clock::now();
   const std::vector<int64_t> prompt64(r.prompt.begin(), r.prompt.end());
@@ -174,8 +171,8 @@ Result<GenerateResult> RunGeneration(const Model& m, const GenerateRequest& r,
     FailIfArmed(Fault::kDecodeOom);
     FailIfArmed(Fault::kDecodeError);
     if (device_loop) {
-      if (graph == nullptr) graph = std::make_unique<DecodeGraph>(m, std::vector<KvCache*>{&cache});
-      logits = graph->Step(loop.step_ids());
+      KvCache* const rows[] = {&cache};
+      logits = DecodeGraphsOf(m).Step(rows, loop.step_ids());
     } else {
       logits = Forward(m, loop.step_ids(), cache, LogitsFor::kLastPosition);
     }

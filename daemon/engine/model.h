@@ -1,5 +1,6 @@
 // The loaded model behind the opaque engine::Model handle (internal: LibTorch
-// types). Immutable after load; copies share tensor storage.
+// types). Immutable after load but for its cache of decode graphs; copies
+// share tensor storage.
 #pragma once
 
 #include <ATen/ATen.h>
@@ -12,6 +13,8 @@
 #include "daemon/engine/model_config.h"
 
 namespace medq::engine {
+
+class DecodeGraphs;  // decode_graph.h
 
 // How a model's projection matrices are held (LoadOptions::quantize,
 // quantize.h): as they were loaded, or int8 with one scale per row.
@@ -63,6 +66,10 @@ class Model {
   // Held while the weights are on a CUDA device (see CudaPresence); copies
   // of the model share it.
   std::shared_ptr<const void> cuda_presence;
+  // The model's captured decode steps (decode_graph.h: DecodeGraphsOf): the
+  // one part that changes after load, a cache the worker thread fills at
+  // first use. Declared last, so that it goes before the weights it reads.
+  mutable std::shared_ptr<DecodeGraphs> decode_graphs;
 };
 
 // Bytes held by the model's weights, counting shared storage once.

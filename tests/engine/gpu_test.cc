@@ -13,6 +13,7 @@
 #include "daemon/engine/device_memory.h"
 #include "daemon/engine/embedding.h"
 #include "daemon/engine/fused_ops.h"
+#include "daemon/engine/static_rows.h"
 #include "daemon/engine/transformer.h"
 #include "tests/engine/batch_test_util.h"
 #include "tests/engine/engine_test_util.h"
@@ -33,47 +34,62 @@ TEST_CASE("a captured decode graph steps as the eager static step does", "[engin
   for (const auto& dir : ModelFolders()) {
     INFO("model " << dir.filename().string());
     const auto ref = ReadTensors(dir / "reference.safetensors");
-    auto m = LoadModel(dir, {"cuda:0", "fp32"});
-    REQUIRE(m.ok());
-    const Model& model = **m;
-    // Two sequences at their own positions, each with a cache for the graph
-    // and one for the eager step.
+    auto graphed = LoadModel(dir, {"cuda:0", "fp32"});
+    auto eager = LoadModel(dir, {"cuda:0", "fp32"});
+    REQUIRE(graphed.ok());
+    REQUIRE(eager.ok());
+    // Three sequences at their own positions (a bucket of four, one row of
+    // padding), each with a cache for the graph and one for the eager step.
     std::vector<std::unique_ptr<KvCache>> caches;
     std::vector<int64_t> next;
-    for (const std::string p : {"prompt1", "prompt2"}) {
+    for (const std::string p : {"prompt1", "prompt2", "prompt1"}) {
       const at::Tensor ids = ref.at("input_ids_" + p).view({1, -1}).to(at::kLong);
-      for (int copy = 0; copy < 2; ++copy) {
-        caches.push_back(std::make_unique<KvCache>(model, 1, ids.size(1) + 8, true));
-        const at::Tensor logits = Forward(model, ids, *caches.back(), LogitsFor::kLastPosition);
-        if (copy == 0) next.push_back(logits.view({-1}).argmax().item<int64_t>());
+      for (const Model* model : {&**graphed, &**eager}) {
+        caches.push_back(std::make_unique<KvCache>(*model, 1, ids.size(1) + 12, true));
+        const at::Tensor logits = Forward(*model, ids, *caches.back(), LogitsFor::kLastPosition);
+        if (model == &**graphed) next.push_back(logits.view({-1}).argmax().item<int64_t>());
       }
     }
-    DecodeGraph graph(model, {caches[0].get(), caches[2].get()});
-    SetDecodeGraphCaptureEnabled(false);
-    DecodeGraph eager(model, {caches[1].get(), caches[3].get()});
-    at::Tensor ids = at::tensor(next, at::kLong).to(model.device);
-    for (int step = 0; step < 6; ++step) {
+    DecodeGraphs& graph = DecodeGraphsOf(**graphed);
+    DecodeGraphs& plain = DecodeGraphsOf(**eager);
+    // Steps of rows {0, 1, 2}, then {2, 0} (another bucket), then {1, 2, 0}:
+    // the bucket of four replays its graph bound to other rows.
+    const std::vector<std::vector<size_t>> plan = {{0, 1, 2}, {0, 1, 2}, {0, 1, 2},
+                                                   {2, 0},    {1, 2, 0}, {1, 2, 0}};
+    for (size_t step = 0; step < plan.size(); ++step) {
       INFO("step " << step);
+      std::vector<KvCache*> a_rows, b_rows;
+      std::vector<int64_t> ids;
+      for (const size_t i : plan[step]) {
+        a_rows.push_back(caches[2 * i].get());
+        b_rows.push_back(caches[2 * i + 1].get());
+        ids.push_back(next[i]);
+      }
+      const at::Tensor input = at::tensor(ids, at::kLong).to(at::Device("cuda:0"));
       SetDecodeGraphCaptureEnabled(true);
-      const at::Tensor a = graph.Step(ids).cpu();
+      const at::Tensor a = graph.Step(a_rows, input).cpu();
       SetDecodeGraphCaptureEnabled(false);
-      const at::Tensor b = eager.Step(ids).cpu();
+      const at::Tensor b = plain.Step(b_rows, input).cpu();
+      SetDecodeGraphCaptureEnabled(true);
       CHECK(MaxAbsDiff(a, b) <= 1e-4);
-      ids = a.argmax(1).to(model.device);
+      const at::Tensor chosen = a.argmax(1);
+      for (size_t r = 0; r < plan[step].size(); ++r)
+        next[plan[step][r]] = chosen[static_cast<int64_t>(r)].item<int64_t>();
     }
-    SetDecodeGraphCaptureEnabled(true);
-    CHECK(graph.captured());
-    CHECK_FALSE(eager.captured());
+    CHECK(graph.captured(4));
+    CHECK(graph.captured(2));
+    CHECK_FALSE(plain.captured(4));
   }
   const DecodeGraphCounts counts = DecodeGraphStats();
   CAPTURE(counts.first_failure);
   CHECK(counts.failed == 0);
-  CHECK(counts.captured >= 1);
+  CHECK(counts.captured >= 2);
 }
 
 // The fused kernels (fused_ops.h) against the LibTorch ops they replace, on
-// random rows, at a position in the middle of a cache, for every fixture
-// (Qwen3's q/k norms, Qwen2's biases, GQA) in fp32 and bf16.
+// random rows, three sequences at their own positions in caches of their own
+// (read through the row tables), for every fixture (Qwen3's q/k norms,
+// Qwen2's biases, GQA) in fp32 and bf16.
 TEST_CASE("fused decode kernels equal their LibTorch references on cuda:0", "[engine][gpu]") {
   if (!CudaAvailable()) MEDQ_SKIP(kNoCuda);
   c10::InferenceMode guard;
@@ -93,27 +109,49 @@ TEST_CASE("fused decode kernels equal their LibTorch references on cuda:0", "[en
       };
       const auto opts = at::TensorOptions().dtype(model.compute_dtype).device(model.device);
       const int64_t width = (c.num_heads + 2 * c.num_kv_heads) * c.head_dim;
-      KvCache fused(model, 1, 40, true), reference(model, 1, 40, true);
+      // Each path's three caches, of other capacities, filled at positions
+      // 0, 5 and 11 onwards.
+      std::vector<std::unique_ptr<KvCache>> fused, reference;
+      for (const int64_t capacity : {40, 33, 47}) {
+        fused.push_back(std::make_unique<KvCache>(model, 1, capacity, true));
+        reference.push_back(std::make_unique<KvCache>(model, 1, capacity, true));
+      }
+      for (KvCache* cache : {fused[1].get(), reference[1].get()})
+        cache->Advance(5);
+      for (KvCache* cache : {fused[2].get(), reference[2].get()})
+        cache->Advance(11);
+      const std::vector<KvCache*> a_rows = {fused[0].get(), fused[1].get(), fused[2].get()};
+      const std::vector<KvCache*> b_rows = {reference[0].get(), reference[1].get(),
+                                            reference[2].get()};
+      StaticStepInputs a_in = AllocateStepInputs(model, 3), b_in = AllocateStepInputs(model, 3);
       at::manual_seed(7);
-      for (int64_t p = 0; p < 20; ++p) {  // fill both caches through each path
-        const at::Tensor qkv = at::randn({1, 1, width}, opts);
-        const at::Tensor position = at::full({1}, p, opts.dtype(at::kLong));
+      for (int step = 0; step < 20; ++step) {  // fill the caches through each path
+        Upload(BindingOf(model, a_rows, 3), true, a_in);
+        Upload(BindingOf(model, b_rows, 3), true, b_in);
+        const at::Tensor qkv = at::randn({3, 1, width}, opts);
         for (size_t layer = 0; layer < model.weights.layers.size(); ++layer) {
           const LayerWeights& l = model.weights.layers[layer];
           SetFusedKernelsEnabled(true);
-          const at::Tensor qa =
-              RopeCacheWrite(model, l, layer, qkv, position, fused.cos(), fused.sin(), fused);
-          const at::Tensor oa = DecodeAttention(model, layer, qa, position, fused);
+          const at::Tensor qa = RopeCacheWrite(model, l, layer, qkv, a_in, a_rows);
+          const at::Tensor oa = DecodeAttention(model, layer, qa, a_in, a_rows);
           SetFusedKernelsEnabled(false);
-          const at::Tensor qb = RopeCacheWrite(model, l, layer, qkv, position, reference.cos(),
-                                               reference.sin(), reference);
-          const at::Tensor ob = DecodeAttention(model, layer, qb, position, reference);
+          const at::Tensor qb = RopeCacheWrite(model, l, layer, qkv, b_in, b_rows);
+          const at::Tensor ob = DecodeAttention(model, layer, qb, b_in, b_rows);
           SetFusedKernelsEnabled(true);
+          CHECK(qa.sizes() == qb.sizes());
           CHECK(MaxAbsDiff(qa.cpu(), qb.cpu()) <= tolerance_for(qb));
-          CHECK(MaxAbsDiff(fused.keys(layer).cpu(), reference.keys(layer).cpu()) <=
-                tolerance_for(reference.keys(layer)));
-          CHECK(MaxAbsDiff(fused.values(layer).cpu(), reference.values(layer).cpu()) == 0);
+          for (size_t i = 0; i < 3; ++i) {
+            CHECK(MaxAbsDiff(fused[i]->keys(layer).cpu(), reference[i]->keys(layer).cpu()) <=
+                  tolerance_for(reference[i]->keys(layer)));
+            CHECK(MaxAbsDiff(fused[i]->values(layer).cpu(), reference[i]->values(layer).cpu()) ==
+                  0);
+          }
+          CHECK(oa.sizes() == ob.sizes());
           CHECK(MaxAbsDiff(oa.cpu(), ob.cpu()) <= tolerance_for(ob));
+        }
+        for (size_t i = 0; i < 3; ++i) {
+          fused[i]->Advance(1);
+          reference[i]->Advance(1);
         }
       }
       const at::Tensor gate_up = at::randn({3, 1, 2 * c.intermediate_size}, opts);
@@ -124,19 +162,26 @@ TEST_CASE("fused decode kernels equal their LibTorch references on cuda:0", "[en
       SetFusedKernelsEnabled(true);
       CHECK(a.sizes() == b.sizes());
       CHECK(MaxAbsDiff(a, b) <= tolerance_for(b));
-      // The decode projections: 1 to 8 rows, with and without a bias, and
-      // added into a residual, against Linear and LinearAddInto.
+      // The decode projections: 1 to 16 rows, with and without a bias, with
+      // the norm or SiLU·up in the same pass, and added into a residual,
+      // against Linear, RmsNorm, SiluMul and LinearAddInto.
       const LayerWeights& l = model.weights.layers[0];
-      for (const int64_t rows : {1, 2, 3, 8}) {
+      for (const int64_t rows : {1, 2, 3, 8, 11, 16}) {
         INFO("rows " << rows);
         const at::Tensor x = at::randn({rows, 1, c.hidden_size}, opts);
         for (const at::Tensor& bias : {l.qkv_bias, at::Tensor()}) {
           SetFusedKernelsEnabled(true);
           const at::Tensor ya = DecodeLinear(model, x, l.qkv_proj, bias).cpu();
+          const at::Tensor na =
+              DecodeNormLinear(model, x, l.input_norm, c.rms_norm_eps, l.qkv_proj, bias).cpu();
           SetFusedKernelsEnabled(false);
           const at::Tensor yb = DecodeLinear(model, x, l.qkv_proj, bias).cpu();
+          const at::Tensor nb =
+              DecodeNormLinear(model, x, l.input_norm, c.rms_norm_eps, l.qkv_proj, bias).cpu();
           CHECK(ya.sizes() == yb.sizes());
           CHECK(MaxAbsDiff(ya, yb) <= tolerance_for(yb));
+          CHECK(na.sizes() == nb.sizes());
+          CHECK(MaxAbsDiff(na, nb) <= tolerance_for(nb));
         }
         const at::Tensor act = at::randn({rows, 1, c.intermediate_size}, opts);
         at::Tensor ra = at::randn({rows, 1, c.hidden_size}, opts);
@@ -146,10 +191,22 @@ TEST_CASE("fused decode kernels equal their LibTorch references on cuda:0", "[en
         SetFusedKernelsEnabled(false);
         DecodeLinearAddInto(model, rb, act, l.down_proj, l.down_bias);
         CHECK(MaxAbsDiff(ra.cpu(), rb.cpu()) <= tolerance_for(rb));
+        const at::Tensor gu = at::randn({rows, 1, 2 * c.intermediate_size}, opts);
+        at::Tensor sa = at::randn({rows, 1, c.hidden_size}, opts);
+        at::Tensor sb = sa.clone();
         SetFusedKernelsEnabled(true);
-        const at::Tensor la = DecodeLinear(model, x, model.weights.lm_head, at::Tensor()).cpu();
+        DecodeSiluLinearAddInto(model, sa, gu, l.down_proj, l.down_bias);
         SetFusedKernelsEnabled(false);
-        const at::Tensor lb = DecodeLinear(model, x, model.weights.lm_head, at::Tensor()).cpu();
+        DecodeSiluLinearAddInto(model, sb, gu, l.down_proj, l.down_bias);
+        CHECK(MaxAbsDiff(sa.cpu(), sb.cpu()) <= tolerance_for(sb));
+        SetFusedKernelsEnabled(true);
+        const at::Tensor la = DecodeNormLinear(model, x, model.weights.norm, c.rms_norm_eps,
+                                               model.weights.lm_head, at::Tensor())
+                                  .cpu();
+        SetFusedKernelsEnabled(false);
+        const at::Tensor lb = DecodeNormLinear(model, x, model.weights.norm, c.rms_norm_eps,
+                                               model.weights.lm_head, at::Tensor())
+                                  .cpu();
         CHECK(MaxAbsDiff(la, lb) <= tolerance_for(lb));
       }
       SetFusedKernelsEnabled(true);

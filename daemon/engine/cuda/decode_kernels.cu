@@ -63,23 +63,27 @@ __device__ float BlockSum(float v) {
   return total;
 }
 
-// Block b handles head b of the row: q heads, then k heads, then v heads.
+template <typename T>
+__device__ __forceinline__ T* RowPointer(const uint64_t* table, int row) {
+  return reinterpret_cast<T*>(static_cast<uintptr_t>(table[row]));
+}
+
+// Block (b, r) handles head b of row r: q heads, then k heads, then v heads.
 // Thread t handles the pair (t, t + D/2); threads past D/2 only help reduce.
 template <typename T>
-__global__ void RopeCacheWriteKernel(const T* qkv, const T* cos, const T* sin, const T* q_norm,
-                                     const T* k_norm, float eps, const int64_t* position, T* q_out,
-                                     T* keys, T* values, int heads, int kv_heads, int d,
-                                     int64_t capacity) {
-  const int head = blockIdx.x;
+__global__ void RopeCacheWriteKernel(const T* qkv, RowTables at, const T* q_norm, const T* k_norm,
+                                     float eps, T* q_out, int heads, int kv_heads, int d) {
+  const int head = blockIdx.x, row = blockIdx.y;
   const int half = d / 2;
   const int t = threadIdx.x;
-  const int64_t p = *position;
+  const int64_t p = at.positions[row];
+  const int64_t capacity = at.capacities[row];
   const bool is_q = head < heads;
   const bool is_k = !is_q && head < heads + kv_heads;
-  const T* x = qkv + static_cast<int64_t>(head) * d;
+  const T* x = qkv + (static_cast<int64_t>(row) * (heads + 2 * kv_heads) + head) * d;
   if (!is_q && !is_k) {  // a v head: copied as it is
     const int g = head - heads - kv_heads;
-    T* dst = values + (static_cast<int64_t>(g) * capacity + p) * d;
+    T* dst = RowPointer<T>(at.values, row) + (static_cast<int64_t>(g) * capacity + p) * d;
     for (int i = t; i < d; i += blockDim.x)
       dst[i] = x[i];
     return;
@@ -98,12 +102,15 @@ __global__ void RopeCacheWriteKernel(const T* qkv, const T* cos, const T* sin, c
     }
   }
   if (!active) return;
+  const T* cos = RowPointer<const T>(at.cos, row);
+  const T* sin = RowPointer<const T>(at.sin, row);
   const float c0 = Load(cos, p * d + t), c1 = Load(cos, p * d + t + half);
   const float s0 = Load(sin, p * d + t), s1 = Load(sin, p * d + t + half);
   const float lo = a * c0 - b * s0;
   const float hi = b * c1 + a * s1;
-  T* dst = is_q ? q_out + static_cast<int64_t>(head) * d
-                : keys + (static_cast<int64_t>(head - heads) * capacity + p) * d;
+  T* dst =
+      is_q ? q_out + (static_cast<int64_t>(row) * heads + head) * d
+           : RowPointer<T>(at.keys, row) + (static_cast<int64_t>(head - heads) * capacity + p) * d;
   Store(dst, t, lo);
   Store(dst, t + half, hi);
 }
@@ -111,7 +118,7 @@ __global__ void RopeCacheWriteKernel(const T* qkv, const T* cos, const T* sin, c
 constexpr int kAttentionWarps = 8;
 constexpr int kMaxSlice = 32;  // D / 32 elements a lane: D <= 1024
 
-// Block h handles query head h. Warp w walks positions begin + w, begin + w +
+// Block (h, r) handles query head h of row r. Warp w walks positions begin + w, begin + w +
 // 8, ...; within a warp each lane holds a slice of D (elements lane, lane +
 // 32, ...), the dot product is a warp sum, and each warp keeps an online
 // softmax (its max, its sum and its slice of the weighted values). The warps
@@ -119,14 +126,18 @@ constexpr int kMaxSlice = 32;  // D / 32 elements a lane: D <= 1024
 // kSlice: elements of D a lane holds (D <= 32 * kSlice), a constant so that
 // the lane's slices stay in registers.
 template <typename T, int kSlice>
-__global__ void DecodeAttentionKernel(const T* q, const T* keys, const T* values,
-                                      const int64_t* position, T* out, int heads, int kv_heads,
-                                      int d, int64_t capacity, int64_t window) {
+__global__ void DecodeAttentionKernel(const T* q, RowTables at, T* out, int heads, int kv_heads,
+                                      int d, int64_t window) {
   extern __shared__ float shared[];  // [warps][d + 2]
-  const int head = blockIdx.x;
+  const int head = blockIdx.x, row = blockIdx.y;
   const int g = head / (heads / kv_heads);
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  const int64_t p = *position;
+  const int64_t p = at.positions[row];
+  const int64_t capacity = at.capacities[row];
+  q += static_cast<int64_t>(row) * heads * d;
+  out += static_cast<int64_t>(row) * heads * d;
+  const T* keys = RowPointer<const T>(at.keys, row);
+  const T* values = RowPointer<const T>(at.values, row);
   const int64_t begin = window > 0 && p - window + 1 > 0 ? p - window + 1 : 0;
   const float scale = rsqrtf(static_cast<float>(d));
   float qs[kSlice], acc[kSlice];
@@ -240,43 +251,72 @@ struct Vector<__half> {
 
 constexpr int kGemvWarps = 8;
 
-// Warp w of block b computes output row r = b * 8 + w for all kM rows of x:
-// lane l reads the 16-byte vectors l, l + 32, ... of w's row r, and the same
-// vectors of each x row (small and read by every warp: from cache).
-template <typename T, int kM>
+// Warp w of block b computes output row r = b * 8 + w for the `m` rows of x
+// (at most kM): lane l reads the 16-byte vectors l, l + 32, ... of w's row
+// r, and the same vectors of each x row (small and read by every warp: from
+// cache). kIn says what multiplies w (GemvInput): x; x normed, its sum of
+// squares gathered in the same pass and applied at the end (the norm is a
+// scale of the row); or silu(gate) · up from x = [gate | up].
+template <typename T, int kM, GemvInput kIn>
 __global__ void GemvKernel(const T* __restrict__ x, const T* __restrict__ w, const T* bias,
-                           const T* residual, T* y, int64_t n, int64_t k) {
+                           const T* residual, T* y, int64_t n, int64_t k, int m_rows,
+                           const T* __restrict__ norm, float eps) {
   using V = Vector<T>;
   const int lane = threadIdx.x % 32;
   const int64_t row = static_cast<int64_t>(blockIdx.x) * kGemvWarps + threadIdx.x / 32;
   if (row >= n) return;
-  float acc[kM];
+  const int64_t x_stride = kIn == GemvInput::kSiluMul ? 2 * k : k;
+  float acc[kM], squares[kM];
 #pragma unroll
-  for (int m = 0; m < kM; ++m)
+  for (int m = 0; m < kM; ++m) {
     acc[m] = 0.0f;
+    squares[m] = 0.0f;
+  }
   const uint4* wr = reinterpret_cast<const uint4*>(w + row * k);
   const int64_t vectors = k / V::kSize;
   for (int64_t v = lane; v < vectors; v += 32) {
     float wf[V::kSize];
     V::Unpack(__ldg(wr + v), wf);
-#pragma unroll
-    for (int m = 0; m < kM; ++m) {
-      float xf[V::kSize];
-      V::Unpack(__ldg(reinterpret_cast<const uint4*>(x + m * k) + v), xf);
-      float sum = 0.0f;
+    if constexpr (kIn == GemvInput::kRmsNorm) {
+      float g[V::kSize];
+      V::Unpack(__ldg(reinterpret_cast<const uint4*>(norm) + v), g);
 #pragma unroll
       for (int i = 0; i < V::kSize; ++i)
+        wf[i] *= g[i];
+    }
+#pragma unroll
+    for (int m = 0; m < kM; ++m) {
+      if (m >= m_rows) break;
+      float xf[V::kSize];
+      V::Unpack(__ldg(reinterpret_cast<const uint4*>(x + m * x_stride) + v), xf);
+      if constexpr (kIn == GemvInput::kSiluMul) {
+        float up[V::kSize];
+        V::Unpack(__ldg(reinterpret_cast<const uint4*>(x + m * x_stride + k) + v), up);
+#pragma unroll
+        for (int i = 0; i < V::kSize; ++i)
+          xf[i] = xf[i] / (1.0f + __expf(-xf[i])) * up[i];
+      }
+      float sum = 0.0f;
+#pragma unroll
+      for (int i = 0; i < V::kSize; ++i) {
         sum = fmaf(wf[i], xf[i], sum);
+        if constexpr (kIn == GemvInput::kRmsNorm) squares[m] = fmaf(xf[i], xf[i], squares[m]);
+      }
       acc[m] += sum;
     }
   }
 #pragma unroll
-  for (int m = 0; m < kM; ++m)
+  for (int m = 0; m < kM; ++m) {
     acc[m] = WarpSum(acc[m]);
+    if constexpr (kIn == GemvInput::kRmsNorm) {
+      acc[m] *= rsqrtf(WarpSum(squares[m]) / static_cast<float>(k) + eps);
+    }
+  }
   if (lane != 0) return;
   const float b = bias != nullptr ? Load(bias, row) : 0.0f;
 #pragma unroll
   for (int m = 0; m < kM; ++m) {
+    if (m >= m_rows) break;
     float value = acc[m] + b;
     if (residual != nullptr) value += Load(residual, m * n + row);
     Store(y, m * n + row, value);
@@ -301,37 +341,38 @@ cudaError_t Dispatch(ElementType type, F&& launch) {
 
 }  // namespace
 
-cudaError_t RopeCacheWrite(const void* qkv, const void* cos, const void* sin, const void* q_norm,
-                           const void* k_norm, float eps, const int64_t* position, void* q_out,
-                           void* keys, void* values, int heads, int kv_heads, int head_dim,
-                           int64_t capacity, ElementType type, cudaStream_t stream) {
-  if (head_dim % 2 != 0 || head_dim > 1024) return cudaErrorInvalidValue;
+cudaError_t RopeCacheWrite(const void* qkv, const RowTables& rows_at, const void* q_norm,
+                           const void* k_norm, float eps, void* q_out, int rows, int heads,
+                           int kv_heads, int head_dim, ElementType type, cudaStream_t stream) {
+  if (head_dim % 2 != 0 || head_dim > 1024 || rows < 1 || rows > 65535) {
+    return cudaErrorInvalidValue;
+  }
   const int threads = ((head_dim / 2 + 31) / 32) * 32;
+  const dim3 grid(static_cast<unsigned>(heads + 2 * kv_heads), static_cast<unsigned>(rows));
   return Dispatch(type, [&](auto* tag) {
     using T = std::remove_pointer_t<decltype(tag)>;
-    RopeCacheWriteKernel<T><<<heads + 2 * kv_heads, threads, 0, stream>>>(
-        static_cast<const T*>(qkv), static_cast<const T*>(cos), static_cast<const T*>(sin),
-        static_cast<const T*>(q_norm), static_cast<const T*>(k_norm), eps, position,
-        static_cast<T*>(q_out), static_cast<T*>(keys), static_cast<T*>(values), heads, kv_heads,
-        head_dim, capacity);
+    RopeCacheWriteKernel<T><<<grid, threads, 0, stream>>>(
+        static_cast<const T*>(qkv), rows_at, static_cast<const T*>(q_norm),
+        static_cast<const T*>(k_norm), eps, static_cast<T*>(q_out), heads, kv_heads, head_dim);
   });
 }
 
-cudaError_t DecodeAttention(const void* q, const void* keys, const void* values,
-                            const int64_t* position, void* out, int heads, int kv_heads,
-                            int head_dim, int64_t capacity, int64_t window, ElementType type,
+cudaError_t DecodeAttention(const void* q, const RowTables& rows_at, void* out, int rows, int heads,
+                            int kv_heads, int head_dim, int64_t window, ElementType type,
                             cudaStream_t stream) {
-  if (head_dim > 32 * kMaxSlice || kv_heads <= 0 || heads % kv_heads != 0) {
+  if (head_dim > 32 * kMaxSlice || kv_heads <= 0 || heads % kv_heads != 0 || rows < 1 ||
+      rows > 65535) {
     return cudaErrorInvalidValue;
   }
   const size_t shared = sizeof(float) * kAttentionWarps * (head_dim + 2);
   const int slice = (head_dim + 31) / 32;
+  const dim3 grid(static_cast<unsigned>(heads), static_cast<unsigned>(rows));
   return Dispatch(type, [&](auto* tag) {
     using T = std::remove_pointer_t<decltype(tag)>;
     const auto launch = [&](auto kernel) {
-      kernel<<<heads, 32 * kAttentionWarps, shared, stream>>>(
-          static_cast<const T*>(q), static_cast<const T*>(keys), static_cast<const T*>(values),
-          position, static_cast<T*>(out), heads, kv_heads, head_dim, capacity, window);
+      kernel<<<grid, 32 * kAttentionWarps, shared, stream>>>(static_cast<const T*>(q), rows_at,
+                                                             static_cast<T*>(out), heads, kv_heads,
+                                                             head_dim, window);
     };
     if (slice <= 1) {
       launch(DecodeAttentionKernel<T, 1>);
@@ -350,39 +391,60 @@ cudaError_t DecodeAttention(const void* q, const void* keys, const void* values,
 bool GemvApplies(const void* x, const void* w, int64_t m, int64_t k, ElementType type) {
   const int64_t bytes = type == ElementType::kFloat ? 4 : 2;
   const auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
-  return m >= 1 && m <= 8 && k > 0 && (k * bytes) % 16 == 0 && aligned(x) && aligned(w);
+  return m >= 1 && m <= 16 && k > 0 && (k * bytes) % 16 == 0 && aligned(x) && aligned(w);
 }
 
-cudaError_t Gemv(const void* x, const void* w, const void* bias, const void* residual, void* y,
-                 int64_t m, int64_t n, int64_t k, ElementType type, cudaStream_t stream) {
-  if (!GemvApplies(x, w, m, k, type) || n <= 0) return cudaErrorInvalidValue;
+namespace {
+
+// The GEMV of at most kM rows with input kIn, for every element type.
+template <int kM, GemvInput kIn>
+cudaError_t LaunchGemv(const void* x, const void* w, const void* bias, const void* residual,
+                       void* y, int64_t m, int64_t n, int64_t k, ElementType type,
+                       cudaStream_t stream, const void* norm, float eps) {
   const auto blocks = static_cast<unsigned>((n + kGemvWarps - 1) / kGemvWarps);
   return Dispatch(type, [&](auto* tag) {
     using T = std::remove_pointer_t<decltype(tag)>;
-    const auto launch = [&](auto kernel) {
-      kernel<<<blocks, 32 * kGemvWarps, 0, stream>>>(
-          static_cast<const T*>(x), static_cast<const T*>(w), static_cast<const T*>(bias),
-          static_cast<const T*>(residual), static_cast<T*>(y), n, k);
-    };
-    switch (m) {
-      case 1:
-        return launch(GemvKernel<T, 1>);
-      case 2:
-        return launch(GemvKernel<T, 2>);
-      case 3:
-        return launch(GemvKernel<T, 3>);
-      case 4:
-        return launch(GemvKernel<T, 4>);
-      case 5:
-        return launch(GemvKernel<T, 5>);
-      case 6:
-        return launch(GemvKernel<T, 6>);
-      case 7:
-        return launch(GemvKernel<T, 7>);
-      default:
-        return launch(GemvKernel<T, 8>);
-    }
+    GemvKernel<T, kM, kIn><<<blocks, 32 * kGemvWarps, 0, stream>>>(
+        static_cast<const T*>(x), static_cast<const T*>(w), static_cast<const T*>(bias),
+        static_cast<const T*>(residual), static_cast<T*>(y), n, k, static_cast<int>(m),
+        static_cast<const T*>(norm), eps);
   });
+}
+
+template <GemvInput kIn>
+cudaError_t GemvRows(const void* x, const void* w, const void* bias, const void* residual, void* y,
+                     int64_t m, int64_t n, int64_t k, ElementType type, cudaStream_t stream,
+                     const void* norm, float eps) {
+  // The smallest of 1, 2, 4, 8 and 16 that holds m: a decode step's rows
+  // come in those buckets (decode_graph.h).
+  if (m <= 1) return LaunchGemv<1, kIn>(x, w, bias, residual, y, m, n, k, type, stream, norm, eps);
+  if (m <= 2) return LaunchGemv<2, kIn>(x, w, bias, residual, y, m, n, k, type, stream, norm, eps);
+  if (m <= 4) return LaunchGemv<4, kIn>(x, w, bias, residual, y, m, n, k, type, stream, norm, eps);
+  if (m <= 8) return LaunchGemv<8, kIn>(x, w, bias, residual, y, m, n, k, type, stream, norm, eps);
+  return LaunchGemv<16, kIn>(x, w, bias, residual, y, m, n, k, type, stream, norm, eps);
+}
+
+}  // namespace
+
+cudaError_t Gemv(const void* x, const void* w, const void* bias, const void* residual, void* y,
+                 int64_t m, int64_t n, int64_t k, ElementType type, cudaStream_t stream,
+                 GemvInput input, const void* norm, float eps) {
+  if (!GemvApplies(x, w, m, k, type) || n <= 0) return cudaErrorInvalidValue;
+  switch (input) {
+    case GemvInput::kPlain:
+      return GemvRows<GemvInput::kPlain>(x, w, bias, residual, y, m, n, k, type, stream, nullptr,
+                                         0.0f);
+    case GemvInput::kRmsNorm:
+      if (norm == nullptr || reinterpret_cast<uintptr_t>(norm) % 16 != 0) {
+        return cudaErrorInvalidValue;
+      }
+      return GemvRows<GemvInput::kRmsNorm>(x, w, bias, residual, y, m, n, k, type, stream, norm,
+                                           eps);
+    case GemvInput::kSiluMul:
+      return GemvRows<GemvInput::kSiluMul>(x, w, bias, residual, y, m, n, k, type, stream, nullptr,
+                                           0.0f);
+  }
+  return cudaErrorInvalidValue;
 }
 
 cudaError_t SiluMul(const void* gate_up, void* out, int64_t rows, int64_t inter, ElementType type,

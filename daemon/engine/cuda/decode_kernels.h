@@ -19,35 +19,56 @@ namespace medq::engine::cuda {
 
 enum class ElementType { kFloat, kBFloat16, kHalf };
 
-// One sequence's row of the q/k/v projection, qkv [heads * D | kv_heads * D |
-// kv_heads * D]: each q and k head RMS-normed over D (when q_norm/k_norm are
-// given: the q/k norms of Qwen3) and rotated with cos/sin[position] (tables
-// [P, D]), the q heads written to q_out [heads * D], the k heads and the v
-// heads (as they are) into the caches at `position` (keys and values [kv_heads,
-// capacity, D]). D even, at most 1024.
-cudaError_t RopeCacheWrite(const void* qkv, const void* cos, const void* sin, const void* q_norm,
-                           const void* k_norm, float eps, const int64_t* position, void* q_out,
-                           void* keys, void* values, int heads, int kv_heads, int head_dim,
-                           int64_t capacity, ElementType type, cudaStream_t stream);
+// Where each row of a batched decode step reads and writes: device arrays
+// of one entry a row, so that one launch serves every row and a CUDA graph
+// can replay it after the rows' caches changed (only the arrays' contents
+// do). keys[r] and values[r] hold the addresses of row r's cache of the
+// layer ([kv_heads, capacity, D], element type T), cos[r] and sin[r] of its
+// RoPE tables ([P, D], P > its position).
+struct RowTables {
+  const uint64_t* keys;
+  const uint64_t* values;
+  const uint64_t* cos;
+  const uint64_t* sin;
+  const int64_t* capacities;  // [rows]
+  const int64_t* positions;   // [rows]: where row r writes, and its last key
+};
 
-// One query position against one sequence's cache: out [heads * D] =
-// softmax(q · kᵀ / sqrt(D)) · v over the keys at positions begin .. position
-// (begin = position - window + 1 when window > 0, else 0), query head h
-// reading kv head h / (heads / kv_heads). Softmax in float32.
-cudaError_t DecodeAttention(const void* q, const void* keys, const void* values,
-                            const int64_t* position, void* out, int heads, int kv_heads,
-                            int head_dim, int64_t capacity, int64_t window, ElementType type,
+// The rows of the q/k/v projection, qkv [rows, heads * D | kv_heads * D |
+// kv_heads * D]: each q and k head RMS-normed over D (when q_norm/k_norm
+// are given: the q/k norms of Qwen3) and rotated with row r's
+// cos/sin[position], the q heads written to q_out [rows, heads * D], the k
+// heads and the v heads (as they are) into row r's caches at its position.
+// D even, at most 1024.
+cudaError_t RopeCacheWrite(const void* qkv, const RowTables& rows_at, const void* q_norm,
+                           const void* k_norm, float eps, void* q_out, int rows, int heads,
+                           int kv_heads, int head_dim, ElementType type, cudaStream_t stream);
+
+// One query position a row against that row's cache: out [rows, heads * D]
+// = softmax(q · kᵀ / sqrt(D)) · v over the keys at positions begin ..
+// position (begin = position - window + 1 when window > 0, else 0), query
+// head h reading kv head h / (heads / kv_heads). q [rows, heads * D].
+// Softmax in float32.
+cudaError_t DecodeAttention(const void* q, const RowTables& rows_at, void* out, int rows, int heads,
+                            int kv_heads, int head_dim, int64_t window, ElementType type,
                             cudaStream_t stream);
 
-// y [m, n] = x [m, k] · wᵀ (w [n, k], row-major) + bias [n] (when given) +
+// What the GEMV multiplies by w: x itself, x RMS-normed (x / sqrt(mean(x²) +
+// eps) · norm, transformers' RMSNorm, computed in the same pass), or
+// silu(gate) · up with x = [gate | up] ([m, 2k]).
+enum class GemvInput { kPlain, kRmsNorm, kSiluMul };
+
+// y [m, n] = in(x) [m, k] · wᵀ (w [n, k], row-major) + bias [n] (when given) +
 // residual [m, n] (when given; y may be residual itself, for an in-place
-// add). m from 1 to 8: each weight row is read once for all m rows, by one
+// add). m from 1 to 16: each weight row is read once for all m rows, by one
 // warp, in 16-byte loads, and summed in float32. x's and w's rows must start
 // on 16 bytes (k a multiple of 16 bytes' worth of elements, pointers so
-// aligned): GemvApplies says whether they do.
+// aligned): GemvApplies says whether they do. `norm` ([k]) and `eps` serve
+// kRmsNorm only.
 bool GemvApplies(const void* x, const void* w, int64_t m, int64_t k, ElementType type);
 cudaError_t Gemv(const void* x, const void* w, const void* bias, const void* residual, void* y,
-                 int64_t m, int64_t n, int64_t k, ElementType type, cudaStream_t stream);
+                 int64_t m, int64_t n, int64_t k, ElementType type, cudaStream_t stream,
+                 GemvInput input = GemvInput::kPlain, const void* norm = nullptr, float eps = 0.0f);
 
 // out [rows, inter] = silu(gate) * up for gate_up [rows, 2 * inter] (gate the
 // first half of each row, up the second).
