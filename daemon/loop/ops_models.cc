@@ -10,6 +10,7 @@
 #include "daemon/worker/generation.h"
 #include "daemon/worker/memory.h"
 #include "daemon/worker/model_store.h"
+#include "daemon/worker/worker.h"
 
 namespace medq::daemon {
 namespace {

@@ -6,7 +6,6 @@
 
 #include "common/elapsed.h"
 #include "common/generate_params.h"
-#include "daemon/worker/memory.h"
 
 namespace medq::daemon {
 namespace {
@@ -25,9 +24,8 @@ std::string_view JobClassName(JobClass cls) {
   return kClassNames[static_cast<int>(cls)];
 }
 
-Scheduler::Scheduler(Handoff& handoff, Worker& worker, SchedulerOptions options)
-    : handoff_(handoff),
-      worker_(worker),
+Scheduler::Scheduler(WorkerPort& worker, SchedulerOptions options)
+    : worker_(worker),
       options_(options),
       queues_{JobQueue(options.max_queue, options.max_concurrent, options.aging_s),
               JobQueue(options.max_queue, 1, options.aging_s),
@@ -70,45 +68,22 @@ Result<std::string> Scheduler::SubmitErased(JobSpec spec, ErasedWork work,
 
 void Scheduler::StartTask(const std::string& id, JobClass cls, ErasedWork work) {
   running_[id] = Running{cls, nullptr, nullptr, nullptr};
-  handoff_.PostToWorker([this, id, work = std::move(work)]() mutable {
-    Completion completion;
-    WorkerReport report;
-    try {
-      completion = work(worker_);  // catches what the work throws
-      report = MakeReport(worker_.models(), /*measure=*/true);
-    } catch (const std::exception& e) {
-      spdlog::error("job {}: {}", id, e.what());
-    }
-    // `work` and `completion` hold the job's done callback, and with it the
-    // client's Responder: both go back to the loop, to be released there.
-    // Released here, after the loop let go of its references, an unanswered
-    // Responder (a completion that threw) would write its INTERNAL reply from
-    // this thread, racing the loop on the connection.
-    handoff_.PostToLoop([this, id, completion = std::move(completion), report = std::move(report),
-                         work = std::move(work)]() mutable {
-      Guarded("a job's completion", [&] {
-        Apply(report);
-        if (completion.deliver) completion.deliver();
-      });
-      completion.deliver = nullptr;
-      work = nullptr;
-      Finish(id, completion.ok ? JobQueue::Outcome::kCompleted : JobQueue::Outcome::kFailed);
-      if (options_.trim_after_tasks) PostTrim();
+  WorkerTask task;
+  task.job = id;
+  task.run = std::move(work);
+  task.finish = [this, id](TaskEnd end) {
+    Guarded("a job's completion", [&] {
+      Apply(end.report);
+      if (end.deliver) end.deliver();
     });
-  });
-}
-
-// Like a generation, a task gives its memory back under `after-each`. The
-// trim runs on the worker after the completion, which freed the reply; it
-// waits while generations run (they trim when the last one ends).
-void Scheduler::PostTrim() {
-  handoff_.PostToWorker([this] {
-    try {
-      if (!worker_.generations().busy()) ReleaseCachedMemory();
-    } catch (const std::exception& e) {
-      spdlog::error("trim after a task failed: {}", e.what());
-    }
-  });
+    // The completion holds the client's Responder: released before the slot
+    // is (an unanswered one, from a completion that threw, replies INTERNAL).
+    end.deliver = nullptr;
+    Finish(id, end.ok ? JobQueue::Outcome::kCompleted : JobQueue::Outcome::kFailed);
+    // Like a generation, a task gives its memory back under `after-each`.
+    if (options_.trim_after_tasks) worker_.TrimIfIdle();
+  };
+  worker_.RunTask(std::move(task));
 }
 
 Result<std::string> Scheduler::SubmitGeneration(JobSpec spec,
@@ -136,33 +111,15 @@ void Scheduler::StartGeneration(const std::string& id, std::shared_ptr<const Gen
   running.admitted = false;  // `queue` says "starting" until the worker admits it
   Guarded("a generation's start", [&] { callbacks->started(id); });
   GenerationSink sink;
-  sink.admitted = [this, id] { handoff_.PostToLoop([this, id] { OnAdmitted(id); }); };
+  sink.admitted = [this, id] { OnAdmitted(id); };
   sink.token = [this, id](std::string text, std::vector<int32_t> ids) {
-    handoff_.PostToLoop([this, id, text = std::move(text), ids = std::move(ids)]() mutable {
-      OnToken(id, std::move(text), std::move(ids));
-    });
+    OnToken(id, std::move(text), std::move(ids));
   };
-  sink.report = [this](WorkerReport report) {
-    handoff_.PostToLoop(
-        [this, report = std::move(report)] { Guarded("a worker report", [&] { Apply(report); }); });
-  };
+  sink.report = [this](WorkerReport report) { Guarded("a worker report", [&] { Apply(report); }); };
   sink.done = [this, id](Result<GenerateDone> done, WorkerReport report) {
-    handoff_.PostToLoop([this, id, done = std::move(done), report = std::move(report)]() mutable {
-      OnGenerationDone(id, std::move(done), std::move(report));
-    });
+    OnGenerationDone(id, std::move(done), std::move(report));
   };
-  GenerationJob job{id, std::move(spec), cancel, log_text, sink};
-  handoff_.PostToWorker([this, job = std::move(job)]() mutable {
-    const GenerationSink fallback = job.sink;
-    const std::string job_id = job.id;
-    try {
-      worker_.generations().Start(std::move(job));
-    } catch (const std::exception& e) {
-      spdlog::error("job {}: starting the generation failed: {}", job_id, e.what());
-      fallback.done(Error(ErrorCode::kInternal, std::string("unexpected failure: ") + e.what()),
-                    WorkerReport{});
-    }
-  });
+  worker_.StartGeneration(GenerationJob{id, std::move(spec), cancel, log_text, std::move(sink)});
 }
 
 Result<std::string> Scheduler::SubmitEmbed(JobSpec spec, std::shared_ptr<const EmbedSpec> embed,
@@ -182,28 +139,11 @@ void Scheduler::StartEmbed(const std::string& id, std::shared_ptr<const EmbedSpe
   running_[id] = Running{JobClass::kEmbed, cancel, nullptr, callbacks};
   Guarded("an embed request's start", [&] { callbacks->started(id); });
   EmbedSink sink;
-  sink.report = [this](WorkerReport report) {
-    handoff_.PostToLoop(
-        [this, report = std::move(report)] { Guarded("a worker report", [&] { Apply(report); }); });
-  };
+  sink.report = [this](WorkerReport report) { Guarded("a worker report", [&] { Apply(report); }); };
   sink.done = [this, id](Result<EmbedResult> result, WorkerReport report) {
-    handoff_.PostToLoop(
-        [this, id, result = std::move(result), report = std::move(report)]() mutable {
-          OnEmbedDone(id, std::move(result), std::move(report));
-        });
+    OnEmbedDone(id, std::move(result), std::move(report));
   };
-  EmbedJob job{id, std::move(spec), cancel, sink};
-  handoff_.PostToWorker([this, job = std::move(job)]() mutable {
-    const EmbedSink fallback = job.sink;
-    const std::string job_id = job.id;
-    try {
-      worker_.embeddings().Start(std::move(job));
-    } catch (const std::exception& e) {
-      spdlog::error("job {}: starting the embed request failed: {}", job_id, e.what());
-      fallback.done(Error(ErrorCode::kInternal, std::string("unexpected failure: ") + e.what()),
-                    WorkerReport{});
-    }
-  });
+  worker_.StartEmbed(EmbedJob{id, std::move(spec), cancel, std::move(sink)});
 }
 
 void Scheduler::OnEmbedDone(const std::string& id, Result<EmbedResult> result,
@@ -294,7 +234,7 @@ Scheduler::Cancelled Scheduler::Cancel(const std::string& job) {
   *it->second.cancel = true;
   // The worker may sleep until the request's batch is due: wake it, so that
   // the request ends now.
-  if (it->second.cls == JobClass::kEmbed) handoff_.PostToWorker([] {});
+  if (it->second.cls == JobClass::kEmbed) worker_.Wake();
   return Cancelled::kStopping;
 }
 
@@ -337,7 +277,7 @@ void Scheduler::Tick() {
                    FormatSeconds(it->second.seconds));
       timed_out_[it->first] = it->second.seconds;
       *running->second.cancel = true;
-      if (running->second.cls == JobClass::kEmbed) handoff_.PostToWorker([] {});
+      if (running->second.cls == JobClass::kEmbed) worker_.Wake();
     }
     it = deadlines_.erase(it);
   }

@@ -24,6 +24,10 @@
 // typed report (memory, loaded models) to its view before the completion
 // runs, and finishes the job in its queue exactly once, so that no slot is
 // ever held by a job that has ended.
+//
+// It reaches the worker only through a WorkerPort (worker/worker_port.h),
+// whose answers come back on the loop thread: the daemon's is the Worker,
+// a unit test's a fake.
 #pragma once
 
 #include <algorithm>
@@ -41,11 +45,10 @@
 
 #include "common/messages.h"
 #include "common/result.h"
-#include "daemon/handoff.h"
 #include "daemon/loop/job_queue.h"
 #include "daemon/worker/generation.h"
 #include "daemon/worker/report.h"
-#include "daemon/worker/worker.h"
+#include "daemon/worker/worker_port.h"
 
 namespace medq::daemon {
 
@@ -119,7 +122,8 @@ class Scheduler {
   template <typename R>
   using Done = std::function<void(Result<R> result)>;  // runs on the loop
 
-  Scheduler(Handoff& handoff, Worker& worker, SchedulerOptions options);
+  // `worker` outlives the Scheduler, and calls back into it until then.
+  Scheduler(WorkerPort& worker, SchedulerOptions options);
 
   // Queues a task of spec.cls: `work` runs on the worker when the class has
   // a slot, then `done` on the loop with its result. `done` is called exactly
@@ -176,8 +180,8 @@ class Scheduler {
   int waiting() const;
   int waiting(JobClass cls) const { return queues_[static_cast<int>(cls)].waiting(); }
   // Texts in the worker's embedding batcher (any thread may ask the worker).
-  int pending_embed_texts() const { return worker_.embeddings().pending_texts(); }
-  int embed_batches_in_flight() const { return worker_.embeddings().in_flight(); }
+  int pending_embed_texts() const { return worker_.pending_embed_texts(); }
+  int embed_batches_in_flight() const { return worker_.embed_batches_in_flight(); }
   QueueInfo Describe() const;
   const WorkerView& view() const { return view_; }
   void set_max_queue(int max_queue);
@@ -186,13 +190,7 @@ class Scheduler {
   void set_on_report(std::function<void(const WorkerReport&)> fn) { on_report_ = std::move(fn); }
 
  private:
-  // What a task's work leaves for the loop: whether it succeeded, and the
-  // call of its typed completion.
-  struct Completion {
-    bool ok = false;
-    std::function<void()> deliver;
-  };
-  using ErasedWork = std::function<Completion(Worker& worker)>;
+  using ErasedWork = std::function<TaskEnd(Worker& worker)>;
 
   struct Running {
     JobClass cls;
@@ -222,16 +220,17 @@ class Scheduler {
   void OnGenerationDone(const std::string& id, Result<GenerateDone> done, WorkerReport report);
   void Apply(const WorkerReport& report);
   void Finish(const std::string& id, JobQueue::Outcome outcome);
-  void PostTrim();
   JobQueue& QueueOf(JobClass cls) { return queues_[static_cast<int>(cls)]; }
   // Runs `fn` on the loop, logging and swallowing what it throws.
   static void Guarded(const char* what, const std::function<void()>& fn);
   // Runs `work` on the worker, turning what it throws into INTERNAL.
   template <typename R>
   static Result<R> RunGuarded(const Work<R>& work, Worker& worker);
+  // `work` as a WorkerTask's run: its result goes to `done` on the loop.
+  template <typename R>
+  static ErasedWork Erase(Work<R> work, std::shared_ptr<Done<R>> done);
 
-  Handoff& handoff_;
-  Worker& worker_;
+  WorkerPort& worker_;
   SchedulerOptions options_;
   std::array<JobQueue, kJobClasses> queues_;
   uint64_t next_id_ = 1;
@@ -259,34 +258,31 @@ Result<R> Scheduler::RunGuarded(const Work<R>& work, Worker& worker) {
 }
 
 template <typename R>
+Scheduler::ErasedWork Scheduler::Erase(Work<R> work, std::shared_ptr<Done<R>> done) {
+  return [work = std::move(work), done = std::move(done)](Worker& worker) {
+    auto result = std::make_shared<Result<R>>(RunGuarded(work, worker));
+    return TaskEnd{result->ok(), [done, result] { (*done)(std::move(*result)); }, {}};
+  };
+}
+
+template <typename R>
 Result<std::string> Scheduler::Submit(JobSpec spec, Work<R> work, Done<R> done) {
   auto shared_done = std::make_shared<Done<R>>(std::move(done));
-  ErasedWork erased = [work = std::move(work), shared_done](Worker& worker) {
-    auto result = std::make_shared<Result<R>>(RunGuarded(work, worker));
-    return Completion{result->ok(), [shared_done, result] { (*shared_done)(std::move(*result)); }};
-  };
-  return SubmitErased(std::move(spec), std::move(erased),
+  return SubmitErased(std::move(spec), Erase<R>(std::move(work), shared_done),
                       [shared_done](const Error& why) { (*shared_done)(why); });
 }
 
 template <typename R>
 void Scheduler::RunNow(Work<R> work, Done<R> done) {
-  handoff_.PostToWorker([this, work = std::move(work), done = std::move(done)]() mutable {
-    auto result = std::make_shared<Result<R>>(RunGuarded(work, worker_));
-    auto report = std::make_shared<WorkerReport>();
-    try {
-      *report = MakeReport(worker_.models(), /*measure=*/true);
-    } catch (const std::exception& e) {
-      spdlog::error("measuring memory failed: {}", e.what());
-    }
-    // `done` goes back whole, to be released on the loop (see StartTask).
-    handoff_.PostToLoop([this, done = std::move(done), result, report] {
-      Guarded("a maintenance completion", [&] {
-        Apply(*report);
-        done(std::move(*result));
-      });
+  WorkerTask task;
+  task.run = Erase<R>(std::move(work), std::make_shared<Done<R>>(std::move(done)));
+  task.finish = [this](TaskEnd end) {
+    Guarded("a maintenance completion", [&] {
+      Apply(end.report);
+      if (end.deliver) end.deliver();
     });
-  });
+  };
+  worker_.RunTask(std::move(task));
 }
 
 }  // namespace medq::daemon

@@ -87,7 +87,7 @@ Server::Server(Config config, std::vector<std::string> args)
       args_(std::move(args)),
       handoff_(InitLoop(&loop_)),
       worker_(handoff_, MakeWorkerOptions(config_)),
-      scheduler_(handoff_, worker_,
+      scheduler_(worker_,
                  SchedulerOptions{config_.max_queue > 0 ? config_.max_queue : 5,
                                   config_.max_concurrent, config_.aging_s,
                                   config_.cleanup == "after-each", config_.embed_max_concurrent}),

@@ -44,7 +44,9 @@ struct EmbedSpec {
   std::filesystem::path model_dir;
 };
 
-// An embed request's way back to the loop (posted by the Scheduler).
+// An embed request's way back to the loop. Embeddings calls it on the worker
+// thread; the sink the loop hands WorkerPort::StartEmbed is called on the
+// loop thread (the Worker posts each call there, worker_port.h).
 struct EmbedSink {
   // Mid-run: a model load, a batch's figures.
   std::function<void(WorkerReport report)> report;

@@ -32,8 +32,9 @@ struct GenerateSpec {
   std::filesystem::path adapter_dir;  // empty: none
 };
 
-// A generation's way back to the loop. Called on the worker thread; the
-// Scheduler's implementations post to the loop.
+// A generation's way back to the loop. Generations calls it on the worker
+// thread; the sink the loop hands WorkerPort::StartGeneration is called on
+// the loop thread (the Worker posts each call there, worker_port.h).
 struct GenerationSink {
   // A piece of stable text (with its ids when the request asked for them).
   std::function<void(std::string text, std::vector<int32_t> ids)> token;

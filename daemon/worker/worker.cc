@@ -3,14 +3,71 @@
 #include <pthread.h>
 
 #include <exception>
+#include <memory>
+#include <string>
+#include <vector>
 
 #include <spdlog/spdlog.h>
 
 #include "daemon/engine/engine.h"
+#include "daemon/worker/memory.h"
 
 namespace medq::daemon {
 
 using Clock = std::chrono::steady_clock;
+
+namespace {
+
+Error StartFailed(const std::exception& e) {
+  return Error(ErrorCode::kInternal, std::string("unexpected failure: ") + e.what());
+}
+
+// A generation's sink whose calls, made on the worker thread, run `sink`'s on
+// the loop thread.
+GenerationSink PostedToLoop(Handoff& handoff, GenerationSink sink) {
+  auto loop = std::make_shared<const GenerationSink>(std::move(sink));
+  GenerationSink posted;
+  posted.admitted = [&handoff, loop] {
+    handoff.PostToLoop([loop] {
+      if (loop->admitted) loop->admitted();
+    });
+  };
+  posted.token = [&handoff, loop](std::string text, std::vector<int32_t> ids) {
+    handoff.PostToLoop([loop, text = std::move(text), ids = std::move(ids)]() mutable {
+      loop->token(std::move(text), std::move(ids));
+    });
+  };
+  posted.report = [&handoff, loop](WorkerReport report) {
+    handoff.PostToLoop([loop, report = std::move(report)]() mutable {
+      if (loop->report) loop->report(std::move(report));
+    });
+  };
+  posted.done = [&handoff, loop](Result<GenerateDone> done, WorkerReport report) {
+    handoff.PostToLoop([loop, done = std::move(done), report = std::move(report)]() mutable {
+      loop->done(std::move(done), std::move(report));
+    });
+  };
+  return posted;
+}
+
+// The same for an embed request's sink.
+EmbedSink PostedToLoop(Handoff& handoff, EmbedSink sink) {
+  auto loop = std::make_shared<const EmbedSink>(std::move(sink));
+  EmbedSink posted;
+  posted.report = [&handoff, loop](WorkerReport report) {
+    handoff.PostToLoop([loop, report = std::move(report)]() mutable {
+      if (loop->report) loop->report(std::move(report));
+    });
+  };
+  posted.done = [&handoff, loop](Result<EmbedResult> result, WorkerReport report) {
+    handoff.PostToLoop([loop, result = std::move(result), report = std::move(report)]() mutable {
+      loop->done(std::move(result), std::move(report));
+    });
+  };
+  return posted;
+}
+
+}  // namespace
 
 Worker::Worker(Handoff& handoff, WorkerOptions options)
     : handoff_(handoff),
@@ -33,6 +90,76 @@ void Worker::StopAndJoin() {
   if (!thread_.joinable()) return;
   handoff_.StopWorker();
   thread_.join();
+}
+
+void Worker::RunTask(WorkerTask task) {
+  handoff_.PostToWorker([this, task = std::move(task)]() mutable {
+    TaskEnd end;
+    try {
+      end = task.run(*this);  // catches what the typed work throws
+    } catch (const std::exception& e) {
+      spdlog::error("job {}: {}", task.job, e.what());
+    }
+    try {
+      end.report = MakeReport(models_, /*measure=*/true);
+    } catch (const std::exception& e) {
+      spdlog::error("measuring memory failed: {}", e.what());
+    }
+    // `task` and `end` hold the job's completion, and with it the client's
+    // Responder: both go back to the loop, to be released there. Released
+    // here, after the loop let go of its references, an unanswered Responder
+    // (a completion that threw) would write its INTERNAL reply from this
+    // thread, racing the loop on the connection.
+    handoff_.PostToLoop([task = std::move(task), end = std::move(end)]() mutable {
+      task.run = nullptr;
+      task.finish(std::move(end));
+    });
+  });
+}
+
+void Worker::StartGeneration(GenerationJob job) {
+  job.sink = PostedToLoop(handoff_, std::move(job.sink));
+  handoff_.PostToWorker([this, job = std::move(job)]() mutable {
+    const GenerationSink fallback = job.sink;
+    const std::string id = job.id;
+    try {
+      generations_.Start(std::move(job));
+    } catch (const std::exception& e) {
+      spdlog::error("job {}: starting the generation failed: {}", id, e.what());
+      fallback.done(StartFailed(e), WorkerReport{});
+    }
+  });
+}
+
+void Worker::StartEmbed(EmbedJob job) {
+  job.sink = PostedToLoop(handoff_, std::move(job.sink));
+  handoff_.PostToWorker([this, job = std::move(job)]() mutable {
+    const EmbedSink fallback = job.sink;
+    const std::string id = job.id;
+    try {
+      embeddings_.Start(std::move(job));
+    } catch (const std::exception& e) {
+      spdlog::error("job {}: starting the embed request failed: {}", id, e.what());
+      fallback.done(StartFailed(e), WorkerReport{});
+    }
+  });
+}
+
+// Like a generation, a task gives its memory back under `after-each`. The
+// trim runs after the task's completion, which freed the reply; it waits
+// while generations run (they trim when the last one ends).
+void Worker::TrimIfIdle() {
+  handoff_.PostToWorker([this] {
+    try {
+      if (!generations_.busy()) ReleaseCachedMemory();
+    } catch (const std::exception& e) {
+      spdlog::error("trim after a task failed: {}", e.what());
+    }
+  });
+}
+
+void Worker::Wake() {
+  handoff_.PostToWorker([] {});
 }
 
 void Worker::Run() {
@@ -105,7 +232,7 @@ void Worker::GatherStarts(bool* stopped) {
 }
 
 void Worker::RunTasks(std::deque<Handoff::Closure>& tasks) {
-  // The Scheduler's tasks catch what their work throws; nothing escapes them.
+  // The port's tasks catch what their work throws; nothing escapes them.
   for (Handoff::Closure& task : tasks) {
     task();
     Heartbeat();

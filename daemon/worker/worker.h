@@ -9,8 +9,10 @@
 // an embedding batch at most one generation step past its due time. One
 // exception: a generation that finds no generation running may wait for
 // others to start with it, at most max_concurrent times `batch_wait` (see
-// GatherStarts). See handoff.h for the contract between the threads; the
-// loop's side of it is loop/scheduler.h.
+// GatherStarts). It is the loop's WorkerPort (worker_port.h): the loop hands
+// it work through those methods, which post to the worker thread through the
+// Handoff and post the answers back (see handoff.h for the contract between
+// the threads; the loop's side of it is loop/scheduler.h).
 #pragma once
 
 #include <atomic>
@@ -22,6 +24,7 @@
 #include "daemon/worker/embeddings.h"
 #include "daemon/worker/generations.h"
 #include "daemon/worker/model_store.h"
+#include "daemon/worker/worker_port.h"
 
 namespace medq::daemon {
 
@@ -38,10 +41,10 @@ struct WorkerOptions {
   int max_concurrent = 1;
 };
 
-class Worker {
+class Worker final : public WorkerPort {
  public:
   Worker(Handoff& handoff, WorkerOptions options);
-  ~Worker();
+  ~Worker() override;
   Worker(const Worker&) = delete;
   Worker& operator=(const Worker&) = delete;
 
@@ -50,6 +53,16 @@ class Worker {
   // Loop thread. Stops after the queued tasks and the running generations
   // (cancel them first to stop soon), and joins.
   void StopAndJoin();
+
+  // Loop thread: the WorkerPort, as worker_port.h says.
+  void RunTask(WorkerTask task) override;
+  void StartGeneration(GenerationJob job) override;
+  void StartEmbed(EmbedJob job) override;
+  void TrimIfIdle() override;
+  void Wake() override;
+  // Any thread.
+  int pending_embed_texts() const override { return embeddings_.pending_texts(); }
+  int embed_batches_in_flight() const override { return embeddings_.in_flight(); }
 
   // Worker thread: what tasks work with.
   ModelStore& models() { return models_; }
