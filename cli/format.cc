@@ -1,5 +1,6 @@
 #include "cli/format.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <sstream>
 
@@ -92,9 +93,14 @@ std::string FormatHealth(const HealthInfo& h) {
 }
 
 std::string FormatQueue(const QueueInfo& q) {
+  // A generation that holds its slot while the worker holds it back is
+  // listed with the running ones, but counted as starting, never as running.
+  const auto starting = std::count_if(q.running.begin(), q.running.end(),
+                                      [](const JobInfo& j) { return j.state == "starting"; });
   std::ostringstream out;
-  out << "running " << q.running.size() << ", waiting " << q.waiting.size() << " of " << q.max_queue
-      << "\n";
+  out << "running " << static_cast<int64_t>(q.running.size()) - starting;
+  if (starting > 0) out << ", starting " << starting;
+  out << ", waiting " << q.waiting.size() << " of " << q.max_queue << "\n";
   if (!q.running.empty() || !q.waiting.empty()) {
     char header[160];
     std::snprintf(header, sizeof(header), "  %-8s %-16s %-7s %-8s %8s %10s\n", "JOB", "OP", "PRIO",

@@ -143,6 +143,10 @@ TEST_CASE("a generation the worker holds back for memory is starting in queue, n
   for (const json& j : q["running"]) {
     CHECK(j["state"] == (j["job"] == short_job ? "starting" : "running"));
   }
+  // `medq queue` counts it as starting too, never as running.
+  ProcessResult human = RunMedq(d.socket(), {"queue"});
+  CHECK(human.status == 0);
+  CHECK_THAT(human.out, Catch::Contains("running 1, starting 1, waiting 0 of"));
   // Once the long one is stopped, the held one runs to its end.
   REQUIRE(client->Call("cancel", {{"job", long_job}}, 5s).ok());
   for (;;) {
