@@ -209,6 +209,30 @@ TEST_CASE("fused decode kernels equal their LibTorch references on cuda:0", "[en
                                   .cpu();
         CHECK(MaxAbsDiff(la, lb) <= tolerance_for(lb));
       }
+      // A wider matrix than the fixtures' (2048 columns, 300 rows, which no
+      // block of rows divides): each weight row split over several warps.
+      for (const int64_t rows : {1, 5, 16}) {
+        INFO("wide, rows " << rows);
+        const at::Tensor w = at::randn({300, 2048}, opts) * 0.05;
+        const at::Tensor bias = at::randn({300}, opts);
+        const at::Tensor norm = at::randn({2048}, opts);
+        const at::Tensor x = at::randn({rows, 1, 2048}, opts);
+        const at::Tensor gu = at::randn({rows, 1, 4096}, opts);
+        const at::Tensor r0 = at::randn({rows, 1, 300}, opts);
+        at::Tensor y[2], n[2], s[2];
+        for (const int kernels : {1, 0}) {
+          SetFusedKernelsEnabled(kernels == 1);
+          y[kernels] = DecodeLinear(model, x, w, bias).cpu();
+          n[kernels] = DecodeNormLinear(model, x, norm, c.rms_norm_eps, w, bias).cpu();
+          at::Tensor r = r0.clone();
+          DecodeSiluLinearAddInto(model, r, gu, w, bias);
+          s[kernels] = r.cpu();
+        }
+        SetFusedKernelsEnabled(true);
+        CHECK(MaxAbsDiff(y[1], y[0]) <= tolerance_for(y[0]));
+        CHECK(MaxAbsDiff(n[1], n[0]) <= tolerance_for(n[0]));
+        CHECK(MaxAbsDiff(s[1], s[0]) <= tolerance_for(s[0]));
+      }
       SetFusedKernelsEnabled(true);
     }
   }

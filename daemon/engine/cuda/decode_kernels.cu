@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <type_traits>
 
 namespace medq::engine::cuda {
@@ -250,21 +251,29 @@ struct Vector<__half> {
 };
 
 constexpr int kGemvWarps = 8;
+constexpr int kGemvUnroll = 4;  // weight loads a lane has in flight at once
 
-// Warp w of block b computes output row r = b * 8 + w for the `m` rows of x
-// (at most kM): lane l reads the 16-byte vectors l, l + 32, ... of w's row
-// r, and the same vectors of each x row (small and read by every warp: from
-// cache). kIn says what multiplies w (GemvInput): x; x normed, its sum of
-// squares gathered in the same pass and applied at the end (the norm is a
-// scale of the row); or silu(gate) · up from x = [gate | up].
+// `split` warps of a block share output row r (block b holds rows b * 8 /
+// split onwards), each summing every split-th 32-vector stretch of the
+// row, for the `m` rows of x (at most kM): lane l reads 16-byte vectors of
+// w's row r, kGemvUnroll at a time before using them, and the same vectors
+// of each x row (small and read by every warp: from cache). Splitting a
+// row over warps and loading ahead keep enough bytes in flight when the
+// matrix has few rows (o_proj, down_proj: a few hundred warps otherwise,
+// each waiting on one load at a time). kIn says what multiplies w
+// (GemvInput): x; x normed, its sum of squares gathered in the same pass and
+// applied at the end (the norm is a scale of the row); or silu(gate) · up
+// from x = [gate | up].
 template <typename T, int kM, GemvInput kIn>
 __global__ void GemvKernel(const T* __restrict__ x, const T* __restrict__ w, const T* bias,
                            const T* residual, T* y, int64_t n, int64_t k, int m_rows,
-                           const T* __restrict__ norm, float eps) {
+                           const T* __restrict__ norm, float eps, int split) {
   using V = Vector<T>;
-  const int lane = threadIdx.x % 32;
-  const int64_t row = static_cast<int64_t>(blockIdx.x) * kGemvWarps + threadIdx.x / 32;
-  if (row >= n) return;
+  __shared__ float partial[kGemvWarps][2 * kM];
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const int64_t row = static_cast<int64_t>(blockIdx.x) * (kGemvWarps / split) + warp / split;
+  const int part = warp % split;
+  const bool valid = row < n;  // no early return: the block meets at a barrier below
   const int64_t x_stride = kIn == GemvInput::kSiluMul ? 2 * k : k;
   float acc[kM], squares[kM];
 #pragma unroll
@@ -272,52 +281,84 @@ __global__ void GemvKernel(const T* __restrict__ x, const T* __restrict__ w, con
     acc[m] = 0.0f;
     squares[m] = 0.0f;
   }
-  const uint4* wr = reinterpret_cast<const uint4*>(w + row * k);
-  const int64_t vectors = k / V::kSize;
-  for (int64_t v = lane; v < vectors; v += 32) {
-    float wf[V::kSize];
-    V::Unpack(__ldg(wr + v), wf);
-    if constexpr (kIn == GemvInput::kRmsNorm) {
-      float g[V::kSize];
-      V::Unpack(__ldg(reinterpret_cast<const uint4*>(norm) + v), g);
+  const int64_t vectors = valid ? k / V::kSize : 0;
+  const uint4* wr = reinterpret_cast<const uint4*>(w + (valid ? row : 0) * k);
+  const int64_t stride = 32 * static_cast<int64_t>(split);
+  for (int64_t v0 = part * 32 + lane; v0 < vectors; v0 += stride * kGemvUnroll) {
+    uint4 wv[kGemvUnroll];
 #pragma unroll
-      for (int i = 0; i < V::kSize; ++i)
-        wf[i] *= g[i];
+    for (int u = 0; u < kGemvUnroll; ++u) {
+      const int64_t v = v0 + u * stride;
+      wv[u] = v < vectors ? __ldg(wr + v) : make_uint4(0, 0, 0, 0);
     }
 #pragma unroll
-    for (int m = 0; m < kM; ++m) {
-      if (m >= m_rows) break;
-      float xf[V::kSize];
-      V::Unpack(__ldg(reinterpret_cast<const uint4*>(x + m * x_stride) + v), xf);
-      if constexpr (kIn == GemvInput::kSiluMul) {
-        float up[V::kSize];
-        V::Unpack(__ldg(reinterpret_cast<const uint4*>(x + m * x_stride + k) + v), up);
+    for (int u = 0; u < kGemvUnroll; ++u) {
+      const int64_t v = v0 + u * stride;
+      if (v >= vectors) break;
+      float wf[V::kSize];
+      V::Unpack(wv[u], wf);
+      if constexpr (kIn == GemvInput::kRmsNorm) {
+        float g[V::kSize];
+        V::Unpack(__ldg(reinterpret_cast<const uint4*>(norm) + v), g);
 #pragma unroll
         for (int i = 0; i < V::kSize; ++i)
-          xf[i] = xf[i] / (1.0f + __expf(-xf[i])) * up[i];
+          wf[i] *= g[i];
       }
-      float sum = 0.0f;
 #pragma unroll
-      for (int i = 0; i < V::kSize; ++i) {
-        sum = fmaf(wf[i], xf[i], sum);
-        if constexpr (kIn == GemvInput::kRmsNorm) squares[m] = fmaf(xf[i], xf[i], squares[m]);
+      for (int m = 0; m < kM; ++m) {
+        if (m >= m_rows) break;
+        float xf[V::kSize];
+        V::Unpack(__ldg(reinterpret_cast<const uint4*>(x + m * x_stride) + v), xf);
+        if constexpr (kIn == GemvInput::kSiluMul) {
+          float up[V::kSize];
+          V::Unpack(__ldg(reinterpret_cast<const uint4*>(x + m * x_stride + k) + v), up);
+#pragma unroll
+          for (int i = 0; i < V::kSize; ++i)
+            xf[i] = __fdividef(xf[i], 1.0f + __expf(-xf[i])) * up[i];
+        }
+        float sum = 0.0f;
+#pragma unroll
+        for (int i = 0; i < V::kSize; ++i) {
+          sum = fmaf(wf[i], xf[i], sum);
+          if constexpr (kIn == GemvInput::kRmsNorm) squares[m] = fmaf(xf[i], xf[i], squares[m]);
+        }
+        acc[m] += sum;
       }
-      acc[m] += sum;
     }
   }
 #pragma unroll
   for (int m = 0; m < kM; ++m) {
     acc[m] = WarpSum(acc[m]);
-    if constexpr (kIn == GemvInput::kRmsNorm) {
-      acc[m] *= rsqrtf(WarpSum(squares[m]) / static_cast<float>(k) + eps);
+    if constexpr (kIn == GemvInput::kRmsNorm) squares[m] = WarpSum(squares[m]);
+  }
+  if (split > 1) {  // the row's parts meet in shared memory
+    if (lane == 0) {
+#pragma unroll
+      for (int m = 0; m < kM; ++m) {
+        partial[warp][m] = acc[m];
+        partial[warp][kM + m] = squares[m];
+      }
+    }
+    __syncthreads();
+    if (part != 0) return;
+    for (int p = 1; p < split; ++p) {
+#pragma unroll
+      for (int m = 0; m < kM; ++m) {
+        acc[m] += partial[warp + p][m];
+        squares[m] += partial[warp + p][kM + m];
+      }
     }
   }
-  if (lane != 0) return;
+  if (lane != 0 || !valid) return;
   const float b = bias != nullptr ? Load(bias, row) : 0.0f;
 #pragma unroll
   for (int m = 0; m < kM; ++m) {
     if (m >= m_rows) break;
-    float value = acc[m] + b;
+    float value = acc[m];
+    if constexpr (kIn == GemvInput::kRmsNorm) {
+      value *= rsqrtf(squares[m] / static_cast<float>(k) + eps);
+    }
+    value += b;
     if (residual != nullptr) value += Load(residual, m * n + row);
     Store(y, m * n + row, value);
   }
@@ -396,18 +437,38 @@ bool GemvApplies(const void* x, const void* w, int64_t m, int64_t k, ElementType
 
 namespace {
 
+// Warps a weight row is split over (1, 2, 4 or 8): doubled while the
+// matrix has too few rows to give a device some 8192 warps (132 SMs of 64
+// on an H100) and each part keeps two vectors a lane. MEDQ_GEMV_SPLIT=N in
+// the environment fixes it (a benchmark's comparison).
+int SplitFor(int64_t n, int64_t k, ElementType type) {
+  static const int fixed = [] {
+    const char* v = std::getenv("MEDQ_GEMV_SPLIT");
+    const int s = v == nullptr ? 0 : std::atoi(v);
+    return s == 1 || s == 2 || s == 4 || s == 8 ? s : 0;
+  }();
+  if (fixed != 0) return fixed;
+  const int64_t vectors = k / (type == ElementType::kFloat ? 4 : 8);
+  int split = 1;
+  while (split < 8 && n * split < 8192 && vectors >= 64 * split)
+    split *= 2;
+  return split;
+}
+
 // The GEMV of at most kM rows with input kIn, for every element type.
 template <int kM, GemvInput kIn>
 cudaError_t LaunchGemv(const void* x, const void* w, const void* bias, const void* residual,
                        void* y, int64_t m, int64_t n, int64_t k, ElementType type,
                        cudaStream_t stream, const void* norm, float eps) {
-  const auto blocks = static_cast<unsigned>((n + kGemvWarps - 1) / kGemvWarps);
+  const int split = SplitFor(n, k, type);
+  const int64_t rows_per_block = kGemvWarps / split;
+  const auto blocks = static_cast<unsigned>((n + rows_per_block - 1) / rows_per_block);
   return Dispatch(type, [&](auto* tag) {
     using T = std::remove_pointer_t<decltype(tag)>;
     GemvKernel<T, kM, kIn><<<blocks, 32 * kGemvWarps, 0, stream>>>(
         static_cast<const T*>(x), static_cast<const T*>(w), static_cast<const T*>(bias),
         static_cast<const T*>(residual), static_cast<T*>(y), n, k, static_cast<int>(m),
-        static_cast<const T*>(norm), eps);
+        static_cast<const T*>(norm), eps, split);
   });
 }
 
