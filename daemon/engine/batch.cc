@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <optional>
 #include <string>
 
 #include "common/elapsed.h"
@@ -53,6 +54,8 @@ struct Sequence {
   int64_t prompt_read = 0;       // prompt tokens in the cache
   bool decoding = false;         // prompt read; last_token is the next step's input
   int32_t last_token = 0;
+  int top_logprobs = -1;                       // the request's: -1 none
+  std::optional<TokenLogprobs> last_logprobs;  // last_token's, when asked for
   Clock::time_point first_token_at;
   GenerateResult result;
   // This step: a chunk read, a token produced.
@@ -139,12 +142,41 @@ struct Batch::Impl {
       rows.push_back(logits[static_cast<int64_t>(i)]);
   }
 
+  // The log-probabilities of s's chosen token and its top alternatives,
+  // from its raw logits row ([vocab], where the model is): log-softmax,
+  // top-k and the chosen entry there, then one copy of k + 1 values and k
+  // ids to the host.
+  static TokenLogprobs LogprobsOf(const Sequence& s, const at::Tensor& row) {
+    const at::Tensor lp = row.to(at::kFloat).log_softmax(0);
+    const auto chosen = at::tensor({static_cast<int64_t>(s.last_token)}, at::kLong);
+    const auto [values, indices] = lp.topk(std::min<int64_t>(s.top_logprobs, lp.size(0)));
+    const at::Tensor host_values =
+        at::cat({lp.index_select(0, chosen.to(lp.device())), values}).cpu();
+    const at::Tensor host_ids = indices.to(at::kLong).cpu();
+    TokenLogprobs out;
+    out.logprob = host_values[0].item<float>();
+    const float* v = host_values.data_ptr<float>();
+    const int64_t* ids = host_ids.data_ptr<int64_t>();
+    for (int64_t i = 0; i < host_ids.numel(); ++i)
+      out.top.emplace_back(static_cast<int32_t>(ids[i]), v[i + 1]);
+    return out;
+  }
+
   // Chooses each producer's token from its logits row: on the host, or on the
   // device with one device-to-host copy of all the step's ids.
   // A step that only read non-final prompt chunks has no producer: nothing
   // to choose, and no copy to make (stacking an empty list would throw).
   void Choose(const std::vector<Sequence*>& producers, const std::vector<at::Tensor>& rows) {
     if (producers.empty()) return;
+    ChooseTokens(producers, rows);
+    for (size_t i = 0; i < producers.size(); ++i) {
+      Sequence& s = *producers[i];
+      s.last_logprobs.reset();
+      if (s.top_logprobs >= 0) s.last_logprobs = LogprobsOf(s, rows[i]);
+    }
+  }
+
+  void ChooseTokens(const std::vector<Sequence*>& producers, const std::vector<at::Tensor>& rows) {
     if (Observer()) {
       for (size_t i = 0; i < producers.size(); ++i)
         Observer()(producers[i]->id, rows[i]);
@@ -222,6 +254,7 @@ struct Batch::Impl {
       step.id = s->id;
       step.has_token = true;
       step.token = s->last_token;
+      step.logprobs = std::move(s->last_logprobs);
       if (IsStop(*s, s->last_token)) {
         step.finished = true;
         s->result.finish = FinishReason::kStop;
@@ -271,6 +304,7 @@ Result<SequenceId> Batch::Add(const GenerateRequest& r) {
         m, 1, static_cast<int64_t>(r.prompt.size()) + r.max_new_tokens, impl_->device_loop);
     s->sampler = std::make_unique<Sampler>(r.sampling);
     s->constraint = r.constraint;
+    s->top_logprobs = r.top_logprobs;
     if (impl_->device_loop) {
       s->sampler->StartOnDevice(r.prompt, m.config.vocab_size, m.device);
     } else {

@@ -22,6 +22,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "common/result.h"
@@ -53,6 +54,9 @@ struct SequenceStep {
   // batch and its memory is freed; `result` holds its totals.
   bool finished = false;
   GenerateResult result;  // finish, prompt_tokens, new_tokens, prefill_ms, decode_ms
+  // With the request's top_logprobs >= 0, `token`'s log-probability and the
+  // top ones (engine.h); otherwise empty.
+  std::optional<TokenLogprobs> logprobs;
 };
 
 class Batch {

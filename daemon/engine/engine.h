@@ -132,6 +132,23 @@ struct GenerateRequest {
   // Null: every token may come. Shared with the caller, which may read the
   // matcher's state after the run.
   std::shared_ptr<TokenConstraint> constraint;
+  // Each token's log-probability and those of the top_logprobs most likely
+  // tokens (0 to kMaxTopLogprobs); -1: none. Served by Batch (SequenceStep's
+  // logprobs); Generate refuses anything but -1.
+  int top_logprobs = -1;
+};
+
+inline constexpr int kMaxTopLogprobs = 20;
+
+// A token's log-probability under the model: the log-softmax of its logits
+// row as the model gives it, before the repetition penalty, temperature,
+// top-k/top-p/min-p and a structured-output mask (what the model thinks of
+// each token, whatever the sampler then did), in float32.
+struct TokenLogprobs {
+  float logprob = 0;  // the chosen token's
+  // The most likely tokens, most likely first (ties in any order): id and
+  // log-probability.
+  std::vector<std::pair<int32_t, float>> top;
 };
 
 enum class FinishReason {

@@ -130,6 +130,10 @@ Result<GenerateResult> RunGeneration(const Model& m, const GenerateRequest& r,
                                      const std::function<bool(int32_t)>& on_token) {
   const Status valid = ValidateRequest(m, r);
   if (!valid.ok()) return valid.error();
+  if (r.top_logprobs != -1) {
+    return Error(ErrorCode::kInvalidRequest,
+                 "log-probabilities come from a Batch (engine/batch.h), not from Generate");
+  }
   c10::InferenceMode inference_mode;
   GenerateResult result;
   result.prompt_tokens = static_cast<int>(r.prompt.size());

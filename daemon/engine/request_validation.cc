@@ -23,6 +23,10 @@ Status ValidateRequest(const Model& m, const GenerateRequest& r) {
                           ") exceeds the model's context of " + std::to_string(m.info.max_context) +
                           " tokens; shorten the prompt or ask for fewer tokens");
   }
+  if (r.top_logprobs < -1 || r.top_logprobs > kMaxTopLogprobs) {
+    return InvalidRequest("top_logprobs must be -1 (none) or 0 to " +
+                          std::to_string(kMaxTopLogprobs));
+  }
   return ValidateSampling(r.sampling);
 }
 
