@@ -8,10 +8,12 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <iterator>
 #include <optional>
 #include <sstream>
 
 #include "common/generate_params.h"
+#include "common/messages.h"
 
 namespace medq::cli {
 namespace {
@@ -143,6 +145,10 @@ int Run(const GlobalOptions& g, GenerateFlags& f) {
   f.json = f.json || g.json;
   GenerateParams& p = f.params;
   p.return_ids = f.ids || f.json;
+  if (p.logprobs && !f.json) {
+    std::cerr << "medq: --logprobs needs --json (the log-probabilities are in its output)\n";
+    return kExitUsage;
+  }
 
   auto client = ConnectToDaemon(g);
   if (!client.ok()) return ReportUnreachable(client.error());
@@ -157,6 +163,7 @@ int Run(const GlobalOptions& g, GenerateFlags& f) {
   StatusLine status;
   std::string text;
   std::vector<int32_t> ids;
+  std::vector<TokenLogprob> logprobs;
   std::string job;
   bool cancel_sent = false;
   const auto t0 = Clock::now();
@@ -196,11 +203,12 @@ int Run(const GlobalOptions& g, GenerateFlags& f) {
       if (!first_token_ms) {
         first_token_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
       }
-      const std::string piece = reply->value("text", "");
-      text += piece;
-      for (const json& id : reply->value("ids", json::array()))
-        ids.push_back(id.get<int32_t>());
-      if (stream && !f.ids) std::cout << piece << std::flush;
+      TokenEvent token = reply->get<TokenEvent>();
+      text += token.text;
+      ids.insert(ids.end(), token.ids.begin(), token.ids.end());
+      logprobs.insert(logprobs.end(), std::make_move_iterator(token.logprobs.begin()),
+                      std::make_move_iterator(token.logprobs.end()));
+      if (stream && !f.ids) std::cout << token.text << std::flush;
     } else if (event == "error") {
       status.Clear();
       if (stream && !text.empty()) std::cout << "\n";
@@ -216,6 +224,7 @@ int Run(const GlobalOptions& g, GenerateFlags& f) {
                        {"usage", out.value("usage", json::object())},
                        {"timings", out.value("timings", json::object())},
                        {"ids", ids}};
+        if (f.params.logprobs) result["logprobs"] = logprobs;
         if (first_token_ms) result["timings"]["first_token_ms"] = *first_token_ms;
         std::cout << result.dump() << "\n";
       } else if (f.ids) {
@@ -294,6 +303,15 @@ void AddGenerateFlags(CLI::App& sub, GenerateFlags& f, std::vector<int32_t>& pro
   sub.add_flag("--json-object", f.json_object, "Answer with a JSON object (any properties)");
 }
 
+// --logprobs N: each token's log-probability and the N most likely tokens,
+// in --json's output (generate only: a submitted job keeps its text).
+void AddLogprobsFlag(CLI::App& sub, GenerateFlags& f) {
+  sub.add_option("--logprobs", f.params.logprobs,
+                 "With --json: each token's log-probability and those of the N most likely "
+                 "tokens at its place (0 to 20)")
+      ->check(CLI::Range(0, kMaxLogprobs));
+}
+
 }  // namespace
 
 Action SetUpGenerate(CLI::App& sub, const GlobalOptions& g) {
@@ -304,6 +322,7 @@ Action SetUpGenerate(CLI::App& sub, const GlobalOptions& g) {
                "Print one JSON object at the end: text, finish reason, token counts, timings");
   sub.add_flag("--no-stream", f->no_stream, "Print the text at the end instead of as it comes");
   sub.add_flag("--ids", f->ids, "Print the generated token ids instead of text");
+  AddLogprobsFlag(sub, *f);
   sub.add_flag("-v,--verbose", f->verbose,
                "Finish with a line on stderr: token counts, time to first token, tokens/s");
   return [&g, f, prompt_ids] {

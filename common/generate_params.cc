@@ -37,30 +37,13 @@ Status ReadFloat(const Params& p, const char* key, double lo, double hi, bool lo
 }  // namespace
 
 Result<GenerateParams> ParseGenerateParams(const Params& p) {
-  if (Status s = RejectUnknownFields(p, {"model",
-                                         "adapter",
-                                         "prompt",
-                                         "messages",
-                                         "prompt_ids",
-                                         "mode",
-                                         "system",
-                                         "template_kwargs",
-                                         "tools",
-                                         "max_tokens",
-                                         "temperature",
-                                         "top_k",
-                                         "top_p",
-                                         "min_p",
-                                         "repeat_penalty",
-                                         "seed",
-                                         "stop",
-                                         "priority",
-                                         "queue_timeout_s",
-                                         "timeout_s",
-                                         "return_ids",
-                                         "response_format",
-                                         "tool_choice",
-                                         "parallel_tool_calls"});
+  if (Status s = RejectUnknownFields(
+          p,
+          {"model",       "adapter",  "prompt",          "messages",        "prompt_ids",
+           "mode",        "system",   "template_kwargs", "tools",           "max_tokens",
+           "temperature", "top_k",    "top_p",           "min_p",           "repeat_penalty",
+           "seed",        "stop",     "priority",        "queue_timeout_s", "timeout_s",
+           "return_ids",  "logprobs", "response_format", "tool_choice",     "parallel_tool_calls"});
       !s.ok()) {
     return s.error();
   }
@@ -176,6 +159,11 @@ Result<GenerateParams> ParseGenerateParams(const Params& p) {
     if (!it->is_boolean()) return InvalidParam("return_ids", "must be true or false");
     g.return_ids = it->get<bool>();
   }
+  if (auto it = p.find("logprobs"); it != p.end() && !it->is_null()) {
+    int logprobs = 0;
+    if (!(s = ReadInt(p, "logprobs", 0, kMaxLogprobs, logprobs)).ok()) return s.error();
+    g.logprobs = logprobs;
+  }
   if (auto it = p.find("response_format"); it != p.end() && !it->is_null()) {
     auto format = ParseResponseFormat(*it, "params.response_format");
     if (!format.ok()) return std::move(format).error();
@@ -222,6 +210,7 @@ Params ToJson(const GenerateParams& g) {
   if (g.queue_timeout_s) p["queue_timeout_s"] = *g.queue_timeout_s;
   if (g.timeout_s) p["timeout_s"] = *g.timeout_s;
   if (g.return_ids) p["return_ids"] = true;
+  if (g.logprobs) p["logprobs"] = *g.logprobs;
   return p;
 }
 

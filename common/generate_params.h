@@ -55,6 +55,9 @@ struct GenerateParams {
   // past it the job ends with TIMEOUT, keeping what it produced.
   std::optional<double> timeout_s;
   bool return_ids = false;  // token events also carry ids
+  // Token events also carry each token's log-probability and those of the
+  // `logprobs` most likely tokens at its position (0 to kMaxLogprobs).
+  std::optional<int> logprobs;
   // The shape the output must take: text (the default), any JSON object, or
   // a document valid under a JSON Schema, enforced token by token.
   ResponseFormat response_format;
@@ -66,6 +69,7 @@ struct GenerateParams {
 };
 
 inline constexpr int kMaxStopStrings = 16;
+inline constexpr int kMaxLogprobs = 20;
 inline constexpr int kMaxNewTokensLimit = 1 << 20;
 inline constexpr int kDefaultMaxTokens = 256;
 

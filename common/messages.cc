@@ -27,4 +27,26 @@ void from_json(const nlohmann::json& j, GenerateDone& d) {
   d.content = j.value("content", std::string());
 }
 
+void to_json(nlohmann::json& j, const TokenLogprob& t) {
+  j = t.chosen;
+  j["top_logprobs"] = t.top;
+}
+
+void from_json(const nlohmann::json& j, TokenLogprob& t) {
+  t.chosen = j.get<TokenCandidate>();
+  t.top = j.value("top_logprobs", std::vector<TokenCandidate>{});
+}
+
+void to_json(nlohmann::json& j, const TokenEvent& t) {
+  j = {{"text", t.text}};
+  if (!t.ids.empty()) j["ids"] = t.ids;
+  if (!t.logprobs.empty()) j["logprobs"] = t.logprobs;
+}
+
+void from_json(const nlohmann::json& j, TokenEvent& t) {
+  t.text = j.value("text", std::string());
+  t.ids = j.value("ids", std::vector<int32_t>{});
+  t.logprobs = j.value("logprobs", std::vector<TokenLogprob>{});
+}
+
 }  // namespace medq

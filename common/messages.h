@@ -172,6 +172,40 @@ struct CleanupInfo {
 };
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(CleanupInfo, before, after, duration_ms)
 
+// A token the model could have put at a generated token's position, with
+// its log-probability (natural log, under the model's own distribution:
+// engine.h's TokenLogprobs).
+struct TokenCandidate {
+  int32_t id = 0;
+  std::string token;           // its text, UTF-8 (a piece of a character shows as U+FFFD)
+  std::vector<uint8_t> bytes;  // its exact bytes (empty for a model without a tokenizer)
+  double logprob = 0;          // kMinLogprob for a probability that underflows to 0
+};
+inline constexpr double kMinLogprob = -9999.0;  // JSON has no -inf
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(TokenCandidate, id, token, bytes, logprob)
+
+// A generated token's candidate entry and the most likely tokens at its
+// position, most likely first. JSON: the token's fields and "top_logprobs".
+struct TokenLogprob {
+  TokenCandidate chosen;
+  std::vector<TokenCandidate> top;
+};
+void to_json(nlohmann::json& j, const TokenLogprob& t);
+void from_json(const nlohmann::json& j, TokenLogprob& t);
+
+// A `token` event (its fields beside id and event): a piece of stable text,
+// with the ids (params.return_ids) and the log-probabilities
+// (params.logprobs) of the tokens that completed it. ids and logprobs are
+// absent from the JSON when empty; a token that ends the output (an
+// end-of-sequence id) has an id but no text and no logprobs entry.
+struct TokenEvent {
+  std::string text;
+  std::vector<int32_t> ids;
+  std::vector<TokenLogprob> logprobs;
+};
+void to_json(nlohmann::json& j, const TokenEvent& t);
+void from_json(const nlohmann::json& j, TokenEvent& t);
+
 // The `done` event of a generation (its fields beside id and event).
 struct GenerateUsage {
   int64_t prompt_tokens = 0;

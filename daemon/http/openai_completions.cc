@@ -9,9 +9,12 @@
 // x-medq-queue-ms (the time until the job started).
 #include <algorithm>
 #include <chrono>
+#include <iterator>
 #include <span>
 #include <string_view>
+#include <vector>
 
+#include "common/messages.h"
 #include "daemon/http/routes.h"
 
 namespace medq::daemon::http {
@@ -28,17 +31,57 @@ struct Translation {
   // are known only at its end, so a stream sends its text then (as calls or
   // as content) instead of piece by piece.
   bool reads_tool_calls = false;
+  // logprobs asked for: chat's "logprobs": true, completions' "logprobs": N.
+  bool logprobs = false;
   std::string model;  // as requested, until `done` names the one that ran
   std::string id;
   int64_t created = 0;
   Clock::time_point submitted = Clock::now();
   std::string text;
+  std::vector<TokenLogprob> held;  // the logprobs of `text` (not yet sent)
+  int64_t text_bytes = 0;          // completions' text_offset: bytes of the tokens before
+
+  // OpenAI's logprobs object for `entries`: chat's {"content": [...]},
+  // completions' four parallel arrays (text_offset in bytes of the
+  // completion text); null when none were asked for.
+  json LogprobsJson(const std::vector<TokenLogprob>& entries) {
+    if (!logprobs) return nullptr;
+    if (chat) {
+      json content = json::array();
+      for (const TokenLogprob& e : entries) {
+        json top = json::array();
+        for (const TokenCandidate& c : e.top)
+          top.push_back({{"token", c.token}, {"logprob", c.logprob}, {"bytes", c.bytes}});
+        content.push_back({{"token", e.chosen.token},
+                           {"logprob", e.chosen.logprob},
+                           {"bytes", e.chosen.bytes},
+                           {"top_logprobs", std::move(top)}});
+      }
+      return {{"content", std::move(content)}, {"refusal", nullptr}};
+    }
+    json tokens = json::array(), token_logprobs = json::array(), top = json::array(),
+         offsets = json::array();
+    for (const TokenLogprob& e : entries) {
+      tokens.push_back(e.chosen.token);
+      token_logprobs.push_back(e.chosen.logprob);
+      json alternatives = json::object();
+      for (const TokenCandidate& c : e.top)
+        alternatives[c.token] = c.logprob;
+      top.push_back(std::move(alternatives));
+      offsets.push_back(text_bytes);
+      text_bytes += static_cast<int64_t>(e.chosen.bytes.size());
+    }
+    return {{"tokens", std::move(tokens)},
+            {"token_logprobs", std::move(token_logprobs)},
+            {"top_logprobs", std::move(top)},
+            {"text_offset", std::move(offsets)}};
+  }
 
   json Envelope(const char* object) const {
     return json{{"id", id}, {"object", object}, {"created", created}, {"model", model}};
   }
 
-  json Chunk(json delta, json finish_reason) const {
+  json Chunk(json delta, json finish_reason, json chunk_logprobs = nullptr) const {
     json c = Envelope(chat ? "chat.completion.chunk" : "text_completion");
     json choice = {{"index", 0}};
     if (chat) {
@@ -46,7 +89,7 @@ struct Translation {
     } else {
       choice["text"] = delta.value("content", "");
     }
-    choice["logprobs"] = nullptr;
+    choice["logprobs"] = std::move(chunk_logprobs);
     choice["finish_reason"] = std::move(finish_reason);
     c["choices"] = json::array({std::move(choice)});
     return c;
@@ -61,13 +104,16 @@ struct Translation {
       ex.AddHeader("x-medq-job", job);
       ex.AddHeader("x-medq-queue-ms", std::to_string(static_cast<int64_t>(queue_ms)));
     } else if (event == "token") {
-      const std::string piece = fields.value("text", "");
-      if (piece.empty()) return;
+      TokenEvent token = fields.get<TokenEvent>();
+      if (token.text.empty() && token.logprobs.empty()) return;
       if (stream && !reads_tool_calls) {
         StartStream(ex);
-        ex.SendData(DumpJson(Chunk({{"content", piece}}, nullptr)));
+        ex.SendData(
+            DumpJson(Chunk({{"content", token.text}}, nullptr, LogprobsJson(token.logprobs))));
       } else {
-        text += piece;
+        text += token.text;
+        held.insert(held.end(), std::make_move_iterator(token.logprobs.begin()),
+                    std::make_move_iterator(token.logprobs.end()));
       }
     } else if (event == "done") {
       OnDone(ex, fields);
@@ -95,8 +141,8 @@ struct Translation {
     const std::string content = calls.empty() ? text : done.value("content", "");
     if (stream) {
       StartStream(ex);
-      if (reads_tool_calls && !content.empty()) {
-        ex.SendData(DumpJson(Chunk({{"content", content}}, nullptr)));
+      if (reads_tool_calls && (!content.empty() || !held.empty())) {
+        ex.SendData(DumpJson(Chunk({{"content", content}}, nullptr, LogprobsJson(held))));
       }
       for (size_t i = 0; i < calls.size(); ++i) {
         json call = calls[i];
@@ -124,7 +170,7 @@ struct Translation {
     } else {
       choice["text"] = text;
     }
-    choice["logprobs"] = nullptr;
+    choice["logprobs"] = LogprobsJson(held);
     choice["finish_reason"] = finish;
     out["choices"] = json::array({std::move(choice)});
     out["usage"] = usage;
@@ -149,7 +195,6 @@ constexpr std::string_view kCommonFields[] = {"model",
                                               "n",
                                               "stream",
                                               "stream_options",
-                                              "top_logprobs",
                                               "response_format",
                                               "user",
                                               "frequency_penalty",
@@ -164,7 +209,7 @@ constexpr std::string_view kCommonFields[] = {"model",
                                               "adapter",
                                               "logprobs"};
 constexpr std::string_view kChatFields[] = {"messages", "tools", "tool_choice",
-                                            "parallel_tool_calls"};
+                                            "parallel_tool_calls", "top_logprobs"};
 constexpr std::string_view kCompletionFields[] = {"prompt", "echo", "best_of"};
 
 Status RefuseUnknownFields(const Params& body, std::span<const std::string_view> route_fields) {
@@ -248,9 +293,6 @@ Status CommonParams(const Params& body, Params& p, Translation& t) {
     t.include_usage = Has(body["stream_options"], "include_usage") &&
                       body["stream_options"]["include_usage"].get<bool>();
   }
-  if (Has(body, "top_logprobs")) {
-    return Invalid("'top_logprobs' is not supported: medq does not return log probabilities");
-  }
   // medq's extensions (docs/http.md).
   if (Status st = CopyField(body, "priority", Kind::kString, p); !st.ok()) return st;
   if (Status st = CopyField(body, "queue_timeout_s", Kind::kNumber, p); !st.ok()) return st;
@@ -332,13 +374,19 @@ void ChatCompletions(DaemonState& s, const HttpRequest& request, std::shared_ptr
   auto messages = ChatMessages((*body)["messages"]);
   if (!messages.ok()) return ex->RespondError(messages.error());
   p["messages"] = std::move(*messages);
+  // "logprobs": true asks for each token's log-probability, "top_logprobs":
+  // N (0 to 20) for the N most likely tokens beside it, only with it.
   if (Status st = CheckField(*body, "logprobs", Kind::kBoolean); !st.ok()) {
     return ex->RespondError(st.error());
   }
-  if (Has(*body, "logprobs") && (*body)["logprobs"].get<bool>()) {
-    return ex->RespondError(
-        Invalid("'logprobs' is not supported: medq does not return log probabilities"));
+  if (Status st = CheckField(*body, "top_logprobs", Kind::kInteger); !st.ok()) {
+    return ex->RespondError(st.error());
   }
+  t->logprobs = Has(*body, "logprobs") && (*body)["logprobs"].get<bool>();
+  if (Has(*body, "top_logprobs") && !t->logprobs) {
+    return ex->RespondError(Invalid("'top_logprobs' needs 'logprobs': true"));
+  }
+  if (t->logprobs) p["logprobs"] = Has(*body, "top_logprobs") ? (*body)["top_logprobs"] : Params(0);
   if (Status st = CommonParams(*body, p, *t); !st.ok()) return ex->RespondError(st.error());
   if (Status st = CopyField(*body, "tools", Kind::kArray, p); !st.ok()) {
     return ex->RespondError(st.error());
@@ -372,15 +420,13 @@ void Completions(DaemonState& s, const HttpRequest& request, std::shared_ptr<Htt
   } else {
     return ex->RespondError(Invalid("'prompt' is required: a string or an array of token ids"));
   }
-  // An integer here (the number of top tokens to return), or null; only 0
-  // asks for nothing medq lacks.
+  // An integer here (each token's log-probability and those of the N most
+  // likely tokens, 0 to 20), or null for none.
   if (Status st = CheckField(*body, "logprobs", Kind::kInteger); !st.ok()) {
     return ex->RespondError(st.error());
   }
-  if (Has(*body, "logprobs") && (*body)["logprobs"] != 0) {
-    return ex->RespondError(
-        Invalid("'logprobs' is not supported: medq does not return log probabilities"));
-  }
+  t->logprobs = Has(*body, "logprobs");
+  if (t->logprobs) p["logprobs"] = (*body)["logprobs"];
   if (Has(*body, "echo") && (*body)["echo"] != false) {
     return ex->RespondError(Invalid("'echo' is not supported"));
   }

@@ -99,17 +99,15 @@ void SubmitGenerate(DaemonState& s, std::shared_ptr<GenerateSpec> spec,
     spdlog::info("job {}: generating with {} (max_tokens {})", job_id, spec->model_name,
                  spec->params.max_tokens ? std::to_string(*spec->params.max_tokens) : "default");
   };
-  callbacks.token = [&s, session](std::string text, std::vector<int32_t> ids) {
-    if (!session->job.empty()) session->text += text;
+  callbacks.token = [&s, session](TokenEvent event) {
+    if (!session->job.empty()) session->text += event.text;
     ++session->tokens;
     if (!session->first_token_seen) {
       session->first_token_seen = true;
       s.metrics.ObserveFirstToken(MsSince(session->submitted) / 1000);
     }
     if (session->quiet) return;
-    json fields = {{"text", std::move(text)}};
-    if (!ids.empty()) fields["ids"] = std::move(ids);
-    session->reply.Event("token", std::move(fields));
+    session->reply.Event("token", json(event));
   };
   callbacks.done = [&s, session, name = spec->model_name](Result<GenerateDone> done) {
     OnDone(s, name, *session, std::move(done));

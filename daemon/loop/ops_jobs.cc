@@ -135,6 +135,14 @@ void SubmitOp(DaemonState& s, const Request& req, Responder reply) {
                             "this daemon keeps no job store (state_dir is \"none\"): submit "
                             "needs one; use generate or embed"));
   }
+  // A submitted job's result keeps its text (and done fields), not its token
+  // events: what only they carry is refused rather than lost.
+  if (const auto it = request->params.find("logprobs");
+      request->op == "generate" && it != request->params.end() && !it->is_null()) {
+    return reply.Fail(Error(ErrorCode::kInvalidRequest,
+                            "params.logprobs: a submitted job's result keeps its text only; "
+                            "ask generate for log-probabilities"));
+  }
   JobIntake intake;
   intake.owner = reply.owner();
   intake.detached = true;

@@ -112,9 +112,7 @@ void Scheduler::StartGeneration(const std::string& id, std::shared_ptr<const Gen
   Guarded("a generation's start", [&] { callbacks->started(id); });
   GenerationSink sink;
   sink.admitted = [this, id] { OnAdmitted(id); };
-  sink.token = [this, id](std::string text, std::vector<int32_t> ids) {
-    OnToken(id, std::move(text), std::move(ids));
-  };
+  sink.token = [this, id](TokenEvent event) { OnToken(id, std::move(event)); };
   sink.report = [this](WorkerReport report) { Guarded("a worker report", [&] { Apply(report); }); };
   sink.done = [this, id](Result<GenerateDone> done, WorkerReport report) {
     OnGenerationDone(id, std::move(done), std::move(report));
@@ -175,13 +173,15 @@ void Scheduler::OnAdmitted(const std::string& id) {
   it->second.admitted = true;
 }
 
-void Scheduler::OnToken(const std::string& id, std::string text, std::vector<int32_t> ids) {
+void Scheduler::OnToken(const std::string& id, TokenEvent event) {
   auto it = running_.find(id);
   if (it == running_.end() || !it->second.generation) return;
   // One event a token, or the ids it carries (text held back by a stop
   // string or a split character comes later with more).
-  QueueOf(JobClass::kGenerate).AddProgress(id, std::max<int64_t>(1, ids.size()));
-  Guarded("a token event", [&] { it->second.generation->token(std::move(text), std::move(ids)); });
+  QueueOf(JobClass::kGenerate)
+      .AddProgress(id, std::max<int64_t>({1, static_cast<int64_t>(event.ids.size()),
+                                          static_cast<int64_t>(event.logprobs.size())}));
+  Guarded("a token event", [&] { it->second.generation->token(std::move(event)); });
 }
 
 void Scheduler::OnGenerationDone(const std::string& id, Result<GenerateDone> done,

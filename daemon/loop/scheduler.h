@@ -95,7 +95,7 @@ struct SchedulerOptions {
 // What a generation's client hears. Each is called on the loop thread.
 struct GenerationCallbacks {
   std::function<void(const std::string& job)> started;
-  std::function<void(std::string text, std::vector<int32_t> ids)> token;
+  std::function<void(TokenEvent event)> token;
   // Exactly once: the done fields, or the error it failed with, or why it
   // left the queue without running.
   std::function<void(Result<GenerateDone> done)> done;
@@ -216,7 +216,7 @@ class Scheduler {
                   std::shared_ptr<EmbedCallbacks> callbacks);
   void OnEmbedDone(const std::string& id, Result<EmbedResult> result, WorkerReport report);
   void OnAdmitted(const std::string& id);
-  void OnToken(const std::string& id, std::string text, std::vector<int32_t> ids);
+  void OnToken(const std::string& id, TokenEvent event);
   void OnGenerationDone(const std::string& id, Result<GenerateDone> done, WorkerReport report);
   void Apply(const WorkerReport& report);
   void Finish(const std::string& id, JobQueue::Outcome outcome);

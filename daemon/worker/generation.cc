@@ -1,10 +1,12 @@
 #include "daemon/worker/generation.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include <spdlog/spdlog.h>
 
 #include "daemon/template/fallback_template.h"
+#include "daemon/tokenizer/utf8.h"
 
 namespace medq::daemon {
 namespace {
@@ -152,6 +154,7 @@ Result<std::unique_ptr<Generation>> Generation::Prepare(GenerationJob job, const
   g->request_.prompt = std::move(*ids);
   g->request_.max_new_tokens = static_cast<int>(max_new);
   g->request_.sampling = {p.temperature, p.top_k, p.top_p, p.min_p, p.repeat_penalty, p.seed};
+  g->request_.top_logprobs = p.logprobs.value_or(-1);
   return g;
 }
 
@@ -162,23 +165,48 @@ MemoryEstimate Generation::Estimate() const {
 
 void Generation::Emit(std::string text) {
   if (keeps_output_) output_ += text;
-  job_.sink.token(std::move(text), std::exchange(pending_ids_, {}));
+  TokenEvent event;
+  event.text = std::move(text);
+  event.ids = std::exchange(pending_ids_, {});
+  event.logprobs = std::exchange(pending_logprobs_, {});
+  job_.sink.token(std::move(event));
 }
 
-bool Generation::OnToken(int32_t id) {
+TokenCandidate Generation::Candidate(int32_t id, float logprob) const {
+  TokenCandidate c;
+  c.id = id;
+  c.logprob = std::isfinite(logprob) ? std::max<double>(logprob, kMinLogprob) : kMinLogprob;
+  if (tokenizer_) {
+    const std::string bytes = tokenizer_->TokenBytes(id).value_or(std::string());
+    c.bytes.assign(bytes.begin(), bytes.end());
+    c.token = tokenizer::SanitizeUtf8(bytes);
+  }
+  return c;
+}
+
+bool Generation::OnToken(int32_t id, const std::optional<engine::TokenLogprobs>& logprobs) {
   const std::vector<int32_t>& eos = info().eos_ids;
   const bool is_eos = std::find(eos.begin(), eos.end(), id) != eos.end();
   if (job_.spec->params.return_ids) pending_ids_.push_back(id);
+  if (logprobs && !is_eos) {
+    TokenLogprob entry;
+    entry.chosen = Candidate(id, logprobs->logprob);
+    for (const auto& [alt, lp] : logprobs->top)
+      entry.top.push_back(Candidate(alt, lp));
+    pending_logprobs_.push_back(std::move(entry));
+  }
   std::string text = decoder_ && !is_eos ? decoder_->Push(id) : std::string();
   text = stops_.Push(text);
-  if (!text.empty() || (!pending_ids_.empty() && !is_eos)) Emit(std::move(text));
+  if (!text.empty() || ((!pending_ids_.empty() || !pending_logprobs_.empty()) && !is_eos)) {
+    Emit(std::move(text));
+  }
   return !stops_.stopped();
 }
 
 GenerateDone Generation::Finish(const engine::GenerateResult& r) {
   std::string tail = decoder_ ? stops_.Push(decoder_->Finish()) : std::string();
   tail += stops_.Finish();
-  if (!tail.empty() || !pending_ids_.empty()) Emit(std::move(tail));
+  if (!tail.empty() || !pending_ids_.empty() || !pending_logprobs_.empty()) Emit(std::move(tail));
   if (job_.log_text) spdlog::info("job {}: output {}", job_.id, QuotedForLog(output_));
 
   GenerateDone done;

@@ -36,8 +36,9 @@ struct GenerateSpec {
 // thread; the sink the loop hands WorkerPort::StartGeneration is called on
 // the loop thread (the Worker posts each call there, worker_port.h).
 struct GenerationSink {
-  // A piece of stable text (with its ids when the request asked for them).
-  std::function<void(std::string text, std::vector<int32_t> ids)> token;
+  // A piece of stable text (with its ids and log-probabilities when the
+  // request asked for them).
+  std::function<void(TokenEvent event)> token;
   // The worker's state mid-run (the model it loaded, shown by `health`).
   std::function<void(WorkerReport report)> report;
   // The run joined its model's batch (its model loaded, its prompt read,
@@ -74,9 +75,10 @@ class Generation {
   // What the run needs on its device beyond the weights (memory_budget.h).
   MemoryEstimate Estimate() const;
 
-  // A token from the engine: detokenized, filtered for stop strings and sent
-  // to the sink. False once a stop string has ended the output.
-  bool OnToken(int32_t id);
+  // A token from the engine (with its log-probabilities when the request
+  // asked for them): detokenized, filtered for stop strings and sent to the
+  // sink. False once a stop string has ended the output.
+  bool OnToken(int32_t id, const std::optional<engine::TokenLogprobs>& logprobs = std::nullopt);
 
   // The end of the run with the engine's totals: flushes the text held back
   // and returns the done fields (finish "stop" when a stop string ended it).
@@ -88,6 +90,7 @@ class Generation {
  private:
   Generation(GenerationJob job, const LoadedModel& model, double load_ms);
   void Emit(std::string text);
+  TokenCandidate Candidate(int32_t id, float logprob) const;
 
   GenerationJob job_;
   std::shared_ptr<const engine::Model> model_;
@@ -98,6 +101,7 @@ class Generation {
   std::optional<tokenizer::IncrementalDecoder> decoder_;
   StopStrings stops_;
   std::vector<int32_t> pending_ids_;
+  std::vector<TokenLogprob> pending_logprobs_;
   // The whole output, kept when keeps_output_: with log_text, and for a
   // request whose answer is read for tool calls (ReadsToolCalls).
   const bool keeps_output_;

@@ -144,7 +144,7 @@ void Generations::StepBatch(engine::Batch& batch) {
   for (const engine::SequenceStep& s : *steps) {
     auto it = running_.find(s.id);
     if (it == running_.end()) continue;
-    const bool go_on = !s.has_token || it->second->OnToken(s.token);
+    const bool go_on = !s.has_token || it->second->OnToken(s.token, s.logprobs);
     if (s.finished) {
       EndRunning(s.id, s.result);
     } else if (!go_on) {

@@ -32,10 +32,9 @@ GenerationSink PostedToLoop(Handoff& handoff, GenerationSink sink) {
       if (loop->admitted) loop->admitted();
     });
   };
-  posted.token = [&handoff, loop](std::string text, std::vector<int32_t> ids) {
-    handoff.PostToLoop([loop, text = std::move(text), ids = std::move(ids)]() mutable {
-      loop->token(std::move(text), std::move(ids));
-    });
+  posted.token = [&handoff, loop](TokenEvent event) {
+    handoff.PostToLoop(
+        [loop, event = std::move(event)]() mutable { loop->token(std::move(event)); });
   };
   posted.report = [&handoff, loop](WorkerReport report) {
     handoff.PostToLoop([loop, report = std::move(report)]() mutable {

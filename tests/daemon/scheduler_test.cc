@@ -92,7 +92,7 @@ class FakeWorker final : public WorkerPort {
   bool CancelSet(const std::string& id) { return Generation(id).cancel->load(); }
   void Admit(const std::string& id) { Generation(id).sink.admitted(); }
   void Token(const std::string& id, const std::string& text) {
-    Generation(id).sink.token(text, {1});
+    Generation(id).sink.token(TokenEvent{text, {1}, {}});
   }
   void EndGeneration(const std::string& id, Result<GenerateDone> done, WorkerReport report = {}) {
     GenerationJob job = Take(generations_, id, [](const GenerationJob& g) { return g.id; });
@@ -165,9 +165,7 @@ struct Fixture {
     auto h = std::make_shared<Heard>();
     GenerationCallbacks callbacks;
     callbacks.started = [h](const std::string&) { h->started = true; };
-    callbacks.token = [h](std::string text, std::vector<int32_t>) {
-      h->tokens.push_back(std::move(text));
-    };
+    callbacks.token = [h](TokenEvent event) { h->tokens.push_back(std::move(event.text)); };
     callbacks.done = [h](Result<GenerateDone> done) {
       h->done = std::move(done);
       ++h->dones;

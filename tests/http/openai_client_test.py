@@ -110,10 +110,26 @@ def main():
     except openai.NotFoundError as e:
         check(e.status_code == 404, "unknown model: 404 NotFoundError")
     try:
-        client.chat.completions.create(model="tiny-qwen2", messages=messages, logprobs=True)
-        check(False, "logprobs refused")
+        client.chat.completions.create(model="tiny-qwen2", messages=messages, n=2)
+        check(False, "n > 1 refused")
     except openai.BadRequestError as e:
-        check(e.body.get("param") == "logprobs", "logprobs: 400 naming the param")
+        check(e.body.get("param") == "n", "n > 1: 400 naming the param")
+
+    # Log-probabilities, read through the client's own types.
+    r = client.chat.completions.create(model="tiny-qwen2", messages=messages, max_tokens=6,
+                                       logprobs=True, top_logprobs=3)
+    content = r.choices[0].logprobs.content
+    check(len(content) >= 1 and
+          all(len(t.top_logprobs) == 3 and t.logprob <= 0 and t.top_logprobs[0].token == t.token
+              for t in content), "chat logprobs: each token beside its top 3, greedy first")
+    check(b"".join(bytes(t.bytes) for t in content).decode("utf-8") ==
+          r.choices[0].message.content, "chat logprobs: the tokens' bytes make the content")
+    c = client.completions.create(model="tiny-llama", prompt="Once upon a time", max_tokens=5,
+                                  logprobs=2)
+    lp = c.choices[0].logprobs
+    check(len(lp.tokens) == len(lp.token_logprobs) == len(lp.top_logprobs) ==
+          len(lp.text_offset) and lp.text_offset[0] == 0,
+          "completion logprobs: four parallel arrays")
     try:
         client.completions.create(model="tiny-llama", prompt="x", temperature="hot")
         check(False, "wrong type refused")
