@@ -19,28 +19,29 @@ Handoff::Handoff(uv_loop_t* loop) {
 
 void Handoff::PostToWorker(Closure task) {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     tasks_.push_back(std::move(task));
   }
-  task_ready_.notify_one();
+  task_ready_.NotifyOne();
 }
 
 void Handoff::StopWorker() {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     stopping_ = true;
   }
-  task_ready_.notify_all();
+  task_ready_.NotifyAll();
 }
 
 std::deque<Handoff::Closure> Handoff::TakeTasks(std::chrono::steady_clock::time_point wait_until,
                                                 bool* stopped) {
-  std::unique_lock lock(mu_);
-  const auto ready = [this] { return stopping_ || !tasks_.empty(); };
-  if (wait_until == std::chrono::steady_clock::time_point::max()) {
-    task_ready_.wait(lock, ready);
-  } else {
-    task_ready_.wait_until(lock, wait_until, ready);
+  MutexLock lock(mu_);
+  while (!stopping_ && tasks_.empty()) {
+    if (wait_until == std::chrono::steady_clock::time_point::max()) {
+      task_ready_.Wait(mu_);
+    } else if (!task_ready_.WaitUntil(mu_, wait_until)) {
+      break;  // the deadline passed: whatever is queued now, maybe nothing
+    }
   }
   *stopped = stopping_;
   std::deque<Closure> taken;
@@ -50,7 +51,7 @@ std::deque<Handoff::Closure> Handoff::TakeTasks(std::chrono::steady_clock::time_
 
 void Handoff::PostToLoop(Closure completion) {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     completions_.push_back(std::move(completion));
   }
   if (t_holding == this) {
@@ -79,7 +80,7 @@ void Handoff::OnAsync(uv_async_t* handle) {
 void Handoff::DrainCompletions() {
   std::deque<Closure> batch;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     batch.swap(completions_);
   }
   // Each completion is guarded on its own: one that throws (against the

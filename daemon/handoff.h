@@ -24,12 +24,12 @@
 #pragma once
 
 #include <chrono>
-#include <condition_variable>
 #include <deque>
 #include <functional>
-#include <mutex>
 
 #include <uv.h>
+
+#include "common/mutex.h"
 
 namespace medq::daemon {
 
@@ -43,21 +43,22 @@ class Handoff {
   Handoff& operator=(const Handoff&) = delete;
 
   // Loop thread.
-  void PostToWorker(Closure task);
-  // Loop thread: the worker's WaitForTask() returns nullopt once the tasks
-  // already queued have been taken.
-  void StopWorker();
+  void PostToWorker(Closure task) EXCLUDES(mu_);
+  // Loop thread: from now on the worker's TakeTasks() returns at once, with
+  // `*stopped` set (and the tasks still queued).
+  void StopWorker() EXCLUDES(mu_);
   // Loop thread: closes the wake-up handle; call after the worker has exited
   // and before the loop's last run. Completions still queued are run first.
-  void Close();
+  void Close() EXCLUDES(mu_);
 
   // Worker thread: every task queued so far, in order. Blocks until there is
   // one, the worker is stopped, or `wait_until` (time_point::max(): no limit;
   // a past time: no wait). `*stopped` tells whether StopWorker() was called
   // (the tasks returned still run).
-  std::deque<Closure> TakeTasks(std::chrono::steady_clock::time_point wait_until, bool* stopped);
+  std::deque<Closure> TakeTasks(std::chrono::steady_clock::time_point wait_until, bool* stopped)
+      EXCLUDES(mu_);
   // Worker thread (or any thread but the loop).
-  void PostToLoop(Closure completion);
+  void PostToLoop(Closure completion) EXCLUDES(mu_);
 
   // Worker thread (or any thread but the loop): for its lifetime, this
   // thread's PostToLoop() calls on `handoff` queue without waking the loop;
@@ -75,14 +76,14 @@ class Handoff {
 
  private:
   static void OnAsync(uv_async_t* handle);
-  void DrainCompletions();
+  void DrainCompletions() EXCLUDES(mu_);
 
   uv_async_t async_;
-  std::mutex mu_;
-  std::condition_variable task_ready_;
-  std::deque<Closure> tasks_;        // guarded by mu_
-  std::deque<Closure> completions_;  // guarded by mu_
-  bool stopping_ = false;            // guarded by mu_
+  Mutex mu_;
+  CondVar task_ready_;  // tasks_ or stopping_ changed
+  std::deque<Closure> tasks_ GUARDED_BY(mu_);
+  std::deque<Closure> completions_ GUARDED_BY(mu_);
+  bool stopping_ GUARDED_BY(mu_) = false;
 };
 
 }  // namespace medq::daemon

@@ -68,7 +68,7 @@ void BpeModel::Tokenize(std::string_view word, std::vector<int32_t>& ids) const 
   }
   const bool cacheable = word.size() < kMaxCachedWordBytes;
   if (cacheable) {
-    std::lock_guard<std::mutex> lock(cache_mu_);
+    MutexLock lock(cache_mu_);
     if (const auto it = cache_.find(word); it != cache_.end()) {
       ids.insert(ids.end(), it->second.begin(), it->second.end());
       return;
@@ -77,7 +77,7 @@ void BpeModel::Tokenize(std::string_view word, std::vector<int32_t>& ids) const 
   const size_t first = ids.size();
   MergeWord(word, ids);
   if (cacheable) {
-    std::lock_guard<std::mutex> lock(cache_mu_);
+    MutexLock lock(cache_mu_);
     if (cache_.size() >= kCacheCapacity) cache_.clear();
     cache_.emplace(std::string(word),
                    std::vector<int32_t>(ids.begin() + static_cast<ptrdiff_t>(first), ids.end()));

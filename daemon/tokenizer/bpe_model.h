@@ -4,9 +4,9 @@
 #pragma once
 
 #include <array>
-#include <mutex>
 #include <unordered_map>
 
+#include "common/mutex.h"
 #include "daemon/tokenizer/model.h"
 
 namespace medq::tokenizer {
@@ -55,8 +55,9 @@ class BpeModel : public Model {
   // Cache of recent words (each < kMaxCachedWordBytes), cleared when full.
   static constexpr size_t kMaxCachedWordBytes = 256;
   static constexpr size_t kCacheCapacity = 10000;
-  mutable std::mutex cache_mu_;
-  mutable std::unordered_map<std::string, std::vector<int32_t>, StringHash, std::equal_to<>> cache_;
+  mutable Mutex cache_mu_;
+  mutable std::unordered_map<std::string, std::vector<int32_t>, StringHash, std::equal_to<>> cache_
+      GUARDED_BY(cache_mu_);
 };
 
 }  // namespace medq::tokenizer

@@ -1,6 +1,7 @@
 #include "daemon/handoff.h"
 
 #include <catch2/catch.hpp>
+#include <chrono>
 #include <future>
 #include <memory>
 #include <thread>
@@ -110,6 +111,54 @@ TEST_CASE("a WakeOnce holds back only its own thread's wake-ups", "[handoff]") {
   // The scope's end still wakes the loop, with nothing left to run.
   REQUIRE(f.RunOnce());
   CHECK(f.ran == std::vector<int>{1, 2});
+}
+
+TEST_CASE("TakeTasks returns the tasks queued so far, in order, without waiting", "[handoff]") {
+  LoopFixture f;
+  std::vector<int> ran;
+  for (int i = 0; i < 3; ++i)
+    f.handoff->PostToWorker([&ran, i] { ran.push_back(i); });
+  bool stopped = true;
+  auto tasks = f.handoff->TakeTasks(std::chrono::steady_clock::time_point::max(), &stopped);
+  CHECK_FALSE(stopped);
+  for (auto& task : tasks)
+    task();
+  CHECK(ran == std::vector<int>{0, 1, 2});
+}
+
+TEST_CASE("TakeTasks returns nothing at its deadline when nothing was posted", "[handoff]") {
+  LoopFixture f;
+  bool stopped = true;
+  const auto start = std::chrono::steady_clock::now();
+  CHECK(f.handoff->TakeTasks(start, &stopped).empty());  // a past deadline: no wait
+  CHECK_FALSE(stopped);
+  CHECK(f.handoff->TakeTasks(start + std::chrono::milliseconds(20), &stopped).empty());
+  CHECK(std::chrono::steady_clock::now() - start >= std::chrono::milliseconds(20));
+  CHECK_FALSE(stopped);
+}
+
+TEST_CASE("TakeTasks waits for a post from another thread, or for StopWorker", "[handoff]") {
+  LoopFixture f;
+  const auto forever = std::chrono::steady_clock::time_point::max();
+  bool stopped = true;
+  std::thread poster([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    f.handoff->PostToWorker([] {});
+  });
+  CHECK(f.handoff->TakeTasks(forever, &stopped).size() == 1);
+  CHECK_FALSE(stopped);
+  poster.join();
+
+  std::thread stopper([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    f.handoff->StopWorker();
+  });
+  CHECK(f.handoff->TakeTasks(forever, &stopped).empty());
+  CHECK(stopped);
+  stopper.join();
+  // Once stopped, it returns at once.
+  CHECK(f.handoff->TakeTasks(forever, &stopped).empty());
+  CHECK(stopped);
 }
 
 }  // namespace medq::daemon
