@@ -310,4 +310,68 @@ torch::Tensor CpuTiledGemmInt8(const torch::Tensor& x, const torch::Tensor& weig
                    });
 }
 
+namespace {
+
+// The int4 matrix's raw buffers and widths.
+struct Int4Matrix {
+  const uint8_t* w;
+  const uint16_t* params;
+  int64_t out, in, group;
+};
+Int4Matrix Int4Of(const torch::Tensor& packed, const torch::Tensor& params) {
+  const int64_t in = 2 * packed.size(1);
+  return {packed.data_ptr<uint8_t>(),
+          reinterpret_cast<const uint16_t*>(params.data_ptr<at::BFloat16>()), packed.size(0), in,
+          in / params.size(1)};
+}
+
+}  // namespace
+
+void MatRowsInt4Into(const torch::Tensor& packed, const torch::Tensor& params, const float* x,
+                     int64_t m, const float* bias, float* y) {
+  const Int4Matrix q = Int4Of(packed, params);
+  const DenseKernels& k = ActiveKernels();
+  // The split by the weight bytes, half a byte a weight: rows of in / 2.
+  ParallelOverRows(q.out, q.in / 2, sizeof(uint8_t), [&](int64_t begin, int64_t end) {
+    if (m == 1) {
+      k.matvec_i4(q.w, q.params, q.in, q.group, x, bias, y, begin, end);
+    } else {
+      k.matrows_i4(q.w, q.params, q.in, q.group, q.out, x, m, bias, y, begin, end);
+    }
+  });
+}
+
+torch::Tensor CpuMatRowsInt4(const torch::Tensor& x, const torch::Tensor& packed,
+                             const torch::Tensor& params, const torch::Tensor& bias) {
+  const int64_t in = 2 * packed.size(1);
+  const torch::Tensor xc = x.contiguous();
+  const torch::Tensor b = FloatBias(bias);
+  torch::Tensor y = torch::empty(OutputSizes(x, packed.size(0)), x.options());
+  MatRowsInt4Into(packed, params, xc.data_ptr<float>(), x.numel() / in,
+                  b.defined() ? b.data_ptr<float>() : nullptr, y.data_ptr<float>());
+  return y;
+}
+
+torch::Tensor CpuTiledGemmInt4(const torch::Tensor& x, const torch::Tensor& packed,
+                               const torch::Tensor& params, const torch::Tensor& bias) {
+  const Int4Matrix q = Int4Of(packed, params);
+  const DenseKernels& k = ActiveKernels();
+  const int64_t groups = q.in / q.group;
+  // The tiles' conversion split as if a weight were a byte (chunks of rows
+  // twice as long as their bytes say: the conversion writes 4 bytes a weight).
+  return TiledGemm(x, q.out, q.in, bias, sizeof(uint8_t),
+                   [&](int64_t r0, int64_t begin, int64_t end, float* tp) {
+                     k.dequantize_i4(q.w + (r0 + begin) * (q.in / 2),
+                                     q.params + (r0 + begin) * 2 * groups, end - begin, q.in,
+                                     q.group, tp + begin * q.in);
+                   });
+}
+
+torch::Tensor DequantizeInt4(const torch::Tensor& packed, const torch::Tensor& params) {
+  const Int4Matrix q = Int4Of(packed, params);
+  torch::Tensor w = torch::empty({q.out, q.in}, torch::kFloat);
+  ActiveKernels().dequantize_i4(q.w, q.params, q.out, q.in, q.group, w.data_ptr<float>());
+  return w;
+}
+
 }  // namespace medq::engine::kernels

@@ -84,6 +84,28 @@ torch::Tensor CpuMatRowsInt8(const torch::Tensor& x, const torch::Tensor& weight
 torch::Tensor CpuTiledGemmInt8(const torch::Tensor& x, const torch::Tensor& weight,
                                const torch::Tensor& scale, const torch::Tensor& bias);
 
+// int4 weights (quantize.h in the engine; the layout: DenseKernels'
+// matvec_i4 in dense_kernels.h): `packed` uint8 [out, in / 2] and `params`
+// bf16 [out, in / group, 2] (each group's scale and minimum), both
+// contiguous on the CPU; in is 2 · packed.size(1), the group in /
+// params.size(1), a multiple of 32 dividing in.
+// MatRowsInt4Into: y [m, out] = x [m, in] · wᵀ + bias on raw buffers as
+// MatRowsInto, row i of y bitwise what it is for m = 1 (matvec_i4 for one
+// row, matrows_i4 for several), rows split over KernelThreads() threads.
+// CpuMatRowsInt4: the same on tensors, x [..., in] float32.
+// CpuTiledGemmInt4: tiles of rows dequantized to float32 (bitwise the
+// weights the kernels multiply by) and multiplied with BLAS GEMM, as
+// CpuTiledGemmBf16; within float32 rounding of CpuMatRowsInt4, not bitwise.
+// DequantizeInt4: the whole matrix as float32 [out, in], for the baseline
+// path and for tests.
+void MatRowsInt4Into(const torch::Tensor& packed, const torch::Tensor& params, const float* x,
+                     int64_t m, const float* bias, float* y);
+torch::Tensor CpuMatRowsInt4(const torch::Tensor& x, const torch::Tensor& packed,
+                             const torch::Tensor& params, const torch::Tensor& bias);
+torch::Tensor CpuTiledGemmInt4(const torch::Tensor& x, const torch::Tensor& packed,
+                               const torch::Tensor& params, const torch::Tensor& bias);
+torch::Tensor DequantizeInt4(const torch::Tensor& packed, const torch::Tensor& params);
+
 // How many threads (the caller plus helpers) the own kernels split output
 // rows over; threads <= 0 means one per core (the default). Independent of
 // LibTorch's intra-op threads, which the engine keeps at 1: OpenMP's workers

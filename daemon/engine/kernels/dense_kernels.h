@@ -127,6 +127,41 @@ using MatRowsI8Fn = void (*)(const int8_t* w, const float* scale, int64_t in, in
 using DequantizeI8Fn = void (*)(const int8_t* q, const float* scale, int64_t rows, int64_t in,
                                 float* dst);
 
+// int4 weights in groups of `group` weights along the input (asymmetric
+// weight-only quantization, quantize.h in the engine). A row of w [out, in]
+// is in / 2 bytes in blocks of 32 weights: byte j (0..15) of block b holds
+// weight 32b + j in its low nibble and 32b + 16 + j in its high one. params
+// [out, in / group, 2] holds bf16 bit patterns: each group's scale s and
+// minimum m. A weight dequantizes to w[k] = fma(float(q[k]), s, m) (one
+// rounding), 0 <= q <= 15. in is a multiple of 32 and of group, and group
+// is 32, 64 or 128.
+// For r in [row_begin, row_end): dot = Σ_k w[r, k] · x[k], summed in 64
+// float32 lanes, lane k % 64 taking one fused multiply-add a weight in k
+// order (four 16-wide accumulators A, B, C, D over each 64 weights: four
+// chains of AVX-512 FMAs, eight of AVX2's), folded as ((A + B) + (C + D)),
+// that 16's halves [0, 8) + [8, 16), and its eight lanes as HorizontalSum
+// (avx2_common.h) folds them; y[r] = dot + bias[r] with a bias, dot
+// without. Every table computes exactly this, so the tables agree bitwise
+// with the scalar reference.
+inline constexpr int64_t kInt4Block = 32;
+using MatVecI4Fn = void (*)(const uint8_t* w, const uint16_t* params, int64_t in, int64_t group,
+                            const float* x, const float* bias, float* y, int64_t row_begin,
+                            int64_t row_end);
+
+// Several x rows against int4 weights: y[i * out + r] holds, bitwise, what
+// matvec_i4 writes to y[r] for x row i, whatever m and the other rows are
+// (batch invariance); each weight row is read from memory and dequantized
+// once for all m. x is [m, in], y is [m, out].
+using MatRowsI4Fn = void (*)(const uint8_t* w, const uint16_t* params, int64_t in, int64_t group,
+                             int64_t out, const float* x, int64_t m, const float* bias, float* y,
+                             int64_t row_begin, int64_t row_end);
+
+// dst[r, k] = fma(float(q[r, k]), s, m) for the rows [0, rows) of w and
+// params as above: the int4 weights dequantized to float32, bitwise what the
+// kernels multiply by, for prefill's tiles (GEMM over them).
+using DequantizeI4Fn = void (*)(const uint8_t* w, const uint16_t* params, int64_t rows, int64_t in,
+                                int64_t group, float* dst);
+
 struct DenseKernels {
   const char* name;
   MatVecF32Fn matvec_f32;
@@ -144,6 +179,9 @@ struct DenseKernels {
   MatVecI8Fn matvec_i8;
   MatRowsI8Fn matrows_i8;
   DequantizeI8Fn dequantize_i8;
+  MatVecI4Fn matvec_i4;
+  MatRowsI4Fn matrows_i4;
+  DequantizeI4Fn dequantize_i4;
 };
 
 // The portable kernels; run on every x86-64 (and any other) CPU.
@@ -214,6 +252,27 @@ void DequantizeI8Avx2(const int8_t* q, const float* scale, int64_t rows, int64_t
 // Avx512VlKernels().
 void MatRowsI8Avx512(const int8_t* w, const float* scale, int64_t in, int64_t out, const float* x,
                      int64_t m, const float* bias, float* y, int64_t row_begin, int64_t row_end);
+
+// The AVX2+FMA table's int4 entries (int4_avx2.cc, built with -mavx2
+// -mfma); same precondition as Avx2FmaKernels(). The AVX-512VL table shares
+// dequantize_i4.
+void MatVecI4Avx2(const uint8_t* w, const uint16_t* params, int64_t in, int64_t group,
+                  const float* x, const float* bias, float* y, int64_t row_begin, int64_t row_end);
+void MatRowsI4Avx2(const uint8_t* w, const uint16_t* params, int64_t in, int64_t group, int64_t out,
+                   const float* x, int64_t m, const float* bias, float* y, int64_t row_begin,
+                   int64_t row_end);
+void DequantizeI4Avx2(const uint8_t* w, const uint16_t* params, int64_t rows, int64_t in,
+                      int64_t group, float* dst);
+// The AVX-512VL table's matvec_i4 and matrows_i4 (int4_avx512.cc, built with
+// AVX-512F/VL too: 16 weights a register, dequantized by a permute through
+// the group's 16 values, tiles of up to four x rows); bitwise the AVX2
+// kernels' results; same precondition as Avx512VlKernels().
+void MatVecI4Avx512(const uint8_t* w, const uint16_t* params, int64_t in, int64_t group,
+                    const float* x, const float* bias, float* y, int64_t row_begin,
+                    int64_t row_end);
+void MatRowsI4Avx512(const uint8_t* w, const uint16_t* params, int64_t in, int64_t group,
+                     int64_t out, const float* x, int64_t m, const float* bias, float* y,
+                     int64_t row_begin, int64_t row_end);
 
 // Weight rows converted per step by MatMulBf16Fn kernels: a block of this many
 // rows, converted to float32, is reused for every input row.

@@ -281,19 +281,20 @@ void VecMatF32(const float* p, const float* w, int64_t n, int64_t d, float* y) {
 
 const DenseKernels& Avx2FmaKernels() {
   static constexpr DenseKernels kTable{
-      "avx2_fma",      &MatVecF32Avx2, &MatVecBf16Avx2, &PrepareBf16Rows,
-      &MatMulBf16,     &ConvertBf16,   &MatRowsF32Avx2, &MatRowsBf16Avx2,
-      &PackedBf16Avx2, &VecMatF32,     &SiluMulAvx2,    &ScoresF32Avx2,
-      &SoftmaxF32Avx2, &MatVecI8Avx2,  &MatRowsI8Avx2,  &DequantizeI8Avx2};
+      "avx2_fma",        &MatVecF32Avx2,  &MatVecBf16Avx2,  &PrepareBf16Rows, &MatMulBf16,
+      &ConvertBf16,      &MatRowsF32Avx2, &MatRowsBf16Avx2, &PackedBf16Avx2,  &VecMatF32,
+      &SiluMulAvx2,      &ScoresF32Avx2,  &SoftmaxF32Avx2,  &MatVecI8Avx2,    &MatRowsI8Avx2,
+      &DequantizeI8Avx2, &MatVecI4Avx2,   &MatRowsI4Avx2,   &DequantizeI4Avx2};
   return kTable;
 }
 
 const DenseKernels& Avx512VlKernels() {
   static constexpr DenseKernels kTable{
-      "avx512vl",      &MatVecF32,    &MatVecBf16,       &PrepareBf16RowsAvx512,
-      &MatMulBf16,     &ConvertBf16,  &MatRowsF32Avx512, &MatRowsBf16Avx512,
-      &PackedBf16Avx2, &VecMatF32,    &SiluMulAvx2,      &ScoresF32Avx2,
-      &SoftmaxF32Avx2, &MatVecI8Avx2, &MatRowsI8Avx512,  &DequantizeI8Avx2};
+      "avx512vl",      &MatVecF32,       &MatVecBf16,       &PrepareBf16RowsAvx512,
+      &MatMulBf16,     &ConvertBf16,     &MatRowsF32Avx512, &MatRowsBf16Avx512,
+      &PackedBf16Avx2, &VecMatF32,       &SiluMulAvx2,      &ScoresF32Avx2,
+      &SoftmaxF32Avx2, &MatVecI8Avx2,    &MatRowsI8Avx512,  &DequantizeI8Avx2,
+      &MatVecI4Avx512, &MatRowsI4Avx512, &DequantizeI4Avx2};
   return kTable;
 }
 

@@ -215,6 +215,66 @@ void DequantizeI8(const int8_t* q, const float* scale, int64_t rows, int64_t in,
   }
 }
 
+// The int4 weight k of a row (dense_kernels.h, MatVecI4Fn): block k / 32,
+// byte k % 16 of it, the high nibble for the block's second half.
+inline int Int4At(const uint8_t* w, int64_t k) {
+  const uint8_t byte = w[(k / kInt4Block) * (kInt4Block / 2) + k % (kInt4Block / 2)];
+  return (k % kInt4Block) < kInt4Block / 2 ? byte & 0xF : byte >> 4;
+}
+
+// Weight k dequantized: fma(q, s, m) with its group's bf16 scale and minimum.
+inline float Int4Weight(const uint8_t* w, const uint16_t* params, int64_t group, int64_t k) {
+  const uint16_t* p = params + 2 * (k / group);
+  return std::fma(static_cast<float>(Int4At(w, k)), Bf16ToF32(p[0]), Bf16ToF32(p[1]));
+}
+
+// The int4 dot product in the order every table's int4 kernels sum it
+// (dense_kernels.h, MatVecI4Fn): lane k % 64, then the folds of the 16- and
+// 8-wide registers and HorizontalSum's.
+float DotI4(const uint8_t* w, const uint16_t* params, int64_t in, int64_t group, const float* x) {
+  float lanes[64] = {};
+  for (int64_t k = 0; k < in; ++k)
+    lanes[k % 64] = std::fma(Int4Weight(w, params, group, k), x[k], lanes[k % 64]);
+  float v16[16];
+  for (int l = 0; l < 16; ++l)
+    v16[l] = (lanes[l] + lanes[16 + l]) + (lanes[32 + l] + lanes[48 + l]);
+  float v[8];
+  for (int l = 0; l < 8; ++l)
+    v[l] = v16[l] + v16[l + 8];
+  float h[4];
+  for (int l = 0; l < 4; ++l)
+    h[l] = v[l] + v[l + 4];
+  return (h[0] + h[2]) + (h[1] + h[3]);
+}
+
+void MatVecI4(const uint8_t* w, const uint16_t* params, int64_t in, int64_t group, const float* x,
+              const float* bias, float* y, int64_t row_begin, int64_t row_end) {
+  for (int64_t r = row_begin; r < row_end; ++r) {
+    const float dot = DotI4(w + r * (in / 2), params + r * 2 * (in / group), in, group, x);
+    y[r] = bias != nullptr ? dot + bias[r] : dot;
+  }
+}
+
+void MatRowsI4(const uint8_t* w, const uint16_t* params, int64_t in, int64_t group, int64_t out,
+               const float* x, int64_t m, const float* bias, float* y, int64_t row_begin,
+               int64_t row_end) {
+  for (int64_t r = row_begin; r < row_end; ++r) {
+    for (int64_t i = 0; i < m; ++i) {
+      const float dot =
+          DotI4(w + r * (in / 2), params + r * 2 * (in / group), in, group, x + i * in);
+      y[i * out + r] = bias != nullptr ? dot + bias[r] : dot;
+    }
+  }
+}
+
+void DequantizeI4(const uint8_t* w, const uint16_t* params, int64_t rows, int64_t in, int64_t group,
+                  float* dst) {
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t k = 0; k < in; ++k)
+      dst[r * in + k] = Int4Weight(w + r * (in / 2), params + r * 2 * (in / group), group, k);
+  }
+}
+
 // matvec_bf16 and matrows_bf16 here read x as it is.
 void PrepareBf16Rows(const float* x, int64_t m, int64_t in, float* prepared) {
   std::memcpy(prepared, x, static_cast<size_t>(m * in) * sizeof(float));
@@ -223,10 +283,11 @@ void PrepareBf16Rows(const float* x, int64_t m, int64_t in, float* prepared) {
 }  // namespace
 
 const DenseKernels& ScalarKernels() {
-  static constexpr DenseKernels kTable{"scalar",    &MatVecF32,   &MatVecBf16, &PrepareBf16Rows,
-                                       &MatMulBf16, &ConvertBf16, &MatRowsF32, &MatRowsBf16,
-                                       &PackedBf16, &VecMatF32,   &SiluMulF32, &ScoresF32,
-                                       &SoftmaxF32, &MatVecI8,    &MatRowsI8,  &DequantizeI8};
+  static constexpr DenseKernels kTable{"scalar",    &MatVecF32,   &MatVecBf16,  &PrepareBf16Rows,
+                                       &MatMulBf16, &ConvertBf16, &MatRowsF32,  &MatRowsBf16,
+                                       &PackedBf16, &VecMatF32,   &SiluMulF32,  &ScoresF32,
+                                       &SoftmaxF32, &MatVecI8,    &MatRowsI8,   &DequantizeI8,
+                                       &MatVecI4,   &MatRowsI4,   &DequantizeI4};
   return kTable;
 }
 

@@ -13,7 +13,9 @@ torch::Tensor BaselineLinear(const torch::Tensor& x, const torch::Tensor& weight
   // Correct for every device and dtype. Weights of another dtype than x are
   // converted per call (int8 ones dequantized), which is slow but exact.
   const torch::Tensor w =
-      weight.scalar_type() == torch::kChar
+      weight.scalar_type() == torch::kByte
+          ? kernels::DequantizeInt4(weight.contiguous(), scale.contiguous()).to(x.scalar_type())
+      : weight.scalar_type() == torch::kChar
           ? weight.to(torch::kFloat).mul_(scale.to(torch::kFloat).unsqueeze(1)).to(x.scalar_type())
       : weight.scalar_type() == x.scalar_type() ? weight
                                                 : weight.to(x.scalar_type());
@@ -41,6 +43,20 @@ bool IsCpuInt8(const torch::Tensor& weight, const torch::Tensor& scale) {
          !scale.requires_grad();
 }
 
+// int4 weights the own kernels can read: uint8 [out, in / 2] contiguous on
+// the CPU, with contiguous bf16 group parameters [out, groups, 2] there too,
+// the group a multiple of 32 (kernels' blocks) dividing in.
+bool IsCpuInt4(const torch::Tensor& weight, const torch::Tensor& scale) {
+  if (!weight.device().is_cpu() || weight.scalar_type() != torch::kByte || weight.dim() != 2 ||
+      !scale.defined() || !scale.device().is_cpu() || scale.scalar_type() != torch::kBFloat16 ||
+      scale.dim() != 3 || !scale.is_contiguous() || scale.requires_grad() ||
+      scale.size(0) != weight.size(0) || scale.size(2) != 2 || scale.size(1) == 0) {
+    return false;
+  }
+  const int64_t in = 2 * weight.size(1);
+  return in % scale.size(1) == 0 && (in / scale.size(1)) % 32 == 0;
+}
+
 }  // namespace
 
 LinearPath SelectLinearPath(const torch::Tensor& x, const torch::Tensor& weight,
@@ -50,16 +66,22 @@ LinearPath SelectLinearPath(const torch::Tensor& x, const torch::Tensor& weight,
     return LinearPath::kBaseline;
   }
   const bool int8 = IsCpuInt8(weight, scale);
-  if ((!int8 && !IsCpuFloatOrBf16(weight)) || weight.dim() != 2 || !weight.is_contiguous()) {
+  const bool int4 = IsCpuInt4(weight, scale);
+  if ((!int8 && !int4 && !IsCpuFloatOrBf16(weight)) || weight.dim() != 2 ||
+      !weight.is_contiguous()) {
     return LinearPath::kBaseline;
   }
   const int64_t out = weight.size(0);
-  const int64_t in = weight.size(1);
+  const int64_t in = int4 ? 2 * weight.size(1) : weight.size(1);
   if (in == 0 || out == 0 || x.size(-1) != in || x.numel() == 0) return LinearPath::kBaseline;
   if (bias.defined() && (!IsCpuFloatOrBf16(bias) || bias.dim() != 1 || bias.size(0) != out)) {
     return LinearPath::kBaseline;
   }
   if (NeedsAutograd(x, weight, bias)) return LinearPath::kBaseline;
+  if (int4) {
+    return x.numel() / in >= kTiledGemmMinRows ? LinearPath::kTiledGemmInt4
+                                               : LinearPath::kMatRowsInt4;
+  }
   if (int8) {
     return x.numel() / in >= kTiledGemmMinRows ? LinearPath::kTiledGemmInt8
                                                : LinearPath::kMatRowsInt8;
@@ -88,6 +110,10 @@ const char* LinearPathName(LinearPath path) {
       return "matrows_int8";
     case LinearPath::kTiledGemmInt8:
       return "tiled_gemm_int8";
+    case LinearPath::kMatRowsInt4:
+      return "matrows_int4";
+    case LinearPath::kTiledGemmInt4:
+      return "tiled_gemm_int4";
   }
   return "unknown";
 }
@@ -99,6 +125,10 @@ torch::Tensor Linear(const torch::Tensor& x, const torch::Tensor& weight, const 
       return kernels::CpuMatRowsInt8(x, weight, scale, bias);
     case LinearPath::kTiledGemmInt8:
       return kernels::CpuTiledGemmInt8(x, weight, scale, bias);
+    case LinearPath::kMatRowsInt4:
+      return kernels::CpuMatRowsInt4(x, weight, scale, bias);
+    case LinearPath::kTiledGemmInt4:
+      return kernels::CpuTiledGemmInt4(x, weight, scale, bias);
     case LinearPath::kMatVecF32:
     case LinearPath::kMatVecBf16:
       return kernels::CpuMatVec(x, weight, bias);
@@ -116,12 +146,14 @@ torch::Tensor Linear(const torch::Tensor& x, const torch::Tensor& weight, const 
 
 void LinearAddInto(torch::Tensor& residual, const torch::Tensor& x, const torch::Tensor& weight,
                    const torch::Tensor& bias, const torch::Tensor& scale) {
-  const int64_t in = weight.size(1), out = weight.size(0);
+  const int64_t out = weight.size(0);
+  const int64_t in = weight.scalar_type() == torch::kByte ? 2 * weight.size(1) : weight.size(1);
   const bool fusable = !at::GradMode::is_enabled() && residual.is_contiguous() &&
                        residual.scalar_type() == x.scalar_type() && residual.size(-1) == out &&
                        residual.numel() / out == x.numel() / in && !bias.defined();
   if (fusable) {
     switch (SelectLinearPath(x, weight, bias, scale)) {
+      case LinearPath::kMatRowsInt4:
       case LinearPath::kMatRowsInt8:
         if (x.numel() != in) break;  // several rows: Linear, then add_
         [[fallthrough]];
@@ -133,8 +165,12 @@ void LinearAddInto(torch::Tensor& residual, const torch::Tensor& x, const torch:
         thread_local std::vector<float> y;
         y.resize(static_cast<size_t>(out));
         const torch::Tensor xc = x.is_contiguous() ? x : x.contiguous();
-        kernels::MatVecInto(weight, xc.data_ptr<float>(), nullptr, y.data(),
-                            scale.defined() ? scale.data_ptr<float>() : nullptr);
+        if (weight.scalar_type() == torch::kByte) {
+          kernels::MatRowsInt4Into(weight, scale, xc.data_ptr<float>(), 1, nullptr, y.data());
+        } else {
+          kernels::MatVecInto(weight, xc.data_ptr<float>(), nullptr, y.data(),
+                              scale.defined() ? scale.data_ptr<float>() : nullptr);
+        }
         float* r = residual.data_ptr<float>();
         for (int64_t i = 0; i < out; ++i)
           r[i] += y[static_cast<size_t>(i)];

@@ -45,6 +45,12 @@ namespace medq::engine {
 // computed exactly as alone), more rows tiles dequantized to float32 and
 // GEMM; anything else (another device, autograd) the baseline on the
 // dequantized matrix. Other dtypes ignore `scale`.
+// int4 weights (torch::kByte [out, in / 2], two weights a byte in groups,
+// quantize.h) take as `scale` their bf16 group parameters [out, in / group,
+// 2] (scale and minimum): one row up to kTiledGemmMinRows - 1 rows take the
+// own int4 kernels (each row computed exactly as alone), more rows tiles
+// dequantized to float32 and GEMM, anything else the baseline on the
+// dequantized matrix (CPU only).
 torch::Tensor Linear(const torch::Tensor& x, const torch::Tensor& weight,
                      const torch::Tensor& bias = {}, const torch::Tensor& scale = {});
 
@@ -58,6 +64,8 @@ enum class LinearPath {
   kTiledGemmBf16,  // CPU, bf16 weights, kTiledGemmMinRows rows or more: tiles + GEMM
   kMatRowsInt8,    // CPU, int8 weights, 1 .. kTiledGemmMinRows - 1 rows: own kernel
   kTiledGemmInt8,  // CPU, int8 weights, kTiledGemmMinRows rows or more: tiles + GEMM
+  kMatRowsInt4,    // CPU, int4 weights, 1 .. kTiledGemmMinRows - 1 rows: own kernel
+  kTiledGemmInt4,  // CPU, int4 weights, kTiledGemmMinRows rows or more: tiles + GEMM
 };
 
 // From this many rows of x, bf16 weights go through float32 tiles and GEMM

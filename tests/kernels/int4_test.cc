@@ -1,0 +1,232 @@
+// The int4 weight kernels (groups of 32 to 128 weights with a bf16 scale and
+// minimum each, dense_kernels.h MatVecI4Fn): the layout read back by an
+// independent unpacking, every SIMD table bitwise equal to the scalar
+// reference, the several-row kernel bitwise the one-row kernel per row
+// (batch invariance), and Linear()'s int4 paths against at::linear on the
+// dequantized matrix.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "daemon/engine/kernels/cpu_linear.h"
+#include "daemon/engine/kernels/linear.h"
+#include "tests/kernels/kernel_tables.h"
+#include "tests/support/skip.h"
+
+// A namespace of its own: the unity build puts this file beside int8_test.cc.
+namespace medq::engine::int4_test {
+namespace {
+
+struct Int4Shape {
+  int64_t out;
+  int64_t in;
+  int64_t group;
+};
+
+// in from one block to real widths, odd numbers of 32-weight blocks (in %
+// 64 == 32, the kernels' tail), every group size, and outputs large enough
+// to be split across threads.
+const std::vector<Int4Shape>& Int4Shapes() {
+  static const std::vector<Int4Shape> shapes = {
+      {1, 32, 32},    {3, 64, 32},   {5, 96, 32},    {4, 128, 64},   {7, 128, 128},
+      {9, 192, 64},   {2, 160, 32},  {1000, 64, 64}, {64, 576, 64},  {40, 896, 128},
+      {257, 320, 32}, {3, 1536, 64}, {2051, 64, 32}, {24, 4864, 64},
+  };
+  return shapes;
+}
+
+// Random nibbles and group parameters: positive scales of a few orders of
+// magnitude and minimums of either sign, as QuantizeRowsInt4 makes them.
+struct Int4Weight {
+  torch::Tensor packed;  // uint8 [out, in / 2]
+  torch::Tensor params;  // bf16 [out, in / group, 2]
+};
+Int4Weight RandomInt4(const Int4Shape& s) {
+  Int4Weight w;
+  w.packed = torch::randint(0, 256, {s.out, s.in / 2}).to(torch::kByte);
+  const torch::Tensor scale = torch::rand({s.out, s.in / s.group, 1}).mul_(0.01).add_(1e-4);
+  const torch::Tensor min = torch::randn({s.out, s.in / s.group, 1}).mul_(0.05);
+  w.params = torch::cat({scale, min}, 2).to(torch::kBFloat16).contiguous();
+  return w;
+}
+
+// The dequantized matrix in double, unpacked here from the layout's words
+// (dense_kernels.h): byte j of a block of 32 holds weight j low, j + 16 high.
+torch::Tensor DequantizedDouble(const Int4Weight& w) {
+  const int64_t out = w.packed.size(0), in = 2 * w.packed.size(1);
+  const int64_t group = in / w.params.size(1);
+  const torch::Tensor p = w.params.to(torch::kDouble);
+  torch::Tensor d = torch::empty({out, in}, torch::kDouble);
+  const auto bytes = w.packed.accessor<uint8_t, 2>();
+  const auto pa = p.accessor<double, 3>();
+  auto da = d.accessor<double, 2>();
+  for (int64_t r = 0; r < out; ++r) {
+    for (int64_t b = 0; b < in / 32; ++b) {
+      for (int64_t j = 0; j < 16; ++j) {
+        const uint8_t byte = bytes[r][b * 16 + j];
+        for (const auto& [k, q] : {std::pair<int64_t, int>{32 * b + j, byte & 0xF},
+                                   std::pair<int64_t, int>{32 * b + 16 + j, byte >> 4}}) {
+          da[r][k] = q * pa[r][k / group][0] + pa[r][k / group][1];
+        }
+      }
+    }
+  }
+  return d;
+}
+
+bool SameBits(const float* a, const float* b, int64_t n) {
+  return std::memcmp(a, b, static_cast<size_t>(n) * sizeof(float)) == 0;
+}
+
+std::vector<float> RunRows(Tables tables, const Int4Weight& w, const torch::Tensor& x, int64_t m,
+                           const float* bias) {
+  KernelMode mode(tables);
+  std::vector<float> y(static_cast<size_t>(m * w.packed.size(0)), -1.0f);
+  kernels::MatRowsInt4Into(w.packed, w.params, x.data_ptr<float>(), m, bias, y.data());
+  return y;
+}
+
+TEST_CASE("int4 dequantization reads the documented layout, every table", "[linear][int4]") {
+  torch::manual_seed(20);
+  for (Tables tables : {Tables::kAvx512, Tables::kAvx2, Tables::kScalar}) {
+    KernelMode mode(tables);
+    if (ActiveKernelsName() != std::string(TableName(tables))) continue;
+    for (const Int4Shape& s : Int4Shapes()) {
+      INFO(s.out << "x" << s.in << " group " << s.group << " " << ActiveKernelsName());
+      const Int4Weight w = RandomInt4(s);
+      const torch::Tensor d = kernels::DequantizeInt4(w.packed, w.params);
+      // fma(q, s, m) in float32 is the exact value rounded once.
+      const torch::Tensor exact = DequantizedDouble(w);
+      REQUIRE(d.to(torch::kDouble).equal(exact.to(torch::kFloat).to(torch::kDouble)));
+    }
+  }
+}
+
+// Skipped (not passed) on a CPU without the table: another table would run.
+void CheckAgainstScalar(Tables tables) {
+  {
+    KernelMode mode(tables);
+    MEDQ_SKIP_UNLESS_TABLE(tables);
+  }
+  torch::manual_seed(21);
+  for (const Int4Shape& s : Int4Shapes()) {
+    const Int4Weight w = RandomInt4(s);
+    const torch::Tensor bias = torch::randn({s.out});
+    for (bool with_bias : {false, true}) {
+      const float* bp = with_bias ? bias.data_ptr<float>() : nullptr;
+      for (int64_t m : {1, 2, 3, 4, 5, 7}) {
+        INFO(s.out << "x" << s.in << " group " << s.group << (with_bias ? " bias" : "")
+                   << " m=" << m);
+        const torch::Tensor x = torch::randn({m, s.in});
+        const std::vector<float> simd = RunRows(tables, w, x, m, bp);
+        const std::vector<float> scalar = RunRows(Tables::kScalar, w, x, m, bp);
+        REQUIRE(SameBits(simd.data(), scalar.data(), m * s.out));
+      }
+    }
+  }
+}
+
+TEST_CASE("int4 kernels equal the scalar reference bitwise, AVX-512VL table", "[linear][int4]") {
+  CheckAgainstScalar(Tables::kAvx512);
+}
+TEST_CASE("int4 kernels equal the scalar reference bitwise, AVX2", "[linear][int4]") {
+  CheckAgainstScalar(Tables::kAvx2);
+}
+
+// Batch invariance: row i of m rows is what the row gives alone.
+void CheckRowsAgainstMatVec(Tables tables) {
+  KernelMode mode(tables);
+  MEDQ_SKIP_UNLESS_TABLE(tables);
+  torch::manual_seed(22);
+  for (const Int4Shape& s : Int4Shapes()) {
+    const Int4Weight w = RandomInt4(s);
+    const torch::Tensor bias = torch::randn({s.out});
+    for (bool with_bias : {false, true}) {
+      const float* bp = with_bias ? bias.data_ptr<float>() : nullptr;
+      for (int64_t m = 1; m <= 9; ++m) {
+        INFO(s.out << "x" << s.in << (with_bias ? " bias" : "") << " m=" << m);
+        const torch::Tensor x = torch::randn({m, s.in});
+        std::vector<float> rows(static_cast<size_t>(m * s.out), -1.0f);
+        kernels::MatRowsInt4Into(w.packed, w.params, x.data_ptr<float>(), m, bp, rows.data());
+        for (int64_t i = 0; i < m; ++i) {
+          INFO("row " << i);
+          std::vector<float> one(static_cast<size_t>(s.out), -2.0f);
+          kernels::MatRowsInt4Into(w.packed, w.params, x.data_ptr<float>() + i * s.in, 1, bp,
+                                   one.data());
+          REQUIRE(SameBits(rows.data() + i * s.out, one.data(), s.out));
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("int4 rows are bitwise the one-row kernel per row, AVX-512VL table", "[linear][int4]") {
+  CheckRowsAgainstMatVec(Tables::kAvx512);
+}
+TEST_CASE("int4 rows are bitwise the one-row kernel per row, AVX2", "[linear][int4]") {
+  CheckRowsAgainstMatVec(Tables::kAvx2);
+}
+TEST_CASE("int4 rows are bitwise the one-row kernel per row, scalar", "[linear][int4]") {
+  CheckRowsAgainstMatVec(Tables::kScalar);
+}
+
+// |y - ref| <= 1e-5 · (|x| · |W|ᵀ + |b|) against at::linear on the
+// dequantized matrix in float64: the bound of float32 summation (and of the
+// one rounding of each dequantized weight).
+void RequireCloseToDequantized(const torch::Tensor& y, const torch::Tensor& x, const Int4Weight& w,
+                               const torch::Tensor& bias) {
+  const torch::Tensor wd = DequantizedDouble(w);
+  const torch::Tensor xd = x.to(torch::kDouble);
+  const torch::Tensor bd = bias.defined() ? bias.to(torch::kDouble) : bias;
+  const torch::Tensor ref = bd.defined() ? at::linear(xd, wd, bd) : at::linear(xd, wd);
+  const torch::Tensor bound =
+      bd.defined() ? at::linear(xd.abs(), wd.abs(), bd.abs()) : at::linear(xd.abs(), wd.abs());
+  REQUIRE(y.sizes() == ref.sizes());
+  const torch::Tensor excess = (y.to(torch::kDouble) - ref).abs() - (bound * 1e-5 + 1e-30);
+  INFO("max error over bound: " << excess.max().item<double>());
+  REQUIRE(excess.max().item<double>() <= 0.0);
+}
+
+TEST_CASE("Linear with int4 weights equals the dequantized product on every path",
+          "[linear][int4]") {
+  torch::manual_seed(23);
+  for (Tables tables : {Tables::kAvx512, Tables::kAvx2, Tables::kScalar}) {
+    KernelMode mode(tables);
+    for (const Int4Shape& s : Int4Shapes()) {
+      if (s.out * s.in > 200000) continue;  // the double reference is slow
+      const Int4Weight w = RandomInt4(s);
+      const torch::Tensor bias = torch::randn({s.out});
+      for (int64_t m : {1, 2, 7, 31, 32, 45}) {
+        const torch::Tensor x = torch::randn({1, m, s.in});
+        const LinearPath path = SelectLinearPath(x, w.packed, bias, w.params);
+        INFO(s.out << "x" << s.in << " m=" << m << " " << LinearPathName(path) << " "
+                   << ActiveKernelsName());
+        REQUIRE(path ==
+                (m < kTiledGemmMinRows ? LinearPath::kMatRowsInt4 : LinearPath::kTiledGemmInt4));
+        RequireCloseToDequantized(Linear(x, w.packed, bias, w.params), x, w, bias);
+        RequireCloseToDequantized(Linear(x, w.packed, {}, w.params), x, w, {});
+        torch::Tensor residual = torch::randn({1, m, s.out});
+        const torch::Tensor before = residual.clone();
+        LinearAddInto(residual, x, w.packed, {}, w.params);
+        RequireCloseToDequantized(residual - before, x, w, {});
+      }
+    }
+  }
+}
+
+TEST_CASE("int4 weights with parameters the kernels cannot read take the baseline",
+          "[linear][int4]") {
+  const Int4Weight w = RandomInt4({8, 64, 32});
+  const torch::Tensor x = torch::randn({64});
+  CHECK(SelectLinearPath(x, w.packed, {}, {}) == LinearPath::kBaseline);
+  // Float32 parameters, or groups of 16 (not a whole block): not the kernels'.
+  CHECK(SelectLinearPath(x, w.packed, {}, w.params.to(torch::kFloat)) == LinearPath::kBaseline);
+  const torch::Tensor sixteen = w.params.repeat_interleave(2, 1).contiguous();
+  CHECK(SelectLinearPath(x, w.packed, {}, sixteen) == LinearPath::kBaseline);
+  CHECK(SelectLinearPath(x, w.packed, {}, w.params) == LinearPath::kMatRowsInt4);
+}
+
+}  // namespace
+}  // namespace medq::engine::int4_test
