@@ -259,4 +259,28 @@ ParsedTurn ParseToolCalls(std::string_view text, const Json& tools, const std::s
   return turn;
 }
 
+size_t ToolCallSafePrefix(std::string_view text) {
+  constexpr std::string_view kOpen = "<tool_call>";
+  constexpr std::string_view kPythonTag = "<|python_tag|>";
+  const size_t first = text.find_first_not_of(" \t\r\n");
+  if (first == std::string_view::npos) return 0;
+  const std::string_view rest = text.substr(first);
+  if (rest.front() == '{' || rest.front() == '[') return 0;
+  if (rest.substr(0, kPythonTag.size()) == kPythonTag.substr(0, rest.size())) return 0;
+  size_t limit = text.find(kOpen);
+  if (limit == std::string_view::npos) {
+    // An ending that could grow into the marker is held back.
+    limit = text.size();
+    for (size_t n = std::min(text.size(), kOpen.size() - 1); n > 0; --n) {
+      if (text.substr(text.size() - n) == kOpen.substr(0, n)) {
+        limit = text.size() - n;
+        break;
+      }
+    }
+  }
+  while (limit > 0 && std::string_view(" \t\r\n").find(text[limit - 1]) != std::string_view::npos)
+    --limit;
+  return limit;
+}
+
 }  // namespace medq

@@ -77,4 +77,15 @@ struct ParsedTurn {
 ParsedTurn ParseToolCalls(std::string_view text, const nlohmann::ordered_json& tools,
                           const std::string& id_prefix);
 
+// How many bytes at the start of a turn's text so far (`text`, which only
+// grows) are content whatever follows, so that a stream may send them before
+// the turn ends: none while the turn may be one JSON call or an array of
+// them (its first non-space character is '{' or '[', or it starts like
+// <|python_tag|>), else the text before the first <tool_call> (or before an
+// ending that could begin one), less trailing whitespace (which ParseToolCalls
+// trims from a content beside calls). Never shrinks as `text` grows, and
+// ends on a character boundary of valid UTF-8. What it leaves may still be
+// content: ParseToolCalls on the whole turn says.
+size_t ToolCallSafePrefix(std::string_view text);
+
 }  // namespace medq

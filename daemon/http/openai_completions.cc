@@ -12,9 +12,11 @@
 #include <iterator>
 #include <span>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "common/messages.h"
+#include "common/tool_calls.h"
 #include "daemon/http/routes.h"
 
 namespace medq::daemon::http {
@@ -28,9 +30,11 @@ struct Translation {
   bool stream = false;
   bool include_usage = false;
   // Tools given and tool_choice not "none": the answer may be calls, which
-  // are known only at its end, so a stream sends its text then (as calls or
-  // as content) instead of piece by piece.
+  // are known only at its end, so a stream sends as content only the text
+  // that cannot be part of a call (ToolCallSafePrefix) as it comes, and the
+  // rest at the end, as calls or as content.
   bool reads_tool_calls = false;
+  size_t streamed = 0;  // bytes of `text` a tool-reading stream has sent
   // logprobs asked for: chat's "logprobs": true, completions' "logprobs": N.
   bool logprobs = false;
   std::string model;  // as requested, until `done` names the one that ran
@@ -110,14 +114,25 @@ struct Translation {
         StartStream(ex);
         ex.SendData(
             DumpJson(Chunk({{"content", token.text}}, nullptr, LogprobsJson(token.logprobs))));
-      } else {
-        text += token.text;
-        held.insert(held.end(), std::make_move_iterator(token.logprobs.begin()),
-                    std::make_move_iterator(token.logprobs.end()));
+        return;
       }
+      text += token.text;
+      held.insert(held.end(), std::make_move_iterator(token.logprobs.begin()),
+                  std::make_move_iterator(token.logprobs.end()));
+      if (stream && chat) SendSafeContent(ex);
     } else if (event == "done") {
       OnDone(ex, fields);
     }
+  }
+
+  // A tool-reading stream: the text that is content whatever follows.
+  void SendSafeContent(HttpExchange& ex) {
+    const size_t safe = ToolCallSafePrefix(text);
+    if (safe <= streamed) return;
+    StartStream(ex);
+    ex.SendData(DumpJson(Chunk({{"content", text.substr(streamed, safe - streamed)}}, nullptr,
+                               LogprobsJson(std::exchange(held, {})))));
+    streamed = safe;
   }
 
   void StartStream(HttpExchange& ex) const {
@@ -141,8 +156,17 @@ struct Translation {
     const std::string content = calls.empty() ? text : done.value("content", "");
     if (stream) {
       StartStream(ex);
-      if (reads_tool_calls && (!content.empty() || !held.empty())) {
-        ex.SendData(DumpJson(Chunk({{"content", content}}, nullptr, LogprobsJson(held))));
+      // What a tool-reading stream has not sent of the content: the content
+      // begins with what it sent (less leading whitespace, which
+      // ParseToolCalls trims beside calls).
+      const size_t sent_content =
+          calls.empty()
+              ? streamed
+              : std::min(content.size(),
+                         streamed - std::min(streamed, text.find_first_not_of(" \t\r\n")));
+      if (reads_tool_calls && (content.size() > sent_content || !held.empty())) {
+        ex.SendData(DumpJson(
+            Chunk({{"content", content.substr(sent_content)}}, nullptr, LogprobsJson(held))));
       }
       for (size_t i = 0; i < calls.size(); ++i) {
         json call = calls[i];

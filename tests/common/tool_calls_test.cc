@@ -168,3 +168,80 @@ TEST_CASE("a done event carries calls only when there are some", "[common][tool_
   CHECK(back.tool_calls[0].id == "call_j1_0");
   CHECK(back.content == "ok");
 }
+
+// A stream of a turn that may hold calls sends ToolCallSafePrefix of it as it
+// grows: never a marker, never less than before, and what it sent is where
+// the final content begins.
+TEST_CASE("a turn's safe prefix grows, holds back calls and begins the content",
+          "[common][tool_calls]") {
+  using medq::ToolCallSafePrefix;
+  CHECK(ToolCallSafePrefix("") == 0);
+  CHECK(ToolCallSafePrefix("  \n") == 0);
+  CHECK(ToolCallSafePrefix("Hello there") == 11);
+  CHECK(ToolCallSafePrefix("Hello there  ") == 11);
+  CHECK(ToolCallSafePrefix("Hello <tool") == 5);
+  CHECK(ToolCallSafePrefix("Hello <b>") == 9);
+  CHECK(ToolCallSafePrefix("Let me check.\n<tool_call>\n{\"name\"") == 13);
+  CHECK(ToolCallSafePrefix(" {\"name\": \"now\"") == 0);
+  CHECK(ToolCallSafePrefix("[{\"name\"") == 0);
+  CHECK(ToolCallSafePrefix("<|python_t") == 0);
+  CHECK(ToolCallSafePrefix("<|python_tag|>{") == 0);
+  CHECK(ToolCallSafePrefix("<i>x") == 4);
+
+  const std::vector<std::string> pieces = {
+      "Let",
+      " me",
+      " check",
+      ".",
+      "\n",
+      "<",
+      "tool",
+      "_call",
+      ">",
+      "\n",
+      "{\"name\": \"now\", ",
+      "\"arguments\": {}}",
+      "\n</tool_call>",
+      " ",
+      "é",
+      "日本",
+      "<|python_tag|>",
+      "{",
+      "[",
+      "<tool_call>{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo\"}}</tool_call>",
+      "ok",
+      "<t",
+      "<b>",
+      "  "};
+  uint64_t state = 12345;
+  const auto next = [&state] {
+    state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+    return static_cast<size_t>(state >> 33);
+  };
+  for (int round = 0; round < 2000; ++round) {
+    std::string text;
+    size_t sent = 0;
+    const int n = 1 + static_cast<int>(next() % 12);
+    for (int i = 0; i < n; ++i) {
+      text += pieces[next() % pieces.size()];
+      const size_t safe = ToolCallSafePrefix(text);
+      INFO(text);
+      REQUIRE(safe >= sent);
+      REQUIRE(safe <= text.size());
+      CHECK(text.substr(0, safe).find("<tool_call>") == std::string::npos);
+      sent = safe;
+    }
+    const std::string streamed = text.substr(0, sent);
+    const auto turn = ParseToolCalls(text, Tools(), "j");
+    INFO(text);
+    if (turn.calls.empty()) {
+      CHECK(turn.content.substr(0, streamed.size()) == streamed);
+    } else {
+      const std::string sent_content = streamed.substr(
+          std::min(streamed.size(), streamed.find_first_not_of(" \t\r\n") == std::string::npos
+                                        ? streamed.size()
+                                        : streamed.find_first_not_of(" \t\r\n")));
+      CHECK(turn.content.substr(0, sent_content.size()) == sent_content);
+    }
+  }
+}

@@ -227,6 +227,58 @@ TEST_CASE("http: an assistant turn that only calls tools, content null, is rende
   CHECK(Body(r)["choices"][0]["message"]["role"] == "assistant");
 }
 
+// A request with tools streams the text that cannot be a call as it comes
+// (not all at the end); its pieces make the answer's content, and the calls,
+// if any, come after.
+TEST_CASE("http: a chat stream that may call tools sends its plain text as it comes",
+          "[e2e][http]") {
+  ModelRepo repo;
+  const int port = FreePort();
+  DaemonProcess d(HttpArgs(repo, port));
+  const json tools =
+      json::array({{{"type", "function"},
+                    {"function",
+                     {{"name", "weather"},
+                      {"parameters",
+                       {{"type", "object"}, {"properties", {{"city", {{"type", "string"}}}}}}}}}}});
+  json request = {{"model", "tiny-qwen2"},
+                  {"messages", {{{"role", "user"}, {"content", "Say something."}}}},
+                  {"tools", tools},
+                  {"max_tokens", 16}};
+  const json whole = Body(HttpCall(port, "POST", "/v1/chat/completions", request.dump()));
+  const json& message = whole["choices"][0]["message"];
+  request["stream"] = true;
+  const HttpResponse streamed = HttpCall(port, "POST", "/v1/chat/completions", request.dump());
+  REQUIRE(streamed.status == 200);
+  std::string content;
+  int pieces = 0;
+  int calls = 0;
+  for (const std::string& data : streamed.Events()) {
+    if (data == "[DONE]") continue;
+    const json chunk = json::parse(data);
+    const json& delta = chunk["choices"][0]["delta"];
+    if (delta.contains("tool_calls")) ++calls;
+    const std::string piece = delta.value("content", "");
+    if (!piece.empty()) {
+      content += piece;
+      ++pieces;
+    }
+  }
+  INFO(whole.dump());
+  CHECK(calls == static_cast<int>(message.value("tool_calls", json::array()).size()));
+  if (calls == 0) {
+    CHECK(content == message["content"].get<std::string>());
+    // Random weights answer with words, not a JSON call: then the words
+    // arrive as they are made, several pieces before the end.
+    const std::string text = message["content"];
+    const size_t first = text.find_first_not_of(" \t\r\n");
+    if (first != std::string::npos && text[first] != '{' && text[first] != '[' &&
+        whole["usage"]["completion_tokens"].get<int>() > 4) {
+      CHECK(pieces >= 2);
+    }
+  }
+}
+
 TEST_CASE("http: errors are OpenAI error objects with the field's status", "[e2e][http]") {
   ModelRepo repo;
   const int port = FreePort();
@@ -241,8 +293,11 @@ TEST_CASE("http: errors are OpenAI error objects with the field's status", "[e2e
                "messages");
   RequireError(HttpCall(port, "POST", "/v1/completions", R"({"prompt":"a","n":2})"), 400, "n");
   RequireError(HttpCall(port, "POST", "/v1/chat/completions",
-                        R"({"messages":[{"role":"user","content":"a"}],"logprobs":true})"),
+                        R"({"messages":[{"role":"user","content":"a"}],"logprobs":"yes"})"),
                400, "logprobs");
+  RequireError(HttpCall(port, "POST", "/v1/chat/completions",
+                        R"({"messages":[{"role":"user","content":"a"}],"top_logprobs":3})"),
+               400, "top_logprobs");
   RequireError(HttpCall(port, "POST", "/v1/completions", R"({"prompt":"a","model":"no-such"})"),
                404);
   // A field medq does not read is 400 naming it, never ignored; the ones
