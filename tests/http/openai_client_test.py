@@ -93,15 +93,15 @@ def main():
     check(chunks[-1].usage is not None and chunks[-1].usage.completion_tokens == 10,
           "include_usage: the last chunk carries usage")
 
-    # The built-in medq-demo has no chat template: chat goes through medq's
-    # fallback template, as `medq generate --chat` does.
+    # The built-in medq-demo chats through its own plain template, as
+    # `medq generate --chat` does.
     demo_expected = medq_generate(args, "--model", "medq-demo", "--chat", "--max-tokens", "8",
                                   "Who is the LORD?")
     r = client.chat.completions.create(
         model="medq-demo", messages=[{"role": "user", "content": "Who is the LORD?"}],
         max_tokens=8)
     check(r.choices[0].message.content == demo_expected,
-          "chat with medq-demo (the fallback template) equals medq generate --chat")
+          "chat with medq-demo (its own template) equals medq generate --chat")
 
     # Errors.
     try:

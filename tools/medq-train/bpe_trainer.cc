@@ -158,12 +158,24 @@ std::string TokenizerJson(const BpeVocabulary& v) {
   return j.dump(1) + "\n";
 }
 
+// The chat template of a model trained on plain documents, each after the
+// end-of-text token: a conversation is one such document, its turns as
+// paragraphs (no role names, which the model never saw), and the answer the
+// paragraph that follows.
+constexpr const char* kPlainChatTemplate =
+    "{{ bos_token }}{% for message in messages %}{% if not loop.first %}\n\n{% endif %}"
+    "{{ message['content'] }}{% endfor %}{% if add_generation_prompt %}\n\n{% endif %}";
+
 std::string TokenizerConfigJson(const BpeVocabulary& v) {
   const std::string special = v.num_special > 0 ? v.tokens[0] : "";
   const nlohmann::ordered_json j = {
-      {"bos_token", special},        {"eos_token", special},
-      {"unk_token", nullptr},        {"clean_up_tokenization_spaces", false},
-      {"model_max_length", 1 << 20}, {"tokenizer_class", "PreTrainedTokenizerFast"},
+      {"bos_token", special},
+      {"eos_token", special},
+      {"unk_token", nullptr},
+      {"clean_up_tokenization_spaces", false},
+      {"model_max_length", 1 << 20},
+      {"tokenizer_class", "PreTrainedTokenizerFast"},
+      {"chat_template", kPlainChatTemplate},
   };
   return j.dump(2) + "\n";
 }
