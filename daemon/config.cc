@@ -50,16 +50,14 @@ bool GivenOnCommandLine(const std::vector<std::string>& args, const CLI::Option&
   return false;
 }
 
-// quantize: none or int8; int4 is named as not supported yet rather than as
-// an unknown value.
+// quantize: none, int8 or int4.
 CLI::Validator QuantizeValidator() {
   return CLI::Validator(
       [](std::string& value) -> std::string {
-        if (value == "none" || value == "int8") return "";
-        if (value == "int4") return "quantize int4 is not supported yet; use int8 or none";
-        return "quantize '" + value + "' is not one of none, int8";
+        if (value == "none" || value == "int8" || value == "int4") return "";
+        return "quantize '" + value + "' is not one of none, int8, int4";
       },
-      "none|int8");
+      "none|int8|int4");
 }
 
 }  // namespace
@@ -166,8 +164,9 @@ void AddConfigKeys(CLI::App& app, Config& c) {
          "Weight dtype: auto (the checkpoint's; fp16 is fp32 on CPU), bf16, fp16 or fp32")
       ->check(CLI::IsMember({"auto", "bf16", "fp16", "fp32"}));
   AddKey(app, "quantize", c.quantize,
-         "Weight-only quantization of generation models' projection matrices: none, or int8 "
-         "(one scale per row; CPU only for now; embeddings and lm_head keep dtype)")
+         "Weight-only quantization of generation models' projection matrices: none, int8 "
+         "(one scale per row) or int4 (groups of 64 weights with a scale and minimum each); CPU "
+         "only for now; embeddings and lm_head keep dtype")
       ->check(QuantizeValidator());
   AddKey(app, "gpu_fallback", c.gpu_fallback,
          "On CUDA out-of-memory while loading a model: cpu (load it on the CPU) or none (GPU_OOM)")

@@ -62,10 +62,11 @@ void EmbeddingRow(const at::Tensor& embed, int64_t id, float* out) {
 // y [m, out] = x [m, in] · wᵀ + bias through the packed copy of w where the
 // model holds one (packed_weights.h), the row-major matrix otherwise: either
 // way row i of y is bitwise what it would be alone.
-// int8 weights take their row scales (quantize.h), which are otherwise
-// undefined.
+// int8 weights take their row scales and int4 ones (uint8) their group
+// parameters (quantize.h), which are otherwise undefined.
 void Product(const at::Tensor& w, const at::Tensor& packed, const float* x, int64_t m,
              const float* bias, float* y, const at::Tensor& scale = at::Tensor()) {
+  if (w.scalar_type() == at::kByte) return kernels::MatRowsInt4Into(w, scale, x, m, bias, y);
   if (!packed.defined()) return kernels::MatRowsInto(w, x, m, bias, y, F32(scale));
   kernels::MatRowsPackedInto(reinterpret_cast<const uint16_t*>(packed.data_ptr<at::BFloat16>()),
                              w.size(0), w.size(1), x, m, bias, y);
@@ -186,12 +187,17 @@ bool CpuDecodeRowsApply(const Model& m) {
   if (m.weights.layers.empty()) return false;
   const at::ScalarType w = m.weight_dtype;
   if (!IsMatVecWeight(m.weights.embed, w) || !IsMatVecWeight(m.weights.lm_head, w)) return false;
-  // The projections: int8 with their scales, or the weight dtype.
-  const bool int8 = m.quantization == Quantization::kInt8;
-  const at::ScalarType p = int8 ? at::kChar : w;
+  // The projections: int8 with their float32 scales, int4 (uint8) with their
+  // bf16 group parameters, or the weight dtype.
+  const Quantization q = m.quantization;
+  const at::ScalarType p = q == Quantization::kInt8   ? at::kChar
+                           : q == Quantization::kInt4 ? at::kByte
+                                                      : w;
+  const at::ScalarType scale_dtype = q == Quantization::kInt4 ? at::kBFloat16 : at::kFloat;
   const auto fits = [&](const at::Tensor& matrix, const at::Tensor& scale) {
-    return IsMatVecWeight(matrix, p) && (!int8 || (scale.defined() && scale.is_contiguous() &&
-                                                   scale.scalar_type() == at::kFloat));
+    return IsMatVecWeight(matrix, p) &&
+           (q == Quantization::kNone ||
+            (scale.defined() && scale.is_contiguous() && scale.scalar_type() == scale_dtype));
   };
   return std::all_of(m.weights.layers.begin(), m.weights.layers.end(), [&](const LayerWeights& l) {
     return fits(l.qkv_proj, l.qkv_scale) && fits(l.o_proj, l.o_scale) &&

@@ -16,7 +16,7 @@
 namespace medq::engine {
 
 // Whether CpuDecodeStep can run one token of `model` against `cache`: the
-// model computes in float32 on the CPU with float32, bf16 or int8
+// model computes in float32 on the CPU with float32, bf16, int8 or int4
 // (quantize.h) projection weights, the cache holds one sequence, grad mode is off, and the switch
 // below is on. Never throws.
 bool CpuDecodeStepApplies(const Model& model, const KvCache& cache);

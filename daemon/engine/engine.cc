@@ -83,13 +83,19 @@ Result<Quantization> QuantizationFor(const std::string& name, at::Device device,
   return q;
 }
 
-// Quantizes `model`'s projections as `q` says and records it in the model and
-// its info (parameter bytes included).
-void ApplyQuantization(Model& model, Quantization q) {
-  if (q == Quantization::kInt8) QuantizeProjections(model.weights);
+// Quantizes `model`'s projections as `q` says (int4 in groups of `group`)
+// and records it in the model and its info (parameter bytes included).
+// INVALID_REQUEST naming the model, and `model` untouched, where int4's
+// groups do not fit its matrices.
+Status ApplyQuantization(Model& model, Quantization q, int64_t group) {
+  if (q == Quantization::kInt4) {
+    MEDQ_RETURN_IF_ERROR(CheckInt4Groups(model.weights, group, model.dir.filename().string()));
+  }
+  if (q != Quantization::kNone) QuantizeProjections(model.weights, q, group);
   model.quantization = q;
   model.info.quantization = QuantizationName(q);
   model.info.parameter_bytes = ParameterBytes(model.weights);
+  return Status::Ok();
 }
 
 Result<std::shared_ptr<const Model>> LoadDecoder(const std::filesystem::path& dir,
@@ -134,7 +140,7 @@ Result<std::shared_ptr<const Model>> LoadDecoder(const std::filesystem::path& di
   info.intermediate_size = model->config.intermediate_size;
   info.compute_element_bytes = static_cast<int64_t>(c10::elementSize(placement.compute_dtype));
   info.fused_causal_attention = FusedCausalAttention();
-  ApplyQuantization(*model, quantization);
+  MEDQ_RETURN_IF_ERROR(ApplyQuantization(*model, quantization, o.quantize_group));
   if (device.is_cuda()) {
     WarmUp(*model);
     EmptyDeviceCaches();
@@ -209,7 +215,8 @@ Result<std::shared_ptr<const Model>> LoadModel(const std::filesystem::path& dir,
 
 Result<std::shared_ptr<const Model>> ApplyAdapter(std::shared_ptr<const Model> base,
                                                   const std::filesystem::path& adapter_dir,
-                                                  const std::string& quantize) {
+                                                  const std::string& quantize,
+                                                  int64_t quantize_group) {
   if (base == nullptr) return Error(ErrorCode::kInternal, "ApplyAdapter: no base model");
   Quantization quantization = Quantization::kNone;
   MEDQ_ASSIGN_OR_RETURN(quantization, QuantizationFor(quantize, base->device, base->dir));
@@ -227,7 +234,7 @@ Result<std::shared_ptr<const Model>> ApplyAdapter(std::shared_ptr<const Model> b
     if (!merged.ok() || quantization == Quantization::kNone) return merged;
     auto model = std::make_shared<Model>(**merged);
     c10::InferenceMode inference_mode;
-    ApplyQuantization(*model, quantization);
+    MEDQ_RETURN_IF_ERROR(ApplyQuantization(*model, quantization, quantize_group));
     return std::shared_ptr<const Model>(std::move(model));
   } catch (...) {
     return ErrorFromCurrentException("applying adapter " + adapter_dir.string() + " to model " +

@@ -36,21 +36,26 @@ struct LoadOptions {
   // transformers either way, not bitwise the same: a packed model sums each
   // dot product in another order.
   bool pack_for_batches = false;
-  // Weight-only quantization of the projection matrices (quantize.h): "none"
-  // or "int8" (symmetric, one float32 scale per output row; the embeddings,
-  // lm_head, norms and biases keep `dtype`). int8 runs on the CPU only for
-  // now: on a CUDA device the load fails with INVALID_REQUEST naming the
-  // model. "int4" is reserved and refused as not supported yet. An int8 model
-  // is not packed for batches (its batched decode step reads the int8 rows).
+  // Weight-only quantization of the projection matrices (quantize.h): "none",
+  // "int8" (symmetric, one float32 scale per output row) or "int4"
+  // (asymmetric, groups of `quantize_group` weights along the input with a
+  // bf16 scale and minimum each); the embeddings, lm_head, norms and biases
+  // keep `dtype`. Both run on the CPU only for now: on a CUDA device the load
+  // fails with INVALID_REQUEST naming the model, as it does where the group
+  // does not divide a projection's input width (nothing is left loaded). A
+  // quantized model is not packed for batches (its batched decode step reads
+  // the quantized rows).
   std::string quantize = "none";
+  // int4's group size: 32, 64 (the default) or 128 weights.
+  int64_t quantize_group = 64;
 };
 
 struct ModelInfo {
   std::string architecture;  // e.g. "LlamaForCausalLM"
   std::string device;        // "cpu" or "cuda:N"
   std::string dtype;         // weight dtype in memory: "fp32", "bf16" or "fp16"
-  // The projections' quantization (LoadOptions::quantize): "none" or "int8";
-  // with int8, dtype is that of the embeddings and lm_head.
+  // The projections' quantization (LoadOptions::quantize): "none", "int8" or
+  // "int4"; when quantized, dtype is that of the embeddings and lm_head.
   std::string quantization = "none";
   int64_t vocab_size = 0;
   int64_t max_context = 0;      // max_position_embeddings: prompt + new tokens must fit
@@ -87,15 +92,15 @@ Result<std::shared_ptr<const Model>> LoadModel(const std::filesystem::path& dir,
 // Returns a new model: `base` with the PEFT LoRA adapter in `adapter_dir`
 // (adapter_config.json, adapter_model.safetensors) merged as W + scale·B·A into
 // copies of the targeted weights; every other tensor is shared with `base`,
-// which stays usable unchanged. `quantize` (LoadOptions::quantize) is applied
-// to the merged model, after the merge in full precision; `base` must not be
-// quantized itself. Failure: kModelNotFound (no such directory),
-// kInvalidRequest (adapter does not fit the base, unsupported options, a
-// quantized base, a quantization the base's device cannot run), kGpuOom,
-// kInternal.
+// which stays usable unchanged. `quantize` (LoadOptions::quantize, int4 in
+// groups of `quantize_group`) is applied to the merged model, after the
+// merge in full precision; `base` must not be quantized itself. Failure: kModelNotFound (no such
+// directory), kInvalidRequest (adapter does not fit the base, unsupported options, a quantized
+// base, a quantization the base's device cannot run), kGpuOom, kInternal.
 Result<std::shared_ptr<const Model>> ApplyAdapter(std::shared_ptr<const Model> base,
                                                   const std::filesystem::path& adapter_dir,
-                                                  const std::string& quantize = "none");
+                                                  const std::string& quantize = "none",
+                                                  int64_t quantize_group = 64);
 
 // What LoadModel found. The reference lives as long as `model`.
 const ModelInfo& Info(const Model& model);

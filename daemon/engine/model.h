@@ -17,8 +17,9 @@ namespace medq::engine {
 class DecodeGraphs;  // decode_graph.h
 
 // How a model's projection matrices are held (LoadOptions::quantize,
-// quantize.h): as they were loaded, or int8 with one scale per row.
-enum class Quantization { kNone, kInt8 };
+// quantize.h): as they were loaded, int8 with one scale per row, or int4 in
+// groups with a scale and minimum each.
+enum class Quantization { kNone, kInt8, kInt4 };
 
 // One decoder layer. Undefined tensors are absent (biases, q/k norms).
 // q/k/v rows are stacked in qkv_proj and gate/up rows in gate_up_proj, so a
@@ -40,7 +41,9 @@ struct LayerWeights {
   at::Tensor qkv_packed, o_packed, gate_up_packed, down_packed;
   // With Quantization::kInt8: qkv_proj, o_proj, gate_up_proj and down_proj
   // (and the row views into them) are int8, and these their float32 row
-  // scales [out] (quantize.h); otherwise undefined.
+  // scales [out] (quantize.h). With kInt4: the matrices are uint8 [out, in /
+  // 2], two weights a byte, and these their bf16 group parameters [out,
+  // in / group, 2] (scale and minimum). Otherwise undefined.
   at::Tensor qkv_scale, o_scale, gate_up_scale, down_scale;
 };
 

@@ -110,21 +110,20 @@ TEST_CASE("invalid values are refused at start", "[config]") {
   }
 }
 
-TEST_CASE("quantize takes none and int8, and names int4 as not supported yet", "[config]") {
+TEST_CASE("quantize takes none, int8 and int4, and refuses other names", "[config]") {
   CHECK(ParseConfigText("").value().quantize == "none");
   CHECK(ParseConfigText("quantize = \"int8\"\n").value().quantize == "int8");
-  auto int4 = ParseConfigText("quantize = \"int4\"\n");
-  REQUIRE_FALSE(int4.ok());
-  CHECK(int4.error().code == ErrorCode::kInvalidRequest);
-  CHECK_THAT(int4.error().message, Catch::Contains("int4 is not supported yet"));
+  CHECK(ParseConfigText("quantize = \"int4\"\n").value().quantize == "int4");
   auto other = ParseConfigText("quantize = \"fp8\"\n");
   REQUIRE_FALSE(other.ok());
-  CHECK_THAT(other.error().message, Catch::Contains("none, int8"));
+  CHECK(other.error().code == ErrorCode::kInvalidRequest);
+  CHECK_THAT(other.error().message, Catch::Contains("none, int8, int4"));
   test::TempDir dir;
   const std::string empty = (dir.path() / "empty.conf").string();
   std::ofstream(empty).flush();
   CHECK(LoadOk({"--config", empty, "--quantize", "int8"}).quantize == "int8");
-  auto flag = Load({"--config", empty, "--quantize", "int4"});
+  CHECK(LoadOk({"--config", empty, "--quantize", "int4"}).quantize == "int4");
+  auto flag = Load({"--config", empty, "--quantize", "int3"});
   REQUIRE(std::holds_alternative<ExitNow>(flag));
   CHECK(std::get<ExitNow>(flag).status == 64);
 }

@@ -292,19 +292,22 @@ TEST_CASE("fixture models match transformers on cuda:0 in fp32", "[engine][gpu]"
   }
 }
 
-// int8 weights (LoadOptions::quantize) run on the CPU only for now: on a
-// GPU the load is refused, naming the model and why, and nothing stays on
-// the device.
-TEST_CASE("int8 on cuda:0 is refused, naming the model", "[engine][gpu][quantize]") {
+// int8 and int4 weights (LoadOptions::quantize) run on the CPU only for
+// now: on a GPU the load is refused, naming the model and why, and nothing
+// stays on the device.
+TEST_CASE("int8 and int4 on cuda:0 are refused, naming the model", "[engine][gpu][quantize]") {
   if (!CudaAvailable()) MEDQ_SKIP(kNoCuda);
-  const int64_t before = AllocatedOnDevice0();
-  LoadOptions o{"cuda:0", "bf16"};
-  o.quantize = "int8";
-  const auto r = LoadModel(medq::test::ModelFixture("tiny-llama"), o);
-  REQUIRE_FALSE(r.ok());
-  CHECK(r.error().code == ErrorCode::kInvalidRequest);
-  CHECK_THAT(r.error().message, Catch::Contains("tiny-llama") && Catch::Contains("CPU only"));
-  CHECK(AllocatedOnDevice0() == before);
+  for (const std::string q : {"int8", "int4"}) {
+    INFO(q);
+    const int64_t before = AllocatedOnDevice0();
+    LoadOptions o{"cuda:0", "bf16"};
+    o.quantize = q;
+    const auto r = LoadModel(medq::test::ModelFixture("tiny-llama"), o);
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.error().code == ErrorCode::kInvalidRequest);
+    CHECK_THAT(r.error().message, Catch::Contains("tiny-llama") && Catch::Contains("CPU only"));
+    CHECK(AllocatedOnDevice0() == before);
+  }
 }
 
 TEST_CASE("bf16 on cuda:0 runs, seeds reproduce, and memory is returned", "[engine][gpu]") {
