@@ -37,13 +37,32 @@ Status ReadFloat(const Params& p, const char* key, double lo, double hi, bool lo
 }  // namespace
 
 Result<GenerateParams> ParseGenerateParams(const Params& p) {
-  if (Status s = RejectUnknownFields(
-          p,
-          {"model",       "adapter",  "prompt",          "messages",        "prompt_ids",
-           "mode",        "system",   "template_kwargs", "tools",           "max_tokens",
-           "temperature", "top_k",    "top_p",           "min_p",           "repeat_penalty",
-           "seed",        "stop",     "priority",        "queue_timeout_s", "timeout_s",
-           "return_ids",  "logprobs", "response_format", "tool_choice",     "parallel_tool_calls"});
+  if (Status s = RejectUnknownFields(p, {"model",
+                                         "adapter",
+                                         "prompt",
+                                         "messages",
+                                         "prompt_ids",
+                                         "mode",
+                                         "system",
+                                         "template_kwargs",
+                                         "tools",
+                                         "max_tokens",
+                                         "temperature",
+                                         "top_k",
+                                         "top_p",
+                                         "min_p",
+                                         "repeat_penalty",
+                                         "seed",
+                                         "stop",
+                                         "priority",
+                                         "queue_timeout_s",
+                                         "timeout_s",
+                                         "return_ids",
+                                         "logprobs",
+                                         "n",
+                                         "response_format",
+                                         "tool_choice",
+                                         "parallel_tool_calls"});
       !s.ok()) {
     return s.error();
   }
@@ -164,6 +183,7 @@ Result<GenerateParams> ParseGenerateParams(const Params& p) {
     if (!(s = ReadInt(p, "logprobs", 0, kMaxLogprobs, logprobs)).ok()) return s.error();
     g.logprobs = logprobs;
   }
+  if (!(s = ReadInt(p, "n", 1, kMaxChoices, g.n)).ok()) return s.error();
   if (auto it = p.find("response_format"); it != p.end() && !it->is_null()) {
     auto format = ParseResponseFormat(*it, "params.response_format");
     if (!format.ok()) return std::move(format).error();
@@ -211,6 +231,7 @@ Params ToJson(const GenerateParams& g) {
   if (g.timeout_s) p["timeout_s"] = *g.timeout_s;
   if (g.return_ids) p["return_ids"] = true;
   if (g.logprobs) p["logprobs"] = *g.logprobs;
+  if (g.n != 1) p["n"] = g.n;
   return p;
 }
 

@@ -58,6 +58,9 @@ struct GenerateParams {
   // Token events also carry each token's log-probability and those of the
   // `logprobs` most likely tokens at its position (0 to kMaxLogprobs).
   std::optional<int> logprobs;
+  // Answers to give (1 to kMaxChoices), decoded side by side in one batch,
+  // choice i seeded with seed + i; events then carry their choice's index.
+  int n = 1;
   // The shape the output must take: text (the default), any JSON object, or
   // a document valid under a JSON Schema, enforced token by token.
   ResponseFormat response_format;
@@ -70,6 +73,7 @@ struct GenerateParams {
 
 inline constexpr int kMaxStopStrings = 16;
 inline constexpr int kMaxLogprobs = 20;
+inline constexpr int kMaxChoices = 8;
 inline constexpr int kMaxNewTokensLimit = 1 << 20;
 inline constexpr int kDefaultMaxTokens = 256;
 

@@ -14,6 +14,25 @@ void to_json(nlohmann::json& j, const GenerateDone& d) {
     j["tool_calls"] = d.tool_calls;
     j["content"] = d.content;
   }
+  if (!d.choices.empty()) j["choices"] = d.choices;
+}
+
+void to_json(nlohmann::json& j, const ChoiceDone& c) {
+  j = {{"index", c.index},
+       {"finish_reason", c.finish_reason},
+       {"completion_tokens", c.completion_tokens}};
+  if (!c.tool_calls.empty()) {
+    j["tool_calls"] = c.tool_calls;
+    j["content"] = c.content;
+  }
+}
+
+void from_json(const nlohmann::json& j, ChoiceDone& c) {
+  c.index = j.value("index", 0);
+  c.finish_reason = j.value("finish_reason", std::string());
+  c.completion_tokens = j.value("completion_tokens", int64_t{0});
+  c.tool_calls = j.value("tool_calls", std::vector<ToolCall>{});
+  c.content = j.value("content", std::string());
 }
 
 void from_json(const nlohmann::json& j, GenerateDone& d) {
@@ -25,6 +44,7 @@ void from_json(const nlohmann::json& j, GenerateDone& d) {
   d.timings = j.value("timings", defaults.timings);
   d.tool_calls = j.value("tool_calls", std::vector<ToolCall>{});
   d.content = j.value("content", std::string());
+  d.choices = j.value("choices", std::vector<ChoiceDone>{});
 }
 
 void to_json(nlohmann::json& j, const TokenLogprob& t) {
@@ -41,12 +61,14 @@ void to_json(nlohmann::json& j, const TokenEvent& t) {
   j = {{"text", t.text}};
   if (!t.ids.empty()) j["ids"] = t.ids;
   if (!t.logprobs.empty()) j["logprobs"] = t.logprobs;
+  if (t.index >= 0) j["index"] = t.index;
 }
 
 void from_json(const nlohmann::json& j, TokenEvent& t) {
   t.text = j.value("text", std::string());
   t.ids = j.value("ids", std::vector<int32_t>{});
   t.logprobs = j.value("logprobs", std::vector<TokenLogprob>{});
+  t.index = j.value("index", -1);
 }
 
 }  // namespace medq

@@ -202,6 +202,8 @@ struct TokenEvent {
   std::string text;
   std::vector<int32_t> ids;
   std::vector<TokenLogprob> logprobs;
+  // The choice it belongs to, with params.n > 1 (absent from the JSON: -1).
+  int index = -1;
 };
 void to_json(nlohmann::json& j, const TokenEvent& t);
 void from_json(const nlohmann::json& j, TokenEvent& t);
@@ -223,6 +225,17 @@ struct GenerateTimings {
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(GenerateTimings, queued_ms, load_ms, prefill_ms,
                                                 decode_ms, total_ms)
 
+// One answer's end, with params.n > 1 (GenerateDone::choices).
+struct ChoiceDone {
+  int index = 0;
+  std::string finish_reason;
+  int64_t completion_tokens = 0;
+  std::vector<ToolCall> tool_calls;  // as GenerateDone's
+  std::string content;
+};
+void to_json(nlohmann::json& j, const ChoiceDone& c);
+void from_json(const nlohmann::json& j, ChoiceDone& c);
+
 struct GenerateDone {
   std::string finish_reason;  // "stop", "length", "cancelled" or "tool_calls"
   std::string model;
@@ -234,6 +247,9 @@ struct GenerateDone {
   // JSON otherwise.
   std::vector<ToolCall> tool_calls;
   std::string content;
+  // With params.n > 1: every choice's end, by index (the fields above are
+  // choice 0's; usage counts all of them). Absent from the JSON otherwise.
+  std::vector<ChoiceDone> choices;
 };
 void to_json(nlohmann::json& j, const GenerateDone& done);
 void from_json(const nlohmann::json& j, GenerateDone& done);

@@ -15,6 +15,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/generate_params.h"
 #include "common/messages.h"
 #include "common/tool_calls.h"
 #include "daemon/http/routes.h"
@@ -25,6 +26,21 @@ namespace {
 using nlohmann::json;
 using Clock = std::chrono::steady_clock;
 
+// One answer's text as it comes (a request with "n" has several).
+struct ChoiceText {
+  std::string text;
+  std::vector<TokenLogprob> held;  // the logprobs of `text` not yet sent
+  size_t streamed = 0;             // bytes of `text` a tool-reading stream has sent
+  int64_t text_bytes = 0;          // completions' text_offset: bytes of the tokens before
+};
+
+// The end of one answer, as `done` gives it.
+struct ChoiceEnd {
+  std::string finish;
+  json calls;
+  std::string content;  // of a turn that made calls: the text outside them
+};
+
 struct Translation {
   bool chat = true;
   bool stream = false;
@@ -34,28 +50,25 @@ struct Translation {
   // that cannot be part of a call (ToolCallSafePrefix) as it comes, and the
   // rest at the end, as calls or as content.
   bool reads_tool_calls = false;
-  size_t streamed = 0;  // bytes of `text` a tool-reading stream has sent
   // logprobs asked for: chat's "logprobs": true, completions' "logprobs": N.
   bool logprobs = false;
   std::string model;  // as requested, until `done` names the one that ran
   std::string id;
   int64_t created = 0;
   Clock::time_point submitted = Clock::now();
-  std::string text;
-  std::vector<TokenLogprob> held;  // the logprobs of `text` (not yet sent)
-  int64_t text_bytes = 0;          // completions' text_offset: bytes of the tokens before
+  std::vector<ChoiceText> choices = std::vector<ChoiceText>(1);  // "n" of them
 
-  // OpenAI's logprobs object for `entries`: chat's {"content": [...]},
-  // completions' four parallel arrays (text_offset in bytes of the
-  // completion text); null when none were asked for.
-  json LogprobsJson(const std::vector<TokenLogprob>& entries) {
+  // OpenAI's logprobs object for `entries` of choice `c`: chat's
+  // {"content": [...]}, completions' four parallel arrays (text_offset in
+  // bytes of the completion text); null when none were asked for.
+  json LogprobsJson(ChoiceText& c, const std::vector<TokenLogprob>& entries) const {
     if (!logprobs) return nullptr;
     if (chat) {
       json content = json::array();
       for (const TokenLogprob& e : entries) {
         json top = json::array();
-        for (const TokenCandidate& c : e.top)
-          top.push_back({{"token", c.token}, {"logprob", c.logprob}, {"bytes", c.bytes}});
+        for (const TokenCandidate& t : e.top)
+          top.push_back({{"token", t.token}, {"logprob", t.logprob}, {"bytes", t.bytes}});
         content.push_back({{"token", e.chosen.token},
                            {"logprob", e.chosen.logprob},
                            {"bytes", e.chosen.bytes},
@@ -69,11 +82,11 @@ struct Translation {
       tokens.push_back(e.chosen.token);
       token_logprobs.push_back(e.chosen.logprob);
       json alternatives = json::object();
-      for (const TokenCandidate& c : e.top)
-        alternatives[c.token] = c.logprob;
+      for (const TokenCandidate& t : e.top)
+        alternatives[t.token] = t.logprob;
       top.push_back(std::move(alternatives));
-      offsets.push_back(text_bytes);
-      text_bytes += static_cast<int64_t>(e.chosen.bytes.size());
+      offsets.push_back(c.text_bytes);
+      c.text_bytes += static_cast<int64_t>(e.chosen.bytes.size());
     }
     return {{"tokens", std::move(tokens)},
             {"token_logprobs", std::move(token_logprobs)},
@@ -85,9 +98,9 @@ struct Translation {
     return json{{"id", id}, {"object", object}, {"created", created}, {"model", model}};
   }
 
-  json Chunk(json delta, json finish_reason, json chunk_logprobs = nullptr) const {
+  json Chunk(size_t index, json delta, json finish_reason, json chunk_logprobs = nullptr) const {
     json c = Envelope(chat ? "chat.completion.chunk" : "text_completion");
-    json choice = {{"index", 0}};
+    json choice = {{"index", index}};
     if (chat) {
       choice["delta"] = std::move(delta);
     } else {
@@ -109,71 +122,67 @@ struct Translation {
       ex.AddHeader("x-medq-queue-ms", std::to_string(static_cast<int64_t>(queue_ms)));
     } else if (event == "token") {
       TokenEvent token = fields.get<TokenEvent>();
-      if (token.text.empty() && token.logprobs.empty()) return;
+      const auto index = static_cast<size_t>(std::max(0, token.index));
+      if (index >= choices.size() || (token.text.empty() && token.logprobs.empty())) return;
+      ChoiceText& c = choices[index];
       if (stream && !reads_tool_calls) {
         StartStream(ex);
-        ex.SendData(
-            DumpJson(Chunk({{"content", token.text}}, nullptr, LogprobsJson(token.logprobs))));
+        ex.SendData(DumpJson(
+            Chunk(index, {{"content", token.text}}, nullptr, LogprobsJson(c, token.logprobs))));
         return;
       }
-      text += token.text;
-      held.insert(held.end(), std::make_move_iterator(token.logprobs.begin()),
-                  std::make_move_iterator(token.logprobs.end()));
-      if (stream && chat) SendSafeContent(ex);
+      c.text += token.text;
+      c.held.insert(c.held.end(), std::make_move_iterator(token.logprobs.begin()),
+                    std::make_move_iterator(token.logprobs.end()));
+      if (stream && chat) SendSafeContent(ex, index);
     } else if (event == "done") {
       OnDone(ex, fields);
     }
   }
 
   // A tool-reading stream: the text that is content whatever follows.
-  void SendSafeContent(HttpExchange& ex) {
-    const size_t safe = ToolCallSafePrefix(text);
-    if (safe <= streamed) return;
+  void SendSafeContent(HttpExchange& ex, size_t index) {
+    ChoiceText& c = choices[index];
+    const size_t safe = ToolCallSafePrefix(c.text);
+    if (safe <= c.streamed) return;
     StartStream(ex);
-    ex.SendData(DumpJson(Chunk({{"content", text.substr(streamed, safe - streamed)}}, nullptr,
-                               LogprobsJson(std::exchange(held, {})))));
-    streamed = safe;
+    ex.SendData(DumpJson(Chunk(index, {{"content", c.text.substr(c.streamed, safe - c.streamed)}},
+                               nullptr, LogprobsJson(c, std::exchange(c.held, {})))));
+    c.streamed = safe;
   }
 
   void StartStream(HttpExchange& ex) const {
     if (ex.streaming()) return;
     ex.StartEventStream();
-    if (chat) ex.SendData(DumpJson(Chunk({{"role", "assistant"}, {"content", ""}}, nullptr)));
+    if (!chat) return;
+    for (size_t i = 0; i < choices.size(); ++i)
+      ex.SendData(DumpJson(Chunk(i, {{"role", "assistant"}, {"content", ""}}, nullptr)));
+  }
+
+  // Choice i's end: from `done`'s choices with "n", else from `done` itself.
+  ChoiceEnd EndOf(const json& done, size_t i) const {
+    const json& fields =
+        done.contains("choices") && i < done["choices"].size() ? done["choices"][i] : done;
+    ChoiceEnd e;
+    e.finish = fields.value("finish_reason", "stop");
+    if (e.finish == "cancelled") e.finish = "stop";
+    e.calls = fields.value("tool_calls", json::array());
+    e.content = e.calls.empty() ? choices[i].text : fields.value("content", "");
+    return e;
   }
 
   void OnDone(HttpExchange& ex, const json& done) {
     model = done.value("model", model);
-    std::string finish = done.value("finish_reason", "stop");
-    if (finish == "cancelled") finish = "stop";
     const json& u = done.contains("usage") ? done["usage"] : json::object();
     const int64_t prompt = u.value("prompt_tokens", int64_t{0});
     const int64_t completion = u.value("completion_tokens", int64_t{0});
     const json usage = {{"prompt_tokens", prompt},
                         {"completion_tokens", completion},
                         {"total_tokens", prompt + completion}};
-    const json calls = done.value("tool_calls", json::array());
-    // The content of a turn that made calls is the text outside them.
-    const std::string content = calls.empty() ? text : done.value("content", "");
     if (stream) {
       StartStream(ex);
-      // What a tool-reading stream has not sent of the content: the content
-      // begins with what it sent (less leading whitespace, which
-      // ParseToolCalls trims beside calls).
-      const size_t sent_content =
-          calls.empty()
-              ? streamed
-              : std::min(content.size(),
-                         streamed - std::min(streamed, text.find_first_not_of(" \t\r\n")));
-      if (reads_tool_calls && (content.size() > sent_content || !held.empty())) {
-        ex.SendData(DumpJson(
-            Chunk({{"content", content.substr(sent_content)}}, nullptr, LogprobsJson(held))));
-      }
-      for (size_t i = 0; i < calls.size(); ++i) {
-        json call = calls[i];
-        call["index"] = i;
-        ex.SendData(DumpJson(Chunk({{"tool_calls", json::array({call})}}, nullptr)));
-      }
-      ex.SendData(DumpJson(Chunk(json::object(), finish)));
+      for (size_t i = 0; i < choices.size(); ++i)
+        EndStream(ex, i, EndOf(done, i));
       if (include_usage) {
         json last = Envelope(chat ? "chat.completion.chunk" : "text_completion");
         last["choices"] = json::array();
@@ -184,21 +193,49 @@ struct Translation {
       return ex.EndEventStream();
     }
     json out = Envelope(chat ? "chat.completion" : "text_completion");
-    json choice = {{"index", 0}};
-    if (chat) {
-      choice["message"] = {{"role", "assistant"}, {"content", text}};
-      if (!calls.empty()) {
-        choice["message"]["content"] = content.empty() ? json(nullptr) : json(content);
-        choice["message"]["tool_calls"] = calls;
+    out["choices"] = json::array();
+    for (size_t i = 0; i < choices.size(); ++i) {
+      ChoiceText& c = choices[i];
+      const ChoiceEnd e = EndOf(done, i);
+      json choice = {{"index", i}};
+      if (chat) {
+        choice["message"] = {{"role", "assistant"}, {"content", c.text}};
+        if (!e.calls.empty()) {
+          choice["message"]["content"] = e.content.empty() ? json(nullptr) : json(e.content);
+          choice["message"]["tool_calls"] = e.calls;
+        }
+      } else {
+        choice["text"] = c.text;
       }
-    } else {
-      choice["text"] = text;
+      choice["logprobs"] = LogprobsJson(c, c.held);
+      choice["finish_reason"] = e.finish;
+      out["choices"].push_back(std::move(choice));
     }
-    choice["logprobs"] = LogprobsJson(held);
-    choice["finish_reason"] = finish;
-    out["choices"] = json::array({std::move(choice)});
     out["usage"] = usage;
     ex.RespondJson(200, out);
+  }
+
+  // A stream's last chunks of choice i: what a tool-reading stream has not
+  // sent of its content (the content begins with what it sent, less leading
+  // whitespace, which ParseToolCalls trims beside calls), one chunk a call,
+  // then the finish_reason.
+  void EndStream(HttpExchange& ex, size_t i, const ChoiceEnd& e) {
+    ChoiceText& c = choices[i];
+    const size_t sent_content =
+        e.calls.empty()
+            ? c.streamed
+            : std::min(e.content.size(),
+                       c.streamed - std::min(c.streamed, c.text.find_first_not_of(" \t\r\n")));
+    if (reads_tool_calls && (e.content.size() > sent_content || !c.held.empty())) {
+      ex.SendData(DumpJson(Chunk(i, {{"content", e.content.substr(sent_content)}}, nullptr,
+                                 LogprobsJson(c, c.held))));
+    }
+    for (size_t k = 0; k < e.calls.size(); ++k) {
+      json call = e.calls[k];
+      call["index"] = k;
+      ex.SendData(DumpJson(Chunk(i, {{"tool_calls", json::array({call})}}, nullptr)));
+    }
+    ex.SendData(DumpJson(Chunk(i, json::object(), e.finish)));
   }
 };
 
@@ -303,9 +340,12 @@ Status CommonParams(const Params& body, Params& p, Translation& t) {
       return Invalid("'stop' must be a string or an array of strings");
     }
   }
+  // n answers (1 to 8, checked by generate), decoded side by side.
   if (Status st = CheckField(body, "n", Kind::kInteger); !st.ok()) return st;
-  if (Has(body, "n") && body["n"] != 1) {
-    return Invalid("'n' must be 1: medq returns one choice per request; send several requests");
+  if (Has(body, "n")) {
+    p["n"] = body["n"];
+    const int64_t n = body["n"].get<int64_t>();
+    if (n >= 1 && n <= kMaxChoices) t.choices.resize(static_cast<size_t>(n));
   }
   if (Status st = CheckField(body, "stream", Kind::kBoolean); !st.ok()) return st;
   t.stream = Has(body, "stream") && body["stream"].get<bool>();

@@ -143,6 +143,12 @@ void SubmitOp(DaemonState& s, const Request& req, Responder reply) {
                             "params.logprobs: a submitted job's result keeps its text only; "
                             "ask generate for log-probabilities"));
   }
+  if (const auto it = request->params.find("n");
+      request->op == "generate" && it != request->params.end() && *it != 1 && !it->is_null()) {
+    return reply.Fail(Error(ErrorCode::kInvalidRequest,
+                            "params.n: a submitted job's result keeps one text; submit one job "
+                            "an answer, or ask generate for several"));
+  }
   JobIntake intake;
   intake.owner = reply.owner();
   intake.detached = true;

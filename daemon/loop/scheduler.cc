@@ -93,7 +93,7 @@ Result<std::string> Scheduler::SubmitGeneration(JobSpec spec,
   JobQueue::Options options = QueueOptions(spec);
   // The wait estimate's measure of the job (the context may cap an unset
   // max_tokens lower; the loop does not know the prompt's length).
-  options.tokens = generate->params.max_tokens.value_or(kDefaultMaxTokens);
+  options.tokens = generate->params.max_tokens.value_or(kDefaultMaxTokens) * generate->params.n;
   return QueueOf(JobClass::kGenerate)
       .Submit(
           std::move(spec.op), std::move(options),

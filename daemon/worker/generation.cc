@@ -148,12 +148,15 @@ Result<std::unique_ptr<Generation>> Generation::Prepare(GenerationJob job, const
   }
   auto constraint = ConstraintFor(model, p);
   if (!constraint.ok()) return std::move(constraint).error();
-  if (job.log_text) spdlog::info("job {}: prompt {}", job.id, PromptForLog(p));
+  if (job.log_text && job.choice == 0) spdlog::info("job {}: prompt {}", job.id, PromptForLog(p));
   std::unique_ptr<Generation> g(new Generation(std::move(job), model, load_ms));
   g->request_.constraint = std::move(constraint).value();
   g->request_.prompt = std::move(*ids);
   g->request_.max_new_tokens = static_cast<int>(max_new);
-  g->request_.sampling = {p.temperature, p.top_k, p.top_p, p.min_p, p.repeat_penalty, p.seed};
+  const std::optional<uint64_t> seed =
+      p.seed ? std::optional<uint64_t>(*p.seed + static_cast<uint64_t>(g->job_.choice))
+             : std::nullopt;
+  g->request_.sampling = {p.temperature, p.top_k, p.top_p, p.min_p, p.repeat_penalty, seed};
   g->request_.top_logprobs = p.logprobs.value_or(-1);
   return g;
 }

@@ -57,6 +57,7 @@ struct GenerationJob {
   std::shared_ptr<const std::atomic<bool>> cancel;
   bool log_text = false;  // log_prompts: the prompt and output go to the log
   GenerationSink sink;
+  int choice = 0;  // which of params.n answers (choices.h): seeded seed + choice
 };
 
 class Generation {

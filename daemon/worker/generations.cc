@@ -5,6 +5,7 @@
 #include <spdlog/spdlog.h>
 
 #include "common/elapsed.h"
+#include "daemon/worker/choices.h"
 #include "daemon/worker/memory.h"
 
 namespace medq::daemon {
@@ -38,9 +39,27 @@ void Generations::Start(GenerationJob job) {
   }
   job.sink.report(MakeReport(models_, /*measure=*/false));
   GenerationSink sink = job.sink;
-  auto g = Generation::Prepare(std::move(job), **model, load_ms);
-  if (!g.ok()) return Fail(sink, std::move(g).error());
-  waiting_.push_back(std::move(*g));
+  const int n = spec.params.n;
+  if (n <= 1) {
+    auto g = Generation::Prepare(std::move(job), **model, load_ms);
+    if (!g.ok()) return Fail(sink, std::move(g).error());
+    waiting_.push_back(std::move(*g));
+    return;
+  }
+  // Every choice is prepared before any waits: what one refuses (a prompt
+  // too long, a schema) all would, and the job fails once.
+  std::vector<GenerationSink> sinks = SplitSink(sink, n);
+  std::vector<std::unique_ptr<Generation>> choices;
+  for (int i = 0; i < n; ++i) {
+    GenerationJob part = job;
+    part.sink = std::move(sinks[static_cast<size_t>(i)]);
+    part.choice = i;
+    auto g = Generation::Prepare(std::move(part), **model, load_ms);
+    if (!g.ok()) return Fail(sink, std::move(g).error());
+    choices.push_back(std::move(*g));
+  }
+  for (auto& g : choices)
+    waiting_.push_back(std::move(g));
 }
 
 void Generations::Fail(const GenerationSink& sink, Error error) {

@@ -95,4 +95,9 @@ void AwaitQueue(const std::string& socket, size_t running, size_t waiting) {
   FAIL("queue never showed " << running << " running and " << waiting << " waiting");
 }
 
+json With(json base, const json& extra) {
+  base.update(extra);
+  return base;
+}
+
 }  // namespace medq::test

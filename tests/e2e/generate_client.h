@@ -46,4 +46,7 @@ nlohmann::json CallOp(const std::string& socket, const std::string& op,
 // Waits until `queue` shows `running` running and `waiting` waiting jobs.
 void AwaitQueue(const std::string& socket, size_t running, size_t waiting);
 
+// `base` with `extra`'s keys set over it (a request with a field changed).
+nlohmann::json With(nlohmann::json base, const nlohmann::json& extra);
+
 }  // namespace medq::test

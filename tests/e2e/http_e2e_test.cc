@@ -40,11 +40,6 @@ void AddTinyBert(const ModelRepo& repo) {
 }
 
 // `base` with the fields of `extra` added or replaced.
-json With(json base, const json& extra) {
-  base.update(extra);
-  return base;
-}
-
 // The text a streamed completion's events carry, and the last chunk's
 // finish_reason.
 std::string StreamText(const HttpResponse& r, bool chat, std::string* finish = nullptr) {

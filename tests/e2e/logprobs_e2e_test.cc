@@ -20,11 +20,6 @@ using nlohmann::json;
 namespace medq::test {
 namespace {
 
-json Plus(json base, const json& extra) {
-  base.update(extra);
-  return base;
-}
-
 // The text the entries' bytes make.
 std::string BytesOf(const json& entries) {
   std::string out;
@@ -114,7 +109,7 @@ TEST_CASE("logprobs: chat and completions in OpenAI's shapes, streamed or not", 
 
   // Streamed: the same entries, spread over the chunks.
   const HttpResponse streamed =
-      HttpCall(port, "POST", "/v1/chat/completions", Plus(chat, {{"stream", true}}).dump());
+      HttpCall(port, "POST", "/v1/chat/completions", With(chat, {{"stream", true}}).dump());
   json spread = json::array();
   for (const std::string& data : streamed.Events()) {
     if (data == "[DONE]") continue;
@@ -156,10 +151,10 @@ TEST_CASE("logprobs: chat and completions in OpenAI's shapes, streamed or not", 
   }
   CHECK(joined == text);
   refused =
-      HttpCall(port, "POST", "/v1/completions", Plus(completion_req, {{"logprobs", 21}}).dump());
+      HttpCall(port, "POST", "/v1/completions", With(completion_req, {{"logprobs", 21}}).dump());
   CHECK(refused.status == 400);
   refused =
-      HttpCall(port, "POST", "/v1/completions", Plus(completion_req, {{"top_logprobs", 2}}).dump());
+      HttpCall(port, "POST", "/v1/completions", With(completion_req, {{"top_logprobs", 2}}).dump());
   CHECK(refused.status == 400);
   CHECK(Body(refused)["error"]["param"] == "top_logprobs");
 }

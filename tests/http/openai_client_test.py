@@ -110,10 +110,14 @@ def main():
     except openai.NotFoundError as e:
         check(e.status_code == 404, "unknown model: 404 NotFoundError")
     try:
-        client.chat.completions.create(model="tiny-qwen2", messages=messages, n=2)
-        check(False, "n > 1 refused")
+        client.chat.completions.create(model="tiny-qwen2", messages=messages, n=9)
+        check(False, "n > 8 refused")
     except openai.BadRequestError as e:
-        check(e.body.get("param") == "n", "n > 1: 400 naming the param")
+        check(e.body.get("param") == "n", "n > 8: 400 naming the param")
+    r = client.chat.completions.create(model="tiny-qwen2", messages=messages, n=2,
+                                       max_tokens=4, temperature=0.8, seed=1)
+    check([c.index for c in r.choices] == [0, 1] and r.usage.completion_tokens == 8,
+          "n=2: two choices, usage counts both")
 
     # Log-probabilities, read through the client's own types.
     r = client.chat.completions.create(model="tiny-qwen2", messages=messages, max_tokens=6,
