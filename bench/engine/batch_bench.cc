@@ -100,7 +100,7 @@ json MeasureBatch(const std::filesystem::path& dir, const std::string& dtype,
   }
   return {{"device", engine::Info(**model).device},
           {"dtype", dtype},
-          // An int8 model is not packed (LoadOptions::quantize).
+          // A quantized model is not packed (LoadOptions::quantize).
           {"packed", o.pack && engine::Info(**model).quantization == "none"},
           {"quantize", engine::Info(**model).quantization},
           {"batch", per_n}};

@@ -23,8 +23,8 @@ struct BatchBenchOptions {
   // engine::LoadOptions::pack_for_batches, as the daemon loads models where
   // generations run side by side (max_concurrent > 1).
   bool pack = true;
-  // engine::LoadOptions::quantize: "none" or "int8" (int8 models are not
-  // packed).
+  // engine::LoadOptions::quantize: "none", "int8" or "int4" (quantized
+  // models are not packed).
   std::string quantize = "none";
 };
 

@@ -2,9 +2,10 @@
 // peak memory of the engine on random-weight models shaped like SmolLM-135M and
 // Qwen2.5-0.5B, for fp32 and bf16 on CPU (and CUDA when available), against
 // the decode ceiling set by memory bandwidth. Prints one JSON document.
-// --quantize int8 runs each dtype with int8 projections too (LoadOptions::
-// quantize), --repeat times each, alternating, and adds the medians and
-// ranges of both decode speeds ("quantize_comparison").
+// --quantize int8 (or int4, or int8,int4) runs each dtype with quantized
+// projections too (LoadOptions::quantize), --repeat times each, alternating,
+// and adds the medians and ranges of the decode speeds, each quantization
+// against the unquantized dtype ("quantize_comparison").
 //
 // Each configuration runs in its own child process so that its peak RSS is its
 // own (getrusage of the child); the parent never touches LibTorch.
@@ -50,8 +51,9 @@ struct Options {
   std::string device;  // only this device (cpu, cuda:N); empty: cpu and cuda:0 if present
   bool batch = false;  // --batch: continuous-batching throughput instead (--device, or the CPU)
   bool avx512 = true;  // --no-avx512: the AVX2 kernel table where AVX-512VL would be chosen
-  std::string quantize = "none";  // --quantize int8: each dtype also with int8 projections
-  int repeat = 1;                 // runs of each configuration, alternating
+  // --quantize int8,int4: each dtype also with these quantized projections
+  std::vector<std::string> quantize;
+  int repeat = 1;  // runs of each configuration, alternating
   medq::bench::BatchBenchOptions batch_options;
 };
 
@@ -160,7 +162,9 @@ int Run(const Options& o) {
   // --quantize: decode tok/s per model, device, dtype and quantization.
   std::map<std::vector<std::string>, std::vector<double>> decode;
   std::vector<std::string> quantizations = {"none"};
-  if (o.quantize != "none") quantizations.push_back(o.quantize);
+  for (const auto& q : o.quantize) {
+    if (q != "none") quantizations.push_back(q);
+  }
   for (const auto& shape : medq::bench::BenchShapes()) {
     if (!o.models.empty() &&
         std::find(o.models.begin(), o.models.end(), shape.name) == o.models.end()) {
@@ -242,22 +246,25 @@ int Run(const Options& o) {
       {"cuda", cuda},
       {"results", results},
   };
-  if (o.quantize != "none") {
-    // Per model, device and dtype: decode tok/s without and with quantize.
+  if (quantizations.size() > 1) {
+    // Per model, device, dtype and quantization: decode tok/s without and with it.
     json comparison = json::array();
     for (const auto& [key, base] : decode) {
       if (key[3] != "none") continue;
-      const auto q = decode.find({key[0], key[1], key[2], o.quantize});
-      if (q == decode.end()) continue;
-      const json b = Summary(base), s = Summary(q->second);
-      comparison.push_back(
-          {{"model", key[0]},
-           {"device", key[1]},
-           {"dtype", key[2]},
-           {"quantize", o.quantize},
-           {"decode_tok_s_" + key[2], b},
-           {"decode_tok_s_" + o.quantize, s},
-           {"speedup_of_medians", s["median"].get<double>() / b["median"].get<double>()}});
+      for (size_t i = 1; i < quantizations.size(); ++i) {
+        const std::string& quantize = quantizations[i];
+        const auto q = decode.find({key[0], key[1], key[2], quantize});
+        if (q == decode.end()) continue;
+        const json b = Summary(base), s = Summary(q->second);
+        comparison.push_back(
+            {{"model", key[0]},
+             {"device", key[1]},
+             {"dtype", key[2]},
+             {"quantize", quantize},
+             {"decode_tok_s_" + key[2], b},
+             {"decode_tok_s_" + quantize, s},
+             {"speedup_of_medians", s["median"].get<double>() / b["median"].get<double>()}});
+      }
     }
     doc["repeat"] = std::max(1, o.repeat);
     doc["quantize_comparison"] = comparison;
@@ -299,10 +306,10 @@ int main(int argc, char** argv) {
   app.add_flag("!--no-avx512", o.avx512,
                "Leave the AVX-512VL kernels out (the AVX2 table), to compare the two");
   app.add_option("--quantize", o.quantize,
-                 "Also run each dtype with this weight quantization (int8), and compare the "
-                 "decode speeds (quantize_comparison)")
-      ->check(CLI::IsMember({"none", "int8"}))
-      ->capture_default_str();
+                 "Also run each dtype with these weight quantizations (int8, int4, or int8,int4), "
+                 "and compare the decode speeds (quantize_comparison)")
+      ->delimiter(',')
+      ->check(CLI::IsMember({"none", "int8", "int4"}));
   app.add_option("--repeat", o.repeat,
                  "Runs of each configuration, alternating; medians and ranges with --quantize")
       ->check(CLI::Range(1, 100))
