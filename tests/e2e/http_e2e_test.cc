@@ -293,7 +293,8 @@ TEST_CASE("http: errors are OpenAI error objects with the field's status", "[e2e
                "max_tokens");
   RequireError(HttpCall(port, "POST", "/v1/chat/completions", R"({"model":"tiny-llama"})"), 400,
                "messages");
-  RequireError(HttpCall(port, "POST", "/v1/completions", R"({"prompt":"a","n":2})"), 400, "n");
+  RequireError(HttpCall(port, "POST", "/v1/completions", R"({"prompt":"a","n":9})"), 400, "n");
+  RequireError(HttpCall(port, "POST", "/v1/completions", R"({"prompt":"a","n":"2"})"), 400, "n");
   RequireError(HttpCall(port, "POST", "/v1/chat/completions",
                         R"({"messages":[{"role":"user","content":"a"}],"logprobs":"yes"})"),
                400, "logprobs");

@@ -87,7 +87,7 @@ TEST_CASE("logprobs equal the log-softmax of the reference logits", "[engine][ba
   }
 }
 
-TEST_CASE("logprobs: 0 alternatives gives the chosen token's alone; none when not asked",
+TEST_CASE("logprobs: 0 alternatives gives the chosen token's alone, and none come unasked",
           "[engine][batch][logprobs]") {
   const auto dir = ModelFolders().front();
   const auto ref = ReadTensors(dir / "reference.safetensors");
