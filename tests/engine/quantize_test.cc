@@ -4,6 +4,7 @@
 // model's, through the decode step, the LibTorch path and a LoRA merge.
 #include <catch2/catch.hpp>
 
+#include <functional>
 #include <map>
 
 #include "daemon/engine/batch_testing.h"
@@ -100,17 +101,22 @@ TEST_CASE("quantize takes none, int8 and int4 and refuses other names", "[engine
 }
 
 // The full-precision model `full` with every projection replaced by its
-// int8 model's dequantized matrix, in float32: what the int8 model computes,
-// up to the order of its roundings.
-std::shared_ptr<const Model> Dequantized(const Model& full, const Model& int8) {
+// quantized model's dequantized matrix (int8 or int4), in float32: what the
+// quantized model computes, up to the order of its roundings.
+std::shared_ptr<const Model> Dequantized(const Model& full, const Model& quantized) {
+  const auto dequantize = [&quantized](const at::Tensor& values, const at::Tensor& scales) {
+    return quantized.quantization == Quantization::kInt4 ? DequantizeRowsInt4(values, scales)
+                                                         : DequantizeRowsInt8(values, scales);
+  };
   auto m = std::make_shared<Model>(full);
   for (size_t i = 0; i < m->weights.layers.size(); ++i) {
     LayerWeights& l = m->weights.layers[i];
-    const LayerWeights& q = int8.weights.layers[i];
-    l.qkv_proj = DequantizeRowsInt8(q.qkv_proj, q.qkv_scale);
-    l.o_proj = DequantizeRowsInt8(q.o_proj, q.o_scale);
-    l.gate_up_proj = DequantizeRowsInt8(q.gate_up_proj, q.gate_up_scale);
-    l.down_proj = DequantizeRowsInt8(q.down_proj, q.down_scale);
+    const LayerWeights& q = quantized.weights.layers[i];
+    l.qkv_proj = dequantize(q.qkv_proj, q.qkv_scale);
+    l.o_proj = dequantize(q.o_proj, q.o_scale);
+    l.gate_up_proj = dequantize(q.gate_up_proj, q.gate_up_scale);
+    l.down_proj = dequantize(q.down_proj, q.down_scale);
+    l.qkv_packed = l.o_packed = l.gate_up_packed = l.down_packed = at::Tensor();
   }
   m->weight_dtype = at::kFloat;
   m->weights.embed = m->weights.embed.to(at::kFloat);
@@ -118,76 +124,82 @@ std::shared_ptr<const Model> Dequantized(const Model& full, const Model& int8) {
   return m;
 }
 
-// The int8 models' logits against the full-precision ones, every fixture.
-// Each weight moves by at most half its row's scale, 1/254 of the row's
-// largest weight; through these tiny random-weight models (hidden 32 to 64)
-// the logits move by 1.6 to 3.8% (relative L2) and at most 6.3% of the
-// largest logit (measured); the bounds are 5% and 10%. What the int8 kernels
-// compute is checked tighter, against the dequantized model in float32: the
-// same logits to 1e-4 of the largest. A wrong scale, row or layout moves
-// them by the logits' whole size.
-TEST_CASE("an int8 model's logits are close to the full-precision model's", "[engine][quantize]") {
+// A quantization under test: how to load a fixture with it, the element
+// type its projections are stored in, and how far its logits may move.
+struct Quantized {
+  std::function<std::shared_ptr<const Model>(const fs::path&, const std::string&)> load;
+  at::ScalarType stored;
+  double max_diff;  // of the largest logit
+  double rel_l2;
+};
+
+// Its logits against the full-precision model's, every fixture in fp32 and
+// bf16, within q's bounds; what its kernels compute against the dequantized
+// model in float32, to 1e-4 of the largest logit (a wrong scale, row or
+// layout moves them by the logits' whole size); and it generates through
+// the CPU decode step.
+void CheckLogitsClose(const Quantized& q) {
   for (const auto& dir : ModelFolders()) {
     for (const std::string dtype : {"fp32", "bf16"}) {
       INFO("model " << dir.filename().string() << " " << dtype);
       const auto ref = ReadTensors(dir / "reference.safetensors");
       const auto full = MustLoad(dir, dtype);
-      const auto int8 = MustLoadInt8(dir, dtype);
-      CHECK(Info(*int8).dtype == Info(*full).dtype);  // embeddings and lm_head keep it
-      CHECK(int8->weights.layers[0].qkv_proj.scalar_type() == at::kChar);
-      CHECK(int8->weights.layers[0].q_proj.scalar_type() == at::kChar);
-      CHECK(int8->weights.lm_head.scalar_type() == full->weights.lm_head.scalar_type());
-      CHECK(int8->weights.embed.scalar_type() == full->weights.embed.scalar_type());
-      CHECK(int8->weights.layers[0].input_norm.scalar_type() == at::kFloat);
+      const auto quantized = q.load(dir, dtype);
+      CHECK(Info(*quantized).dtype == Info(*full).dtype);  // embeddings and lm_head keep it
+      CHECK(quantized->weights.layers[0].qkv_proj.scalar_type() == q.stored);
+      CHECK(quantized->weights.layers[0].q_proj.scalar_type() == q.stored);
+      CHECK(quantized->weights.lm_head.scalar_type() == full->weights.lm_head.scalar_type());
+      CHECK(quantized->weights.embed.scalar_type() == full->weights.embed.scalar_type());
+      CHECK(quantized->weights.layers[0].input_norm.scalar_type() == at::kFloat);
       for (const std::string p : {"prompt1", "prompt2"}) {
         INFO(p);
         const at::Tensor ids = ref.at("input_ids_" + p);
-        const at::Tensor a = AllLogits(*int8, ids);
+        const at::Tensor a = AllLogits(*quantized, ids);
         const at::Tensor b = AllLogits(*full, ids);
         const double scale = b.abs().max().item<double>();
         const double rel = (a - b).norm().item<double>() / b.norm().item<double>();
         INFO("max diff " << MaxAbsDiff(a, b) / scale << " of the largest logit, relative L2 "
                          << rel);
-        CHECK(MaxAbsDiff(a, b) <= 0.1 * scale);
-        CHECK(rel <= 0.05);
-        const at::Tensor d = AllLogits(*Dequantized(*full, *int8), ids);
+        CHECK(MaxAbsDiff(a, b) <= q.max_diff * scale);
+        CHECK(rel <= q.rel_l2);
+        const at::Tensor d = AllLogits(*Dequantized(*full, *quantized), ids);
         CHECK(MaxAbsDiff(a, d) <= 1e-4 * d.abs().max().item<double>());
       }
-      // It generates, through the CPU decode step.
       c10::InferenceMode guard;
-      CHECK(CpuDecodeRowsApply(*int8));
-      CHECK(Greedy(*int8, ToIds(ref.at("input_ids_prompt1")), 8).size() == 8);
+      CHECK(CpuDecodeRowsApply(*quantized));
+      CHECK(Greedy(*quantized, ToIds(ref.at("input_ids_prompt1")), 8).size() == 8);
     }
   }
 }
 
-TEST_CASE("an int8 model decodes the same through the decode step and the LibTorch path",
-          "[engine][quantize]") {
+// The CPU decode step and the LibTorch path give the same greedy tokens.
+void CheckDecodeStepAgrees(const Quantized& q) {
   for (const auto& dir : ModelFolders()) {
     INFO("model " << dir.filename().string());
     const auto ref = ReadTensors(dir / "reference.safetensors");
-    const auto int8 = MustLoadInt8(dir);
+    const auto quantized = q.load(dir, "bf16");
     const std::vector<int32_t> prompt = ToIds(ref.at("input_ids_prompt1"));
-    const std::vector<int32_t> fast = Greedy(*int8, prompt, 12);
+    const std::vector<int32_t> fast = Greedy(*quantized, prompt, 12);
     const ScopedSwitch libtorch(&SetCpuDecodeStepEnabled, false, true);
-    CHECK(Greedy(*int8, prompt, 12) == fast);
+    CHECK(Greedy(*quantized, prompt, 12) == fast);
   }
 }
 
-// Batch invariance on the int8 kernels: every sequence of the continuous
-// batch gets, bitwise, the logits it gets decoded alone by CpuDecodeStep.
-TEST_CASE("a batched int8 decode is bitwise a solo run", "[engine][quantize][batch]") {
+// Batch invariance on the quantized kernels: every sequence of the
+// continuous batch gets, bitwise, the logits it gets decoded alone by
+// CpuDecodeStep.
+void CheckBatchedIsSolo(const Quantized& q) {
   const ScopedSwitch host_loop(&SetDeviceLoopOnCpu, false, DeviceLoopForced());
   for (const auto& dir : ModelFolders()) {
     INFO("model " << dir.filename().string());
     const auto ref = ReadTensors(dir / "reference.safetensors");
-    const auto int8 = MustLoadInt8(dir);
+    const auto quantized = q.load(dir, "bf16");
     std::map<SequenceId, std::vector<at::Tensor>> rows;
     SetBatchLogitsObserver([&rows](SequenceId id, const at::Tensor& row) {
       rows[id].push_back(row.to(at::kCPU).clone());
     });
     const std::vector<Joining> requests = MixedRequests(ref);
-    const std::vector<Outcome> out = RunBatch(int8, BatchOptions{}, requests);
+    const std::vector<Outcome> out = RunBatch(quantized, BatchOptions{}, requests);
     SetBatchLogitsObserver({});
     for (size_t i = 0; i < requests.size(); ++i) {
       INFO("sequence " << i);
@@ -195,10 +207,10 @@ TEST_CASE("a batched int8 decode is bitwise a solo run", "[engine][quantize][bat
       REQUIRE(out[i].result.has_value());
       // Solo: the prompt, then one CpuDecodeStep a token.
       c10::InferenceMode guard;
-      KvCache cache(*int8, 1, static_cast<int64_t>(r.prompt.size()) + r.max_new_tokens);
+      KvCache cache(*quantized, 1, static_cast<int64_t>(r.prompt.size()) + r.max_new_tokens);
       const std::vector<int64_t> ids(r.prompt.begin(), r.prompt.end());
-      at::Tensor logits =
-          Forward(*int8, at::tensor(ids, at::kLong).view({1, -1}), cache, LogitsFor::kLastPosition);
+      at::Tensor logits = Forward(*quantized, at::tensor(ids, at::kLong).view({1, -1}), cache,
+                                  LogitsFor::kLastPosition);
       const std::vector<at::Tensor>& batched = rows.at(out[i].id);
       REQUIRE(static_cast<int>(batched.size()) == r.max_new_tokens);
       for (int t = 0; t < r.max_new_tokens; ++t) {
@@ -207,12 +219,33 @@ TEST_CASE("a batched int8 decode is bitwise a solo run", "[engine][quantize][bat
         CHECK(out[i].tokens[static_cast<size_t>(t)] == logits.view({-1}).argmax().item<int64_t>());
         if (t + 1 < r.max_new_tokens) {
           const int64_t next = out[i].tokens[static_cast<size_t>(t)];
-          logits = Forward(*int8, at::tensor({next}, at::kLong).view({1, 1}), cache,
+          logits = Forward(*quantized, at::tensor({next}, at::kLong).view({1, 1}), cache,
                            LogitsFor::kLastPosition);
         }
       }
     }
   }
+}
+
+// int8: each weight moves by at most half its row's scale, 1/254 of the
+// row's largest weight; through these tiny random-weight models (hidden 32
+// to 64) the logits move by 1.6 to 3.8% (relative L2) and at most 6.3% of
+// the largest logit (measured); the bounds are 5% and 10%.
+const Quantized kInt8{
+    [](const fs::path& dir, const std::string& dtype) { return MustLoadInt8(dir, dtype); },
+    at::kChar, 0.1, 0.05};
+
+TEST_CASE("an int8 model's logits are close to the full-precision model's", "[engine][quantize]") {
+  CheckLogitsClose(kInt8);
+}
+
+TEST_CASE("an int8 model decodes the same through the decode step and the LibTorch path",
+          "[engine][quantize]") {
+  CheckDecodeStepAgrees(kInt8);
+}
+
+TEST_CASE("a batched int8 decode is bitwise a solo run", "[engine][quantize][batch]") {
+  CheckBatchedIsSolo(kInt8);
 }
 
 TEST_CASE("an adapter merges in full precision, then the merged model is quantized",
@@ -355,25 +388,6 @@ TEST_CASE("int4 groups that do not divide a matrix are refused, naming the model
   CHECK_THAT(merged.error().message, Catch::Contains("not one of 32, 64, 128"));
 }
 
-// The full-precision model `full` with every projection replaced by its
-// int4 model's dequantized matrix, in float32.
-std::shared_ptr<const Model> DequantizedInt4(const Model& full, const Model& int4) {
-  auto m = std::make_shared<Model>(full);
-  for (size_t i = 0; i < m->weights.layers.size(); ++i) {
-    LayerWeights& l = m->weights.layers[i];
-    const LayerWeights& q = int4.weights.layers[i];
-    l.qkv_proj = DequantizeRowsInt4(q.qkv_proj, q.qkv_scale);
-    l.o_proj = DequantizeRowsInt4(q.o_proj, q.o_scale);
-    l.gate_up_proj = DequantizeRowsInt4(q.gate_up_proj, q.gate_up_scale);
-    l.down_proj = DequantizeRowsInt4(q.down_proj, q.down_scale);
-    l.qkv_packed = l.o_packed = l.gate_up_packed = l.down_packed = at::Tensor();
-  }
-  m->weight_dtype = at::kFloat;
-  m->weights.embed = m->weights.embed.to(at::kFloat);
-  m->weights.lm_head = m->weights.lm_head.to(at::kFloat);
-  return m;
-}
-
 // The int4 models' logits against the full-precision ones, every fixture,
 // groups of 32 (the fixtures' widths are 32 to 128). A weight moves by at
 // most half its group's step, 1/30 of the group's range (int8's is 1/254 of
@@ -384,91 +398,22 @@ std::shared_ptr<const Model> DequantizedInt4(const Model& full, const Model& int
 // What the int4 kernels compute is checked tighter, against the dequantized
 // model in float32: the same logits to 1e-4 of the largest. A wrong nibble,
 // group or minimum moves them by the logits' whole size.
+const Quantized kInt4{
+    [](const fs::path& dir, const std::string& dtype) { return MustLoadInt4(dir, dtype); },
+    at::kByte, 0.75, 0.5};
+
 TEST_CASE("an int4 model's logits are close to the full-precision model's",
           "[engine][quantize][int4]") {
-  for (const auto& dir : ModelFolders()) {
-    for (const std::string dtype : {"fp32", "bf16"}) {
-      INFO("model " << dir.filename().string() << " " << dtype);
-      const auto ref = ReadTensors(dir / "reference.safetensors");
-      const auto full = MustLoad(dir, dtype);
-      const auto int4 = MustLoadInt4(dir, dtype);
-      CHECK(Info(*int4).dtype == Info(*full).dtype);
-      CHECK(int4->weights.layers[0].qkv_proj.scalar_type() == at::kByte);
-      CHECK(int4->weights.layers[0].q_proj.scalar_type() == at::kByte);
-      CHECK(int4->weights.lm_head.scalar_type() == full->weights.lm_head.scalar_type());
-      CHECK(int4->weights.layers[0].input_norm.scalar_type() == at::kFloat);
-      for (const std::string p : {"prompt1", "prompt2"}) {
-        INFO(p);
-        const at::Tensor ids = ref.at("input_ids_" + p);
-        const at::Tensor a = AllLogits(*int4, ids);
-        const at::Tensor b = AllLogits(*full, ids);
-        const double scale = b.abs().max().item<double>();
-        const double rel = (a - b).norm().item<double>() / b.norm().item<double>();
-        INFO("max diff " << MaxAbsDiff(a, b) / scale << " of the largest logit, relative L2 "
-                         << rel);
-        CHECK(MaxAbsDiff(a, b) <= 0.75 * scale);
-        CHECK(rel <= 0.5);
-        const at::Tensor d = AllLogits(*DequantizedInt4(*full, *int4), ids);
-        CHECK(MaxAbsDiff(a, d) <= 1e-4 * d.abs().max().item<double>());
-      }
-      c10::InferenceMode guard;
-      CHECK(CpuDecodeRowsApply(*int4));
-      CHECK(Greedy(*int4, ToIds(ref.at("input_ids_prompt1")), 8).size() == 8);
-    }
-  }
+  CheckLogitsClose(kInt4);
 }
 
 TEST_CASE("an int4 model decodes the same through the decode step and the LibTorch path",
           "[engine][quantize][int4]") {
-  for (const auto& dir : ModelFolders()) {
-    INFO("model " << dir.filename().string());
-    const auto ref = ReadTensors(dir / "reference.safetensors");
-    const auto int4 = MustLoadInt4(dir);
-    const std::vector<int32_t> prompt = ToIds(ref.at("input_ids_prompt1"));
-    const std::vector<int32_t> fast = Greedy(*int4, prompt, 12);
-    const ScopedSwitch libtorch(&SetCpuDecodeStepEnabled, false, true);
-    CHECK(Greedy(*int4, prompt, 12) == fast);
-  }
+  CheckDecodeStepAgrees(kInt4);
 }
 
-// Batch invariance on the int4 kernels: every sequence of the continuous
-// batch gets, bitwise, the logits it gets decoded alone by CpuDecodeStep.
 TEST_CASE("a batched int4 decode is bitwise a solo run", "[engine][quantize][int4][batch]") {
-  const ScopedSwitch host_loop(&SetDeviceLoopOnCpu, false, DeviceLoopForced());
-  for (const auto& dir : ModelFolders()) {
-    INFO("model " << dir.filename().string());
-    const auto ref = ReadTensors(dir / "reference.safetensors");
-    const auto int4 = MustLoadInt4(dir);
-    std::map<SequenceId, std::vector<at::Tensor>> rows;
-    SetBatchLogitsObserver([&rows](SequenceId id, const at::Tensor& row) {
-      rows[id].push_back(row.to(at::kCPU).clone());
-    });
-    const std::vector<Joining> requests = MixedRequests(ref);
-    const std::vector<Outcome> out = RunBatch(int4, BatchOptions{}, requests);
-    SetBatchLogitsObserver({});
-    for (size_t i = 0; i < requests.size(); ++i) {
-      INFO("sequence " << i);
-      const GenerateRequest& r = requests[i].request;
-      REQUIRE(out[i].result.has_value());
-      c10::InferenceMode guard;
-      KvCache cache(*int4, 1, static_cast<int64_t>(r.prompt.size()) + r.max_new_tokens);
-      const std::vector<int64_t> ids(r.prompt.begin(), r.prompt.end());
-      at::Tensor logits =
-          Forward(*int4, at::tensor(ids, at::kLong).view({1, -1}), cache, LogitsFor::kLastPosition);
-      const std::vector<at::Tensor>& batched = rows.at(out[i].id);
-      REQUIRE(static_cast<int>(batched.size()) == r.max_new_tokens);
-      for (int t = 0; t < r.max_new_tokens; ++t) {
-        INFO("token " << t);
-        CHECK(at::equal(batched[static_cast<size_t>(t)], logits.view({-1})));
-        CHECK(out[i].tokens[static_cast<size_t>(t)] == logits.view({-1}).argmax().item<int64_t>());
-        if (t + 1 < r.max_new_tokens) {
-          const int64_t next = out[i].tokens[static_cast<size_t>(t)];
-          logits = Forward(*int4, at::tensor({next}, at::kLong).view({1, 1}), cache,
-                           LogitsFor::kLastPosition);
-        }
-      }
-    }
-  }
+  CheckBatchedIsSolo(kInt4);
 }
 
 TEST_CASE("an adapter merges in full precision, then the merged model is quantized to int4",
@@ -489,7 +434,7 @@ TEST_CASE("an adapter merges in full precision, then the merged model is quantiz
   INFO("relative L2 " << (a - b).norm().item<double>() / b.norm().item<double>());
   CHECK(MaxAbsDiff(a, b) <= 0.75 * b.abs().max().item<double>());
   CHECK((a - b).norm().item<double>() <= 0.5 * b.norm().item<double>());
-  const at::Tensor d = AllLogits(*DequantizedInt4(**merged, **merged_int4), ids);
+  const at::Tensor d = AllLogits(*Dequantized(**merged, **merged_int4), ids);
   CHECK(MaxAbsDiff(a, d) <= 1e-4 * d.abs().max().item<double>());
 }
 
