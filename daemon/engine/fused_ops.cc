@@ -253,11 +253,12 @@ at::Tensor DecodeNormLinear(const Model& m, const at::Tensor& x, const at::Tenso
 
 void DecodeSiluLinearAddInto(const Model& m, at::Tensor& residual, const at::Tensor& gate_up,
                              const at::Tensor& w, const at::Tensor& bias, const at::Tensor& scale) {
-  const int64_t inter = w.size(1);
+  // gate_up's halves, not w's columns: a quantized w packs its columns.
+  const int64_t inter = gate_up.size(-1) / 2;
 #if MEDQ_WITH_CUDA
   // The GEMV reads gate and up of each row where x's rows would be: the
   // alignment it needs holds for both halves when it holds for [rows, 2k].
-  if (!scale.defined() && gate_up.size(-1) == 2 * inter && GemvTakes(m, gate_up, w, bias, 2) &&
+  if (!scale.defined() && w.size(1) == inter && GemvTakes(m, gate_up, w, bias, 2) &&
       residual.is_contiguous() && residual.scalar_type() == gate_up.scalar_type() &&
       residual.numel() / w.size(0) == gate_up.numel() / (2 * inter)) {
     RunGemv(gate_up, gate_up.numel() / (2 * inter), w, bias, residual, residual,

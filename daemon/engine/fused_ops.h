@@ -62,7 +62,8 @@ at::Tensor DecodeNormLinear(const Model& model, const at::Tensor& x, const at::T
                             const at::Tensor& scale = at::Tensor());
 
 // DecodeLinearAddInto(residual, SiluMul(gate_up, inter), ...) with inter =
-// weight's columns: in the GEMV's one pass where it takes them.
+// half of gate_up's last dimension: in the GEMV's one pass where it takes
+// them.
 void DecodeSiluLinearAddInto(const Model& model, at::Tensor& residual, const at::Tensor& gate_up,
                              const at::Tensor& weight, const at::Tensor& bias,
                              const at::Tensor& scale = at::Tensor());
