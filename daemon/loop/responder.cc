@@ -69,9 +69,4 @@ std::string Responder::owner() const {
   return c != nullptr ? c->owner() : std::string();
 }
 
-bool Responder::client_gone() const {
-  auto c = connection_.lock();
-  return c == nullptr || c->closing();
-}
-
 }  // namespace medq::daemon

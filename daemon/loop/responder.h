@@ -41,9 +41,6 @@ class Responder {
   // that its job still exists.
   void OnClientGone(std::function<void()> hook);
 
-  bool answered() const { return answered_; }
-  // True when the client disconnected; work for it may stop.
-  bool client_gone() const;
   const std::string& op() const { return op_; }
   // The client's ReplyChannel::owner(); "" when it has gone.
   std::string owner() const;

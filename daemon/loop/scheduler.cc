@@ -20,10 +20,6 @@ Error TimedOut(const std::string& id, double seconds) {
 
 }  // namespace
 
-std::string_view JobClassName(JobClass cls) {
-  return kClassNames[static_cast<int>(cls)];
-}
-
 Scheduler::Scheduler(WorkerPort& worker, SchedulerOptions options)
     : worker_(worker),
       options_(options),

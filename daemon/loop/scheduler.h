@@ -54,7 +54,6 @@ namespace medq::daemon {
 
 enum class JobClass { kGenerate = 0, kModel = 1, kEmbed = 2 };
 inline constexpr int kJobClasses = 3;
-std::string_view JobClassName(JobClass cls);
 
 struct JobSpec {
   JobClass cls = JobClass::kModel;

@@ -8,14 +8,14 @@
 #include <string_view>
 #include <vector>
 
+#include "common/utf8.h"
+
 namespace medq::chat {
 
 // Decodes UTF-8 into code points. Never fails: an invalid byte becomes one
 // code point with the byte's value (so bad input is handled, not rejected).
 std::vector<char32_t> DecodeUtf8(std::string_view s);
 
-// Appends the UTF-8 encoding of `cp` to `out`.
-void AppendUtf8(char32_t cp, std::string& out);
 std::string EncodeUtf8(const std::vector<char32_t>& cps);
 
 // Number of code points (Python len()).

@@ -65,24 +65,6 @@ std::string TranslatePattern(std::string_view p) {
   return out;
 }
 
-std::string EscapeLiteral(std::string_view s) {
-  std::string out = "\\Q";
-  size_t start = 0;
-  // \Q...\E cannot contain \E itself; split around it.
-  while (true) {
-    const size_t pos = s.find("\\E", start);
-    if (pos == std::string_view::npos) {
-      out.append(s.substr(start));
-      break;
-    }
-    out.append(s.substr(start, pos - start));
-    out += "\\E\\\\E\\Q";
-    start = pos + 2;
-  }
-  out += "\\E";
-  return out;
-}
-
 Result<std::unique_ptr<Regex>> Regex::Compile(std::string_view pattern) {
   std::unique_ptr<Regex> re(new Regex());
   re->pattern_ = std::string(pattern);

@@ -45,7 +45,4 @@ class Regex {
 // The pattern with Oniguruma / Rust-regex specifics rewritten for PCRE2.
 std::string TranslatePattern(std::string_view pattern);
 
-// A pattern that matches s literally (for `{"String": ...}` patterns).
-std::string EscapeLiteral(std::string_view s);
-
 }  // namespace medq::tokenizer

@@ -7,6 +7,8 @@
 #include <string>
 #include <string_view>
 
+#include "common/utf8.h"
+
 namespace medq::tokenizer {
 
 // Decodes the code point starting at s[i] and stores its byte length in *len.
@@ -21,9 +23,6 @@ inline size_t Utf8SeqLen(unsigned char b) {
   if ((b & 0xF8) == 0xF0) return 4;
   return 1;
 }
-
-// Appends the UTF-8 encoding of cp to out.
-void AppendUtf8(char32_t cp, std::string& out);
 
 // Returns s with every maximal invalid subsequence (the WHATWG / Unicode
 // "substitution of maximal subparts" rule, also Rust's from_utf8_lossy)
