@@ -148,10 +148,9 @@ struct Batch::Impl {
   // ids to the host.
   static TokenLogprobs LogprobsOf(const Sequence& s, const at::Tensor& row) {
     const at::Tensor lp = row.to(at::kFloat).log_softmax(0);
-    const auto chosen = at::tensor({static_cast<int64_t>(s.last_token)}, at::kLong);
     const auto [values, indices] = lp.topk(std::min<int64_t>(s.top_logprobs, lp.size(0)));
-    const at::Tensor host_values =
-        at::cat({lp.index_select(0, chosen.to(lp.device())), values}).cpu();
+    // The chosen entry as a view: its id is on the host already.
+    const at::Tensor host_values = at::cat({lp.narrow(0, s.last_token, 1), values}).cpu();
     const at::Tensor host_ids = indices.to(at::kLong).cpu();
     TokenLogprobs out;
     out.logprob = host_values[0].item<float>();

@@ -5,6 +5,7 @@
 #include <spdlog/spdlog.h>
 
 #include "common/elapsed.h"
+#include "common/generate_params.h"
 #include "common/job_requests.h"
 #include "daemon/loop/ops_internal.h"
 
@@ -137,17 +138,20 @@ void SubmitOp(DaemonState& s, const Request& req, Responder reply) {
   }
   // A submitted job's result keeps its text (and done fields), not its token
   // events: what only they carry is refused rather than lost.
-  if (const auto it = request->params.find("logprobs");
-      request->op == "generate" && it != request->params.end() && !it->is_null()) {
-    return reply.Fail(Error(ErrorCode::kInvalidRequest,
-                            "params.logprobs: a submitted job's result keeps its text only; "
-                            "ask generate for log-probabilities"));
-  }
-  if (const auto it = request->params.find("n");
-      request->op == "generate" && it != request->params.end() && *it != 1 && !it->is_null()) {
-    return reply.Fail(Error(ErrorCode::kInvalidRequest,
-                            "params.n: a submitted job's result keeps one text; submit one job "
-                            "an answer, or ask generate for several"));
+  // Read as generate reads them; params that do not parse fail there, naming
+  // what is wrong.
+  if (request->op == "generate") {
+    const auto params = ParseGenerateParams(request->params);
+    if (params.ok() && params->logprobs) {
+      return reply.Fail(Error(ErrorCode::kInvalidRequest,
+                              "params.logprobs: a submitted job's result keeps its text only; "
+                              "ask generate for log-probabilities"));
+    }
+    if (params.ok() && params->n != 1) {
+      return reply.Fail(Error(ErrorCode::kInvalidRequest,
+                              "params.n: a submitted job's result keeps one text; submit one job "
+                              "an answer, or ask generate for several"));
+    }
   }
   JobIntake intake;
   intake.owner = reply.owner();
