@@ -108,10 +108,24 @@ Result<std::shared_ptr<const Model>> LoadDecoder(const std::filesystem::path& di
   MEDQ_ASSIGN_OR_RETURN(device, ParseDevice(o.device));
   Quantization quantization = Quantization::kNone;
   MEDQ_ASSIGN_OR_RETURN(quantization, QuantizationFor(o.quantize, device, dir));
+  const PrequantizedConfig& prequantized = model->config.prequantized;
+  if (prequantized.format != PrequantizedFormat::kNone) {
+    // The checkpoint's own int4 wins over every quantize setting: int8 or
+    // none would only re-round or widen the same 4-bit weights.
+    quantization = Quantization::kInt4;
+    if (!device.is_cpu()) {
+      return Error(ErrorCode::kInvalidRequest,
+                   "model " + dir.filename().string() + " is a pre-quantized " +
+                       PrequantizedName(prequantized.format) +
+                       " checkpoint, whose int4 weights run on the CPU only for now; load it "
+                       "with device = cpu");
+    }
+  }
   std::map<std::string, CheckpointTensor> tensors;
   MEDQ_ASSIGN_OR_RETURN(tensors, ReadCheckpoint(dir));
   WeightPlacement placement;
   MEDQ_ASSIGN_OR_RETURN(placement, Place(o, device, CheckpointDtype(model->config, tensors)));
+  placement.prequantized = prequantized;
   MEDQ_ASSIGN_OR_RETURN(model->weights, BuildWeights(model->config, std::move(tensors), placement));
   model->device = device;
   if (device.is_cuda()) model->cuda_presence = CudaPresence();
@@ -140,6 +154,13 @@ Result<std::shared_ptr<const Model>> LoadDecoder(const std::filesystem::path& di
   info.intermediate_size = model->config.intermediate_size;
   info.compute_element_bytes = static_cast<int64_t>(c10::elementSize(placement.compute_dtype));
   info.fused_causal_attention = FusedCausalAttention();
+  if (prequantized.format != PrequantizedFormat::kNone) {
+    // Its projections are int4 already (BuildWeights); on the CPU only.
+    model->quantization = Quantization::kInt4;
+    info.quantization = QuantizationName(Quantization::kInt4);
+    info.parameter_bytes = ParameterBytes(model->weights);
+    return std::shared_ptr<const Model>(std::move(model));
+  }
   MEDQ_RETURN_IF_ERROR(ApplyQuantization(*model, quantization, o.quantize_group));
   if (device.is_cuda()) {
     WarmUp(*model);
@@ -220,6 +241,14 @@ Result<std::shared_ptr<const Model>> ApplyAdapter(std::shared_ptr<const Model> b
   if (base == nullptr) return Error(ErrorCode::kInternal, "ApplyAdapter: no base model");
   Quantization quantization = Quantization::kNone;
   MEDQ_ASSIGN_OR_RETURN(quantization, QuantizationFor(quantize, base->device, base->dir));
+  if (base->config.prequantized.format != PrequantizedFormat::kNone) {
+    return Error(ErrorCode::kInvalidRequest,
+                 "model " + base->dir.filename().string() + " is a pre-quantized " +
+                     PrequantizedName(base->config.prequantized.format) +
+                     " checkpoint: an adapter merges into full-precision weights, which it "
+                     "does not have; merge the adapter into the model's full-precision release "
+                     "and load that (with quantize = int4 for 4 bits)");
+  }
   if (base->quantization != Quantization::kNone) {
     return Error(ErrorCode::kInvalidRequest,
                  "model " + base->dir.filename().string() + " is quantized (" +

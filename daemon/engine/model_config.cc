@@ -205,6 +205,8 @@ Result<ModelConfig> ParseModelConfig(const json& config, const json* generation_
     }
   }
 
+  MEDQ_ASSIGN_OR_RETURN(c.prequantized, ParsePrequantizedConfig(config, source));
+
   MEDQ_ASSIGN_OR_RETURN(c.eos_ids, TokenIds(config, "eos_token_id", source));
   if (generation_config != nullptr && generation_config->is_object() &&
       generation_config->contains("eos_token_id") &&

@@ -11,6 +11,7 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include "common/result.h"
+#include "daemon/engine/prequantized_config.h"
 
 namespace medq::engine {
 
@@ -46,6 +47,9 @@ struct ModelConfig {
   std::string torch_dtype;  // "bfloat16", "float16", "float32" or "" when absent
   std::vector<int32_t> eos_ids;
   std::optional<int32_t> bos_id;
+  // quantization_config: a pre-quantized 4-bit checkpoint (AWQ, GPTQ), or
+  // kNone (prequantized_config.h).
+  PrequantizedConfig prequantized;
 };
 
 // The architectures LoadModel accepts, as a comma-separated list for messages.

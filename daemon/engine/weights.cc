@@ -1,6 +1,7 @@
 #include "daemon/engine/weights.h"
 
 #include "daemon/engine/host_memory.h"
+#include "daemon/engine/prequantized.h"
 
 namespace medq::engine {
 namespace {
@@ -19,6 +20,10 @@ class Builder {
   }
   Status Vector(const std::string& name, int64_t n, at::Tensor* out) {
     return Take(name, {n}, placement_.compute_dtype, out);
+  }
+  // Layer `prefix`'s projections from a pre-quantized checkpoint, as int4.
+  Status Int4Projections(const ModelConfig& c, const std::string& prefix, LayerWeights& l) {
+    return TakeInt4Projections(tensors_, placement_.prequantized, c, prefix, l);
   }
   // Every tensor not taken, except ones transformers ignores too, is an error.
   Status CheckNoneLeft(bool tied) const {
@@ -60,10 +65,17 @@ Result<ModelWeights> BuildWeights(const ModelConfig& c,
     const std::string p = "model.layers." + std::to_string(i) + ".";
     MEDQ_TAKE(b.Vector(p + "input_layernorm.weight", h, &l.input_norm));
     MEDQ_TAKE(b.Vector(p + "post_attention_layernorm.weight", h, &l.post_norm));
-    MEDQ_TAKE(b.Matrix(p + "self_attn.q_proj.weight", {q_out, h}, &l.q_proj));
-    MEDQ_TAKE(b.Matrix(p + "self_attn.k_proj.weight", {kv_out, h}, &l.k_proj));
-    MEDQ_TAKE(b.Matrix(p + "self_attn.v_proj.weight", {kv_out, h}, &l.v_proj));
-    MEDQ_TAKE(b.Matrix(p + "self_attn.o_proj.weight", {h, q_out}, &l.o_proj));
+    if (placement.prequantized.format != PrequantizedFormat::kNone) {
+      MEDQ_TAKE(b.Int4Projections(c, p, l));
+    } else {
+      MEDQ_TAKE(b.Matrix(p + "self_attn.q_proj.weight", {q_out, h}, &l.q_proj));
+      MEDQ_TAKE(b.Matrix(p + "self_attn.k_proj.weight", {kv_out, h}, &l.k_proj));
+      MEDQ_TAKE(b.Matrix(p + "self_attn.v_proj.weight", {kv_out, h}, &l.v_proj));
+      MEDQ_TAKE(b.Matrix(p + "self_attn.o_proj.weight", {h, q_out}, &l.o_proj));
+      MEDQ_TAKE(b.Matrix(p + "mlp.gate_proj.weight", {inter, h}, &l.gate_proj));
+      MEDQ_TAKE(b.Matrix(p + "mlp.up_proj.weight", {inter, h}, &l.up_proj));
+      MEDQ_TAKE(b.Matrix(p + "mlp.down_proj.weight", {h, inter}, &l.down_proj));
+    }
     if (c.qkv_bias) {
       MEDQ_TAKE(b.Vector(p + "self_attn.q_proj.bias", q_out, &l.q_bias));
       MEDQ_TAKE(b.Vector(p + "self_attn.k_proj.bias", kv_out, &l.k_bias));
@@ -74,9 +86,6 @@ Result<ModelWeights> BuildWeights(const ModelConfig& c,
       MEDQ_TAKE(b.Vector(p + "self_attn.q_norm.weight", d, &l.q_norm));
       MEDQ_TAKE(b.Vector(p + "self_attn.k_norm.weight", d, &l.k_norm));
     }
-    MEDQ_TAKE(b.Matrix(p + "mlp.gate_proj.weight", {inter, h}, &l.gate_proj));
-    MEDQ_TAKE(b.Matrix(p + "mlp.up_proj.weight", {inter, h}, &l.up_proj));
-    MEDQ_TAKE(b.Matrix(p + "mlp.down_proj.weight", {h, inter}, &l.down_proj));
     if (c.mlp_bias) {
       MEDQ_TAKE(b.Vector(p + "mlp.gate_proj.bias", inter, &l.gate_bias));
       MEDQ_TAKE(b.Vector(p + "mlp.up_proj.bias", inter, &l.up_bias));

@@ -9,6 +9,7 @@
 
 #include "daemon/engine/checkpoint.h"
 #include "daemon/engine/model.h"
+#include "daemon/engine/prequantized_config.h"
 
 namespace medq::engine {
 
@@ -16,6 +17,10 @@ struct WeightPlacement {
   at::Device device = at::kCPU;
   at::ScalarType weight_dtype = at::kFloat;   // embeddings and projection matrices
   at::ScalarType compute_dtype = at::kFloat;  // norms and biases
+  // Not kNone: the projections come packed in 4 bits (config.json's
+  // quantization_config) and are unpacked into medq's int4 (prequantized.h);
+  // CPU only.
+  PrequantizedConfig prequantized;
 };
 
 // Consumes `tensors`. Failure: kInvalidRequest naming the tensor (and file):
