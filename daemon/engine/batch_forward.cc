@@ -6,6 +6,7 @@
 #include "daemon/engine/decode_step.h"
 #include "daemon/engine/kernels/linear.h"
 #include "daemon/engine/layers.h"
+#include "daemon/engine/quantized_embeddings.h"
 
 namespace medq::engine {
 namespace {
@@ -23,8 +24,7 @@ at::Tensor GenericRows(const Model& m, std::span<const int64_t> ids,
   const ModelConfig& c = m.config;
   const auto n = static_cast<int64_t>(caches.size());
   const at::Tensor input = at::tensor(at::ArrayRef<int64_t>(ids.data(), ids.size()), at::kLong);
-  at::Tensor x = at::embedding(m.weights.embed, input.to(m.device, at::kLong).view({n, 1}))
-                     .to(m.compute_dtype);  // [N, 1, hidden]
+  at::Tensor x = EmbedTokens(m, input.view({n, 1}));  // [N, 1, hidden]
   std::vector<at::Tensor> cos, sin;
   std::vector<AttentionPlan> plans;
   for (KvCache* cache : caches) {
@@ -55,7 +55,9 @@ at::Tensor GenericRows(const Model& m, std::span<const int64_t> ids,
     MlpBlock(c, l, x);
   }
   x = RmsNorm(x, m.weights.norm, c.rms_norm_eps);
-  return Linear(x, m.weights.lm_head).to(at::kFloat).view({n, -1});
+  return Linear(x, m.weights.lm_head, at::Tensor(), m.weights.lm_head_scale)
+      .to(at::kFloat)
+      .view({n, -1});
 }
 
 }  // namespace

@@ -10,6 +10,7 @@
 #include "daemon/engine/kernels/cpu_activation.h"
 #include "daemon/engine/kernels/cpu_attention.h"
 #include "daemon/engine/kernels/cpu_linear.h"
+#include "daemon/engine/quantized_embeddings.h"
 
 namespace medq::engine {
 namespace {
@@ -46,17 +47,6 @@ void Rope(float* x, int64_t d, const float* cos, const float* sin) {
     x[i] = a * cos[i] - b * sin[i];
     x[i + half] = b * cos[i + half] + a * sin[i + half];
   }
-}
-
-// One row of the embedding matrix as float32.
-void EmbeddingRow(const at::Tensor& embed, int64_t id, float* out) {
-  const int64_t n = embed.size(1);
-  if (embed.scalar_type() == at::kFloat) {
-    std::memcpy(out, embed.data_ptr<float>() + id * n, static_cast<size_t>(n) * sizeof(float));
-    return;
-  }
-  const auto* rows = reinterpret_cast<const uint16_t*>(embed.data_ptr<at::BFloat16>());
-  kernels::Bf16ToFloat(rows + id * n, n, out);
 }
 
 // y [m, out] = x [m, in] · wᵀ + bias through the packed copy of w where the
@@ -186,7 +176,6 @@ bool CpuDecodeRowsApply(const Model& m) {
   if (m.weight_dtype != at::kFloat && m.weight_dtype != at::kBFloat16) return false;
   if (m.weights.layers.empty()) return false;
   const at::ScalarType w = m.weight_dtype;
-  if (!IsMatVecWeight(m.weights.embed, w) || !IsMatVecWeight(m.weights.lm_head, w)) return false;
   // The projections: int8 with their float32 scales, int4 (uint8) with their
   // bf16 group parameters, or the weight dtype.
   const Quantization q = m.quantization;
@@ -199,6 +188,15 @@ bool CpuDecodeRowsApply(const Model& m) {
            (q == Quantization::kNone ||
             (scale.defined() && scale.is_contiguous() && scale.scalar_type() == scale_dtype));
   };
+  // The embeddings and lm_head: quantized as the projections
+  // (quantized_embeddings.h), or in the weight dtype.
+  const auto vocab_fits = [&](const at::Tensor& matrix, const at::Tensor& scale) {
+    return scale.defined() ? fits(matrix, scale) : IsMatVecWeight(matrix, w);
+  };
+  if (!vocab_fits(m.weights.embed, m.weights.embed_scale) ||
+      !vocab_fits(m.weights.lm_head, m.weights.lm_head_scale)) {
+    return false;
+  }
   return std::all_of(m.weights.layers.begin(), m.weights.layers.end(), [&](const LayerWeights& l) {
     return fits(l.qkv_proj, l.qkv_scale) && fits(l.o_proj, l.o_scale) &&
            fits(l.gate_up_proj, l.gate_up_scale) && fits(l.down_proj, l.down_scale);
@@ -215,7 +213,8 @@ at::Tensor CpuDecodeRows(const Model& m, std::span<const int64_t> ids,
   const auto n = static_cast<int64_t>(ids.size());
   Buffers b(c, m.weights.layers[0].gate_up_proj.size(0) / 2, n);
   for (int64_t i = 0; i < n; ++i)
-    EmbeddingRow(m.weights.embed, ids[static_cast<size_t>(i)], b.x.data() + i * c.hidden_size);
+    EmbeddingRowInto(m.weights.embed, m.weights.embed_scale, ids[static_cast<size_t>(i)],
+                     b.x.data() + i * c.hidden_size);
   for (size_t i = 0; i < m.weights.layers.size(); ++i) {
     const LayerWeights& l = m.weights.layers[i];
     NormRows(c, l.input_norm, b);
@@ -226,7 +225,7 @@ at::Tensor CpuDecodeRows(const Model& m, std::span<const int64_t> ids,
   NormRows(c, m.weights.norm, b);
   at::Tensor logits = at::empty({n, m.weights.lm_head.size(0)}, at::kFloat);
   Product(m.weights.lm_head, m.weights.lm_head_packed, b.h.data(), n, nullptr,
-          logits.data_ptr<float>());
+          logits.data_ptr<float>(), m.weights.lm_head_scale);
   return logits;
 }
 

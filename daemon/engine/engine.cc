@@ -19,6 +19,7 @@
 #include "daemon/engine/model.h"
 #include "daemon/engine/packed_weights.h"
 #include "daemon/engine/quantize.h"
+#include "daemon/engine/quantized_embeddings.h"
 #include "daemon/engine/rope.h"
 #include "daemon/engine/status_macros.h"
 #include "daemon/engine/torch_errors.h"
@@ -83,17 +84,25 @@ Result<Quantization> QuantizationFor(const std::string& name, at::Device device,
   return q;
 }
 
-// Quantizes `model`'s projections as `q` says (int4 in groups of `group`)
-// and records it in the model and its info (parameter bytes included).
-// INVALID_REQUEST naming the model, and `model` untouched, where int4's
-// groups do not fit its matrices.
-Status ApplyQuantization(Model& model, Quantization q, int64_t group) {
+// Quantizes `model`'s projections as `q` says (int4 in groups of `group`),
+// and its embeddings and lm_head with `embeddings`, and records it in the
+// model and its info (parameter bytes included). INVALID_REQUEST naming the
+// model, and `model` untouched, where int4's groups do not fit its matrices
+// (the projections' input widths include the hidden size, the vocabulary
+// matrices' width).
+Status ApplyQuantization(Model& model, Quantization q, int64_t group, bool embeddings) {
   if (q == Quantization::kInt4) {
     MEDQ_RETURN_IF_ERROR(CheckInt4Groups(model.weights, group, model.dir.filename().string()));
   }
-  if (q != Quantization::kNone) QuantizeProjections(model.weights, q, group);
+  if (q != Quantization::kNone) {
+    ModelWeights w = model.weights;  // replaced whole or not at all
+    QuantizeProjections(w, q, group);
+    if (embeddings) QuantizeEmbeddings(w, q, group);
+    model.weights = std::move(w);
+  }
   model.quantization = q;
   model.info.quantization = QuantizationName(q);
+  model.info.quantized_embeddings = q != Quantization::kNone && embeddings;
   model.info.parameter_bytes = ParameterBytes(model.weights);
   return Status::Ok();
 }
@@ -161,7 +170,8 @@ Result<std::shared_ptr<const Model>> LoadDecoder(const std::filesystem::path& di
     info.parameter_bytes = ParameterBytes(model->weights);
     return std::shared_ptr<const Model>(std::move(model));
   }
-  MEDQ_RETURN_IF_ERROR(ApplyQuantization(*model, quantization, o.quantize_group));
+  MEDQ_RETURN_IF_ERROR(
+      ApplyQuantization(*model, quantization, o.quantize_group, o.quantize_embeddings));
   if (device.is_cuda()) {
     WarmUp(*model);
     EmptyDeviceCaches();
@@ -237,7 +247,8 @@ Result<std::shared_ptr<const Model>> LoadModel(const std::filesystem::path& dir,
 Result<std::shared_ptr<const Model>> ApplyAdapter(std::shared_ptr<const Model> base,
                                                   const std::filesystem::path& adapter_dir,
                                                   const std::string& quantize,
-                                                  int64_t quantize_group) {
+                                                  int64_t quantize_group,
+                                                  bool quantize_embeddings) {
   if (base == nullptr) return Error(ErrorCode::kInternal, "ApplyAdapter: no base model");
   Quantization quantization = Quantization::kNone;
   MEDQ_ASSIGN_OR_RETURN(quantization, QuantizationFor(quantize, base->device, base->dir));
@@ -263,7 +274,8 @@ Result<std::shared_ptr<const Model>> ApplyAdapter(std::shared_ptr<const Model> b
     if (!merged.ok() || quantization == Quantization::kNone) return merged;
     auto model = std::make_shared<Model>(**merged);
     c10::InferenceMode inference_mode;
-    MEDQ_RETURN_IF_ERROR(ApplyQuantization(*model, quantization, quantize_group));
+    MEDQ_RETURN_IF_ERROR(
+        ApplyQuantization(*model, quantization, quantize_group, quantize_embeddings));
     return std::shared_ptr<const Model>(std::move(model));
   } catch (...) {
     return ErrorFromCurrentException("applying adapter " + adapter_dir.string() + " to model " +

@@ -39,15 +39,20 @@ struct LoadOptions {
   // Weight-only quantization of the projection matrices (quantize.h): "none",
   // "int8" (symmetric, one float32 scale per output row) or "int4"
   // (asymmetric, groups of `quantize_group` weights along the input with a
-  // bf16 scale and minimum each); the embeddings, lm_head, norms and biases
-  // keep `dtype`. Both run on the CPU only for now: on a CUDA device the load
-  // fails with INVALID_REQUEST naming the model, as it does where the group
-  // does not divide a projection's input width (nothing is left loaded). A
-  // quantized model is not packed for batches (its batched decode step reads
-  // the quantized rows).
+  // bf16 scale and minimum each); the embeddings and lm_head (unless
+  // `quantize_embeddings`), norms and biases keep `dtype`. Both run on the
+  // CPU only for now: on a CUDA device the load fails with INVALID_REQUEST
+  // naming the model, as it does where the group does not divide a
+  // projection's input width (nothing is left loaded). A quantized model is
+  // not packed for batches (its batched decode step reads the quantized
+  // rows).
   std::string quantize = "none";
   // int4's group size: 32, 64 (the default) or 128 weights.
   int64_t quantize_group = 64;
+  // With quantize int8 or int4: the vocabulary matrices too, lm_head and the
+  // input embeddings (one matrix when tied), in the same format
+  // (quantized_embeddings.h); ignored with quantize "none".
+  bool quantize_embeddings = false;
 };
 
 struct ModelInfo {
@@ -55,8 +60,10 @@ struct ModelInfo {
   std::string device;        // "cpu" or "cuda:N"
   std::string dtype;         // weight dtype in memory: "fp32", "bf16" or "fp16"
   // The projections' quantization (LoadOptions::quantize): "none", "int8" or
-  // "int4"; when quantized, dtype is that of the embeddings and lm_head.
+  // "int4"; when quantized, dtype is that of the embeddings and lm_head
+  // unless they are quantized too (quantized_embeddings, in the same format).
   std::string quantization = "none";
+  bool quantized_embeddings = false;
   int64_t vocab_size = 0;
   int64_t max_context = 0;      // max_position_embeddings: prompt + new tokens must fit
   int64_t parameter_bytes = 0;  // bytes of weights held (shared tensors counted once)
@@ -93,14 +100,16 @@ Result<std::shared_ptr<const Model>> LoadModel(const std::filesystem::path& dir,
 // (adapter_config.json, adapter_model.safetensors) merged as W + scale·B·A into
 // copies of the targeted weights; every other tensor is shared with `base`,
 // which stays usable unchanged. `quantize` (LoadOptions::quantize, int4 in
-// groups of `quantize_group`) is applied to the merged model, after the
+// groups of `quantize_group`, the vocabulary matrices too with
+// `quantize_embeddings`) is applied to the merged model, after the
 // merge in full precision; `base` must not be quantized itself. Failure: kModelNotFound (no such
 // directory), kInvalidRequest (adapter does not fit the base, unsupported options, a quantized
 // base, a quantization the base's device cannot run), kGpuOom, kInternal.
 Result<std::shared_ptr<const Model>> ApplyAdapter(std::shared_ptr<const Model> base,
                                                   const std::filesystem::path& adapter_dir,
                                                   const std::string& quantize = "none",
-                                                  int64_t quantize_group = 64);
+                                                  int64_t quantize_group = 64,
+                                                  bool quantize_embeddings = false);
 
 // What LoadModel found. The reference lives as long as `model`.
 const ModelInfo& Info(const Model& model);

@@ -52,6 +52,11 @@ struct ModelWeights {
   at::Tensor norm;            // [hidden]
   at::Tensor lm_head;         // [vocab, hidden]; the same tensor as embed when tied
   at::Tensor lm_head_packed;  // as LayerWeights' *_packed
+  // With LoadOptions::quantize_embeddings (quantized_embeddings.h): embed and
+  // lm_head are held as the projections are (int8 or int4, quantize.h) and
+  // these are their scales or group parameters, the same tensors as each
+  // other's when tied (one matrix, quantized once); otherwise undefined.
+  at::Tensor embed_scale, lm_head_scale;
   std::vector<LayerWeights> layers;
 };
 

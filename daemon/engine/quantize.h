@@ -27,8 +27,10 @@
 // in / 2 + 4 · in / group a row, 0.28 of bf16's at groups of 64.
 //
 // Which matrices: every linear projection of every layer (the stacked q/k/v
-// and gate/up, o_proj, down_proj). The embeddings, lm_head, the norms and the
-// biases stay in the model's weight (or compute) dtype.
+// and gate/up, o_proj, down_proj). The embeddings and lm_head stay in the
+// model's weight dtype unless LoadOptions::quantize_embeddings holds them in
+// the same format (quantized_embeddings.h); the norms and the biases stay in
+// the compute dtype.
 #pragma once
 
 #include <ATen/ATen.h>

@@ -4,6 +4,7 @@
 
 #include "daemon/engine/fused_ops.h"
 #include "daemon/engine/layers.h"
+#include "daemon/engine/quantized_embeddings.h"
 
 namespace medq::engine {
 namespace {
@@ -62,7 +63,7 @@ at::Tensor StaticRows(const Model& m, const StaticStepInputs& in,
                       std::span<KvCache* const> caches) {
   const ModelConfig& c = m.config;
   const auto n = static_cast<int64_t>(caches.size());
-  at::Tensor x = at::embedding(m.weights.embed, in.ids.view({n, 1})).to(m.compute_dtype);
+  at::Tensor x = EmbedTokens(m, in.ids.view({n, 1}));
   for (size_t layer = 0; layer < m.weights.layers.size(); ++layer) {
     const LayerWeights& l = m.weights.layers[layer];
     const at::Tensor qkv = DecodeNormLinear(m, x, l.input_norm, c.rms_norm_eps, l.qkv_proj,
@@ -75,7 +76,8 @@ at::Tensor StaticRows(const Model& m, const StaticStepInputs& in,
                                                 l.gate_up_bias, l.gate_up_scale);
     DecodeSiluLinearAddInto(m, x, gate_up, l.down_proj, l.down_bias, l.down_scale);
   }
-  return DecodeNormLinear(m, x, m.weights.norm, c.rms_norm_eps, m.weights.lm_head, at::Tensor())
+  return DecodeNormLinear(m, x, m.weights.norm, c.rms_norm_eps, m.weights.lm_head, at::Tensor(),
+                          m.weights.lm_head_scale)
       .to(at::kFloat)
       .view({n, -1});
 }

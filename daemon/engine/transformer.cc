@@ -4,6 +4,7 @@
 #include "daemon/engine/decode_step.h"
 #include "daemon/engine/kernels/linear.h"
 #include "daemon/engine/layers.h"
+#include "daemon/engine/quantized_embeddings.h"
 #include "daemon/engine/rope.h"
 
 namespace medq::engine {
@@ -26,7 +27,7 @@ at::Tensor Decode(const Model& m, const at::Tensor& ids, KvCache* cache, int64_t
                   const at::Tensor& cos, const at::Tensor& sin, LogitsFor which) {
   const ModelConfig& c = m.config;
   const int64_t t = ids.size(1);
-  at::Tensor x = at::embedding(m.weights.embed, ids.to(m.device, at::kLong)).to(m.compute_dtype);
+  at::Tensor x = EmbedTokens(m, ids);
   const AttentionPlan plan = PlanAttention(start, t, c.sliding_window, m.device);
   for (size_t i = 0; i < m.weights.layers.size(); ++i) {
     const LayerWeights& l = m.weights.layers[i];
@@ -35,7 +36,7 @@ at::Tensor Decode(const Model& m, const at::Tensor& ids, KvCache* cache, int64_t
   }
   if (which == LogitsFor::kLastPosition) x = x.narrow(1, t - 1, 1).contiguous();
   x = RmsNorm(x, m.weights.norm, c.rms_norm_eps);
-  return Linear(x, m.weights.lm_head).to(at::kFloat);
+  return Linear(x, m.weights.lm_head, at::Tensor(), m.weights.lm_head_scale).to(at::kFloat);
 }
 
 }  // namespace

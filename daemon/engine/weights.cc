@@ -165,6 +165,8 @@ int64_t ParameterBytes(const ModelWeights& w) {
   add(w.norm);
   add(w.lm_head);
   add(w.lm_head_packed);
+  add(w.embed_scale);
+  add(w.lm_head_scale);
   for (const auto& l : w.layers) {
     for (const at::Tensor* t :
          {&l.qkv_proj,    &l.qkv_bias,  &l.gate_up_proj, &l.gate_up_bias,  &l.input_norm,
