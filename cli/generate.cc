@@ -190,39 +190,38 @@ int Run(const GlobalOptions& g, GenerateFlags& f) {
       continue;  // the cancel op's own reply
     }
     const std::string event = reply->value("event", "");
-    if (event == "queued") {
-      job = reply->value("job", job);
-      std::ostringstream line;
-      line << "queued: " << reply->value("position", 0) << " of " << reply->value("queue_length", 0)
-           << ", ~" << static_cast<int>(std::ceil(reply->value("estimated_wait_s", 0.0))) << " s";
-      status.Show(line.str());
-    } else if (event == "started") {
-      job = reply->value("job", job);
-      status.Clear();
-    } else if (event == "token") {
-      if (!first_token_ms) {
-        first_token_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+    if (const std::optional<GenerateEvent> typed = GenerateEventOf(*reply)) {
+      if (const auto* queued = std::get_if<QueuedEvent>(&*typed)) {
+        job = queued->job;
+        std::ostringstream line;
+        line << "queued: " << queued->position << " of " << queued->queue_length << ", ~"
+             << static_cast<int>(std::ceil(queued->estimated_wait_s)) << " s";
+        status.Show(line.str());
+      } else if (const auto* started = std::get_if<StartedEvent>(&*typed)) {
+        job = started->job;
+        status.Clear();
+      } else if (const auto* token = std::get_if<TokenEvent>(&*typed)) {
+        if (!first_token_ms) {
+          first_token_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+        }
+        text += token->text;
+        ids.insert(ids.end(), token->ids.begin(), token->ids.end());
+        logprobs.insert(logprobs.end(), token->logprobs.begin(), token->logprobs.end());
+        if (stream && !f.ids) std::cout << token->text << std::flush;
       }
-      TokenEvent token = reply->get<TokenEvent>();
-      text += token.text;
-      ids.insert(ids.end(), token.ids.begin(), token.ids.end());
-      logprobs.insert(logprobs.end(), std::make_move_iterator(token.logprobs.begin()),
-                      std::make_move_iterator(token.logprobs.end()));
-      if (stream && !f.ids) std::cout << token.text << std::flush;
     } else if (event == "error") {
       status.Clear();
       if (stream && !text.empty()) std::cout << "\n";
       return ReportError(DecodeError(*reply));
     } else if (event == "done") {
       status.Clear();
-      json out = *reply;
-      const std::string finish = out.value("finish_reason", "");
+      const GenerateDone done = reply->get<GenerateDone>();
       if (f.json) {
         json result = {{"text", text},
-                       {"finish_reason", finish},
-                       {"model", out.value("model", "")},
-                       {"usage", out.value("usage", json::object())},
-                       {"timings", out.value("timings", json::object())},
+                       {"finish_reason", done.finish_reason},
+                       {"model", done.model},
+                       {"usage", done.usage},
+                       {"timings", done.timings},
                        {"ids", ids}};
         if (f.params.logprobs) result["logprobs"] = logprobs;
         if (first_token_ms) result["timings"]["first_token_ms"] = *first_token_ms;
@@ -237,18 +236,18 @@ int Run(const GlobalOptions& g, GenerateFlags& f) {
       }
       std::cout << std::flush;
       if (f.verbose) {
-        const json usage = out.value("usage", json::object());
-        const json timings = out.value("timings", json::object());
-        const double decode_ms = timings.value("decode_ms", 0.0);
-        const int generated = usage.value("completion_tokens", 0);
-        std::cerr << "prompt " << usage.value("prompt_tokens", 0) << " tokens, generated "
-                  << generated << " tokens (" << finish << "), first token "
+        const double decode_ms = done.timings.decode_ms;
+        const int64_t generated = done.usage.completion_tokens;
+        std::cerr << "prompt " << done.usage.prompt_tokens << " tokens, generated " << generated
+                  << " tokens (" << done.finish_reason << "), first token "
                   << static_cast<int>(first_token_ms.value_or(0)) << " ms, "
-                  << (decode_ms > 0 ? std::round(10 * (generated - 1) / (decode_ms / 1000)) / 10
+                  << (decode_ms > 0 ? std::round(10 * static_cast<double>(generated - 1) /
+                                                 (decode_ms / 1000)) /
+                                          10
                                     : 0)
                   << " tokens/s\n";
       }
-      return finish == "cancelled" ? 130 : kExitOk;
+      return done.finish_reason == "cancelled" ? 130 : kExitOk;
     }
   }
 }

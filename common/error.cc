@@ -1,6 +1,7 @@
 #include "common/error.h"
 
 #include <array>
+#include <cctype>
 
 namespace medq {
 namespace {
@@ -60,6 +61,22 @@ std::string Echo(std::string_view value) {
   while (cut > 0 && (static_cast<unsigned char>(value[cut]) & 0xC0) == 0x80)
     --cut;
   return std::string(value.substr(0, cut)) + "\u2026 (" + std::to_string(value.size()) + " bytes)";
+}
+
+std::optional<std::string> ParamOf(std::string_view where) {
+  constexpr std::string_view kPrefix = "params.";
+  if (where.substr(0, kPrefix.size()) != kPrefix) return std::nullopt;
+  size_t end = kPrefix.size();
+  while (end < where.size() &&
+         (std::isalnum(static_cast<unsigned char>(where[end])) != 0 || where[end] == '_')) {
+    ++end;
+  }
+  if (end == kPrefix.size()) return std::nullopt;
+  if (end < where.size() && where[end] != '.' && where[end] != '[' && where[end] != ' ' &&
+      where[end] != ':') {
+    return std::nullopt;
+  }
+  return std::string(where.substr(kPrefix.size(), end - kPrefix.size()));
 }
 
 }  // namespace medq

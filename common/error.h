@@ -49,11 +49,15 @@ inline constexpr int kExitTempFail = 75;
 inline constexpr int kExitNoPerm = 77;
 
 // A failure with its protocol code, a message for a person (what happened and
-// what to do), and for retryable codes an optional hint in seconds.
+// what to do), for retryable codes an optional hint in seconds, and for an
+// INVALID_REQUEST about one field of the request that field's name (`param`:
+// the top-level key of params, "temperature" for "params.temperature must be
+// ..."; HTTP's OpenAI error object carries it as "param").
 struct Error {
   ErrorCode code = ErrorCode::kInternal;
   std::string message;
   std::optional<double> retry_after_s;
+  std::optional<std::string> param;
 
   Error() = default;
   Error(ErrorCode c, std::string m, std::optional<double> retry = std::nullopt)
@@ -67,15 +71,34 @@ struct Error {
 inline constexpr size_t kMaxEchoBytes = 200;
 std::string Echo(std::string_view value);
 
+// The top-level field a place in the request names: "params.KEY", or
+// "params.KEY" followed by ".", "[" or " ", gives KEY; any other place
+// nullopt.
+std::optional<std::string> ParamOf(std::string_view where);
+
 // The INVALID_REQUEST error every parser returns for input it refuses.
 // INVALID_REQUEST "WHERE WHAT": a field (or a place inside one) and what is
-// wrong with it.
+// wrong with it; `param` is the field WHERE is in (ParamOf).
 inline Error InvalidAt(const std::string& where, const std::string& what) {
-  return Error(ErrorCode::kInvalidRequest, where + " " + what);
+  Error e(ErrorCode::kInvalidRequest, where + " " + what);
+  e.param = ParamOf(where);
+  return e;
 }
 
+// INVALID_REQUEST about the field `param`, with a message of its own.
+inline Error InvalidField(std::string param, std::string message) {
+  Error e(ErrorCode::kInvalidRequest, std::move(message));
+  e.param = std::move(param);
+  return e;
+}
+
+// INVALID_REQUEST with `message`; one that begins with the place it is
+// about ("params.KEY ...", as InvalidAt writes it) names that field in
+// `param`.
 inline Error InvalidRequest(std::string message) {
-  return Error(ErrorCode::kInvalidRequest, std::move(message));
+  Error e(ErrorCode::kInvalidRequest, std::move(message));
+  e.param = ParamOf(e.message.substr(0, e.message.find(' ')));
+  return e;
 }
 
 }  // namespace medq

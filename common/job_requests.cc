@@ -7,7 +7,7 @@ namespace {
 
 Status ReadJob(const Params& p, JobRequest& r) {
   if (Status st = ReadString(p, "job", r.job); !st.ok()) return st;
-  if (r.job.empty()) return InvalidRequest("params.job must be a job id string, e.g. \"j42\"");
+  if (r.job.empty()) return InvalidAt("params.job", "must be a job id string, e.g. \"j42\"");
   return Status::Ok();
 }
 
@@ -18,10 +18,10 @@ Result<SubmitRequest> ParseSubmitRequest(const Params& p) {
   SubmitRequest r;
   if (Status st = ReadString(p, "op", r.op); !st.ok()) return st.error();
   if (r.op != "generate" && r.op != "embed") {
-    return InvalidRequest("params.op must be \"generate\" or \"embed\": the ops a job may run");
+    return InvalidAt("params.op", "must be \"generate\" or \"embed\": the ops a job may run");
   }
   if (auto it = p.find("params"); it != p.end() && !it->is_null()) {
-    if (!it->is_object()) return InvalidRequest("params.params must be an object: the op's params");
+    if (!it->is_object()) return InvalidAt("params.params", "must be an object: the op's params");
     r.params = *it;
   }
   return r;

@@ -1,5 +1,7 @@
 #include "common/messages.h"
 
+#include <iterator>
+
 namespace medq {
 
 // As the other messages' macros write them, plus tool_calls and content only
@@ -69,6 +71,26 @@ void from_json(const nlohmann::json& j, TokenEvent& t) {
   t.ids = j.value("ids", std::vector<int32_t>{});
   t.logprobs = j.value("logprobs", std::vector<TokenLogprob>{});
   t.index = j.value("index", -1);
+}
+
+std::string_view EventName(const GenerateEvent& event) {
+  constexpr std::string_view kNames[] = {"queued", "started", "token"};
+  static_assert(std::variant_size_v<GenerateEvent> == std::size(kNames));
+  return kNames[event.index()];
+}
+
+nlohmann::json EventFields(const GenerateEvent& event) {
+  return std::visit([](const auto& e) { return nlohmann::json(e); }, event);
+}
+
+std::optional<GenerateEvent> GenerateEventOf(const nlohmann::json& reply) {
+  const auto it = reply.find("event");
+  if (it == reply.end() || !it->is_string()) return std::nullopt;
+  const std::string& name = it->get_ref<const std::string&>();
+  if (name == "queued") return reply.get<QueuedEvent>();
+  if (name == "started") return reply.get<StartedEvent>();
+  if (name == "token") return reply.get<TokenEvent>();
+  return std::nullopt;
 }
 
 }  // namespace medq

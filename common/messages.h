@@ -5,7 +5,10 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <string_view>
+#include <variant>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -207,6 +210,37 @@ struct TokenEvent {
 };
 void to_json(nlohmann::json& j, const TokenEvent& t);
 void from_json(const nlohmann::json& j, TokenEvent& t);
+
+// A `queued` event: the job waits at `position` (1 = next) of
+// `queue_length` waiting jobs of its class, `estimated_wait_s` from now
+// (docs/protocol.md, Queue).
+struct QueuedEvent {
+  std::string job;
+  int position = 0;
+  int queue_length = 0;
+  double estimated_wait_s = 0;
+};
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(QueuedEvent, job, position, queue_length,
+                                                estimated_wait_s)
+
+// A `started` event: the job left the queue and holds a slot.
+struct StartedEvent {
+  std::string job;
+};
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(StartedEvent, job)
+
+// The events of a generation before its end, in the order a client hears
+// them: queued (zero or more), started, token (zero or more); then `done`
+// (GenerateDone) or an error. The socket writes each as its JSON fields
+// beside "id" and "event": EventName(); HTTP renders OpenAI chunks from them.
+using GenerateEvent = std::variant<QueuedEvent, StartedEvent, TokenEvent>;
+// "queued", "started" or "token".
+std::string_view EventName(const GenerateEvent& event);
+// The event's fields (beside id and event).
+nlohmann::json EventFields(const GenerateEvent& event);
+// The event a reply line carries (its "event" and fields); nullopt for any
+// other event name ("done", "error", "result").
+std::optional<GenerateEvent> GenerateEventOf(const nlohmann::json& reply);
 
 // The `done` event of a generation (its fields beside id and event).
 struct GenerateUsage {

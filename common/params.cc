@@ -3,7 +3,7 @@
 namespace medq {
 
 Error InvalidParam(const std::string& key, const std::string& what) {
-  return Error(ErrorCode::kInvalidRequest, "params." + key + " " + what);
+  return InvalidField(key, "params." + key + " " + what);
 }
 
 Status ReadString(const Params& params, const char* key, std::string& out) {

@@ -151,6 +151,7 @@ std::string EncodeError(const json& id, const Error& error) {
             {"code", ErrorCodeName(error.code)},
             {"message", error.message}};
   if (error.retry_after_s) j["retry_after_s"] = *error.retry_after_s;
+  if (error.param) j["param"] = *error.param;
   return Dump(j);
 }
 
@@ -161,7 +162,13 @@ Error DecodeError(const json& reply) {
   if (auto it = reply.find("retry_after_s"); it != reply.end() && it->is_number()) {
     retry = it->get<double>();
   }
-  if (auto code = ErrorCodeFromName(code_name)) return Error(*code, std::move(message), retry);
+  if (auto code = ErrorCodeFromName(code_name)) {
+    Error error(*code, std::move(message), retry);
+    if (auto it = reply.find("param"); it != reply.end() && it->is_string()) {
+      error.param = it->get<std::string>();
+    }
+    return error;
+  }
   return Error(ErrorCode::kInternal, "unknown error code \"" + code_name + "\": " + message);
 }
 
@@ -171,7 +178,7 @@ Status RejectUnknownFields(const Params& params, std::initializer_list<std::stri
     for (std::string_view k : known)
       found = found || k == key;
     if (!found) {
-      return Error(ErrorCode::kInvalidRequest, "unknown field \"params." + Echo(key) + "\"");
+      return InvalidField(key, "unknown field \"params." + Echo(key) + "\"");
     }
   }
   return Status::Ok();

@@ -34,7 +34,7 @@ Result<UnloadRequest> ParseUnloadRequest(const Params& p) {
   if (Status st = RejectUnknownFields(p, {"model"}); !st.ok()) return st.error();
   UnloadRequest r;
   if (Status st = ReadString(p, "model", r.model); !st.ok()) return st.error();
-  if (r.model.empty()) return InvalidRequest("params.model must name a loaded model");
+  if (r.model.empty()) return InvalidAt("params.model", "must name a loaded model");
   return r;
 }
 
@@ -46,11 +46,11 @@ Result<TokenizeRequest> ParseTokenizeRequest(const Params& p) {
   TokenizeRequest r;
   if (Status st = ReadRef(p, r.ref); !st.ok()) return st.error();
   auto text = p.find("text");
-  if (text == p.end() || !text->is_string()) return InvalidRequest("params.text must be a string");
+  if (text == p.end() || !text->is_string()) return InvalidAt("params.text", "must be a string");
   if (const size_t bytes = text->get_ref<const std::string&>().size(); bytes > kMaxTokenizeBytes) {
-    return InvalidRequest("params.text is " + std::to_string(bytes) +
-                          " bytes; tokenize takes at most " + std::to_string(kMaxTokenizeBytes) +
-                          " bytes");
+    return InvalidAt("params.text", "is " + std::to_string(bytes) +
+                                        " bytes; tokenize takes at most " +
+                                        std::to_string(kMaxTokenizeBytes) + " bytes");
   }
   r.text = text->get<std::string>();
   if (Status st = ReadBool(p, "add_special_tokens", r.add_special_tokens); !st.ok()) {
@@ -75,16 +75,16 @@ Result<DetokenizeRequest> ParseDetokenizeRequest(const Params& p) {
   DetokenizeRequest r;
   if (Status st = ReadRef(p, r.ref); !st.ok()) return st.error();
   auto ids = p.find("ids");
-  if (ids == p.end() || !ids->is_array())
-    return InvalidRequest("params.ids must be an array of ids");
+  if (ids == p.end() || !ids->is_array()) return InvalidAt("params.ids", "must be an array of ids");
   if (ids->size() > kMaxDetokenizeIds) {
-    return InvalidRequest("params.ids holds " + std::to_string(ids->size()) +
-                          " ids; detokenize takes at most " + std::to_string(kMaxDetokenizeIds));
+    return InvalidAt("params.ids", "holds " + std::to_string(ids->size()) +
+                                       " ids; detokenize takes at most " +
+                                       std::to_string(kMaxDetokenizeIds));
   }
   r.ids.reserve(ids->size());
   for (const Params& id : *ids) {
     if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() > INT32_MAX) {
-      return InvalidRequest("params.ids must hold token ids");
+      return InvalidAt("params.ids", "must hold token ids");
     }
     r.ids.push_back(static_cast<int32_t>(id.get<int64_t>()));
   }
@@ -127,30 +127,30 @@ bool OnlyWhitespace(const std::string& text) {
 Status ReadEmbedInput(const Params& p, EmbedRequest& r) {
   auto input = p.find("input");
   if (input == p.end() || input->is_null()) {
-    return InvalidRequest("params.input is required: a text or a list of texts");
+    return InvalidAt("params.input", "is required: a text or a list of texts");
   }
   if (input->is_string()) {
     r.input.push_back(input->get<std::string>());
   } else if (input->is_array()) {
     r.input_is_list = true;
     if (input->empty())
-      return InvalidRequest("params.input is an empty list; give at least one text");
+      return InvalidAt("params.input", "is an empty list; give at least one text");
     r.input.reserve(input->size());
     for (size_t i = 0; i < input->size(); ++i) {
       const auto& text = (*input)[i];
       if (!text.is_string()) {
-        return InvalidRequest("params.input[" + std::to_string(i) + "] must be a string");
+        return InvalidAt("params.input[" + std::to_string(i) + "]", "must be a string");
       }
       r.input.push_back(text.get<std::string>());
     }
   } else {
-    return InvalidRequest("params.input must be a string or a list of strings");
+    return InvalidAt("params.input", "must be a string or a list of strings");
   }
   for (size_t i = 0; i < r.input.size(); ++i) {
     if (OnlyWhitespace(r.input[i])) {
       const std::string field =
           r.input_is_list ? "params.input[" + std::to_string(i) + "]" : "params.input";
-      return InvalidRequest(field + " is empty or only whitespace; there is nothing to embed");
+      return InvalidAt(field, "is empty or only whitespace; there is nothing to embed");
     }
   }
   return Status::Ok();
@@ -168,30 +168,30 @@ Result<EmbedRequest> ParseEmbedRequest(const Params& p) {
   if (Status st = ReadString(p, "model", r.model); !st.ok()) return st.error();
   if (Status st = ReadEmbedInput(p, r); !st.ok()) return st.error();
   if (auto it = p.find("normalize"); it != p.end() && !it->is_null()) {
-    if (!it->is_boolean()) return InvalidRequest("params.normalize must be true or false");
+    if (!it->is_boolean()) return InvalidAt("params.normalize", "must be true or false");
     r.normalize = it->get<bool>();
   }
   if (Status st = ReadBool(p, "truncate", r.truncate); !st.ok()) return st.error();
   if (auto it = p.find("dimensions"); it != p.end() && !it->is_null()) {
     // (An unsigned value past int64's range reads back negative: refused too.)
     if (!it->is_number_integer() || it->get<int64_t>() < 1) {
-      return InvalidRequest("params.dimensions must be a positive integer");
+      return InvalidAt("params.dimensions", "must be a positive integer");
     }
     r.dimensions = it->get<int64_t>();
   }
   if (Status st = ReadString(p, "priority", r.priority); !st.ok()) return st.error();
   if (r.priority != "high" && r.priority != "normal" && r.priority != "low") {
-    return InvalidRequest("params.priority must be \"high\", \"normal\" or \"low\"");
+    return InvalidAt("params.priority", "must be \"high\", \"normal\" or \"low\"");
   }
   if (auto it = p.find("queue_timeout_s"); it != p.end() && !it->is_null()) {
     if (!it->is_number() || !(it->get<double>() > 0)) {
-      return InvalidRequest("params.queue_timeout_s must be a positive number");
+      return InvalidAt("params.queue_timeout_s", "must be a positive number");
     }
     r.queue_timeout_s = it->get<double>();
   }
   if (auto it = p.find("timeout_s"); it != p.end() && !it->is_null()) {
     if (!it->is_number() || !(it->get<double>() > 0)) {
-      return InvalidRequest("params.timeout_s must be a positive number");
+      return InvalidAt("params.timeout_s", "must be a positive number");
     }
     r.timeout_s = it->get<double>();
   }
@@ -219,7 +219,7 @@ Result<CancelRequest> ParseCancelRequest(const Params& p) {
   if (Status st = RejectUnknownFields(p, {"job"}); !st.ok()) return st.error();
   CancelRequest r;
   if (Status st = ReadString(p, "job", r.job); !st.ok()) return st.error();
-  if (r.job.empty()) return InvalidRequest("params.job must be a job id string");
+  if (r.job.empty()) return InvalidAt("params.job", "must be a job id string");
   return r;
 }
 
@@ -229,9 +229,9 @@ Result<InjectFaultRequest> ParseInjectFaultRequest(const Params& p) {
   if (Status st = ReadString(p, "at", r.at); !st.ok()) return st.error();
   if (r.at != "load" && r.at != "merge" && r.at != "decode" && r.at != "decode-error" &&
       r.at != "completion" && r.at != "store-write") {
-    return InvalidRequest(
-        "params.at must be \"load\", \"merge\", \"decode\", \"decode-error\", \"completion\" or "
-        "\"store-write\"");
+    return InvalidAt("params.at",
+                     "must be \"load\", \"merge\", \"decode\", \"decode-error\", \"completion\" "
+                     "or \"store-write\"");
   }
   return r;
 }

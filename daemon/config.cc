@@ -10,7 +10,7 @@
 #include <CLI/CLI.hpp>
 
 #include "common/version.h"
-#include "daemon/http/http_address.h"
+#include "daemon/http_address.h"
 #include "ipc/socket_path.h"
 
 namespace medq::daemon {

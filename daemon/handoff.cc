@@ -1,6 +1,6 @@
 #include "daemon/handoff.h"
 
-#include "daemon/loop/uv_guard.h"
+#include "daemon/uv_guard.h"
 
 namespace medq::daemon {
 namespace {

@@ -164,8 +164,9 @@ Result<std::shared_ptr<engine::TokenConstraint>> StructuredOutput::Constrain(
     return std::shared_ptr<engine::TokenConstraint>(
         std::make_shared<MatcherConstraint>(*grammar, impl_->stop_ids));
   } catch (const std::exception& e) {
-    return Error(ErrorCode::kInvalidRequest,
-                 std::string("params.response_format: the schema cannot be enforced: ") + e.what());
+    return InvalidField(
+        "response_format",
+        std::string("params.response_format: the schema cannot be enforced: ") + e.what());
   }
 }
 

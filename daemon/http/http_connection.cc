@@ -6,7 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "daemon/loop/uv_guard.h"
+#include "daemon/uv_guard.h"
 
 namespace medq::daemon::http {
 namespace {

@@ -3,7 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <cmath>
-#include <regex>
+#include <stdexcept>
 
 namespace medq::daemon::http {
 namespace {
@@ -78,10 +78,7 @@ HttpError MapError(const Error& error) {
       break;
   }
   out.type = TypeOf(out.status);
-  // "params.temperature must be ..." (the ops' parsers) or "'temperature' ..." (the routes').
-  static const std::regex kParam(R"((?:params\.|^')([A-Za-z_]+))");
-  std::smatch m;
-  if (std::regex_search(error.message, m, kParam)) out.param = m[1].str();
+  out.param = error.param;
   return out;
 }
 
@@ -205,20 +202,30 @@ void HttpExchange::Fail(std::string_view what, std::string_view why) {
   c->FailRequest("translating " + std::string(what) + ": " + std::string(why));
 }
 
-void HttpExchange::SendEvent(const nlohmann::json&, std::string_view event, nlohmann::json fields) {
-  Translating(event, [&] {
-    if (handlers_.event) handlers_.event(*this, event, fields);
+void HttpExchange::SendEvent(const nlohmann::json&, const GenerateEvent& event) {
+  Translating(EventName(event), [&] {
+    if (handlers_.event) handlers_.event(*this, event);
   });
 }
 
-void HttpExchange::SendResult(const nlohmann::json&, const nlohmann::json& result) {
-  Translating("a result", [&] {
-    if (handlers_.result) {
-      handlers_.result(*this, result);
-    } else {
-      RespondJson(200, result);
-    }
+void HttpExchange::SendDone(const nlohmann::json&, const GenerateDone& done) {
+  Translating("done", [&] {
+    if (!handlers_.done) throw std::logic_error("a generation's end reached a route without one");
+    handlers_.done(*this, done);
   });
+}
+
+void HttpExchange::SendEmbedResult(const nlohmann::json&, const EmbedResult& result) {
+  Translating("a result", [&] {
+    if (!handlers_.embedded) throw std::logic_error("vectors reached a route without an embed");
+    handlers_.embedded(*this, result);
+  });
+}
+
+void HttpExchange::SendResult(const nlohmann::json&, const nlohmann::json&) {
+  // The routes call typed entry points (daemon/loop/entry_points.h), none of
+  // which answers with a plain op result.
+  Translating("a result", [] { throw std::logic_error("an op's result has no HTTP form"); });
 }
 
 void HttpExchange::SendError(const nlohmann::json&, const Error& error) {

@@ -1,8 +1,9 @@
 // One HTTP request being answered: the ReplyChannel a Responder writes to
-// when an HTTP route runs a medq op (routes.h). Loop thread only.
+// when an HTTP route starts a generation or an embed request (routes.h).
+// Loop thread only.
 //
-// The route gives the exchange its translation (Handlers): what a medq
-// event, result or error becomes in OpenAI terms. The exchange writes the
+// The route gives the exchange its translation (Handlers): what a typed
+// medq event, end or error becomes in OpenAI terms. The exchange writes the
 // response: whole (Respond, with content-length) or as server-sent events in
 // a chunked body (StartEventStream, SendData, EndEventStream). Its response
 // ends exactly once; then the connection goes on with the next request
@@ -44,19 +45,23 @@ struct HttpError {
   std::string message;
 };
 
-// The HTTP form of a medq error. `param` is read from the message when it
-// names a field ("params.temperature ..." gives "temperature").
+// The HTTP form of a medq error; `param` is the Error's.
 HttpError MapError(const Error& error);
 // The JSON body of an error.
 std::string ErrorBody(const HttpError& error);
 
 class HttpExchange : public ReplyChannel, public std::enable_shared_from_this<HttpExchange> {
  public:
+  // The route's rendering of each typed reply (reply_channel.h); a reply
+  // whose handler is unset ends the exchange with a 500 (a route that
+  // cannot render what its entry point answers is a bug).
   struct Handlers {
-    // Events, including the streaming ops' final "done".
-    std::function<void(HttpExchange&, std::string_view event, const nlohmann::json& fields)> event;
-    // The simple ops' final result.
-    std::function<void(HttpExchange&, const nlohmann::json& result)> result;
+    // A generation's events before its end.
+    std::function<void(HttpExchange&, const GenerateEvent& event)> event;
+    // A generation's end.
+    std::function<void(HttpExchange&, const GenerateDone& done)> done;
+    // An embed request's vectors.
+    std::function<void(HttpExchange&, const EmbedResult& result)> embedded;
     // Unset: RespondError (or an error event when streaming).
     std::function<void(HttpExchange&, const Error& error)> error;
   };
@@ -83,7 +88,9 @@ class HttpExchange : public ReplyChannel, public std::enable_shared_from_this<Ht
   bool finished() const { return finished_; }
 
   // ReplyChannel.
-  void SendEvent(const nlohmann::json& id, std::string_view event, nlohmann::json fields) override;
+  void SendEvent(const nlohmann::json& id, const GenerateEvent& event) override;
+  void SendDone(const nlohmann::json& id, const GenerateDone& done) override;
+  void SendEmbedResult(const nlohmann::json& id, const EmbedResult& result) override;
   void SendResult(const nlohmann::json& id, const nlohmann::json& result) override;
   void SendError(const nlohmann::json& id, const Error& error) override;
   void BeginRequest() override {}

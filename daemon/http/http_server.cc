@@ -4,7 +4,7 @@
 #include <systemd/sd-daemon.h>
 
 #include "daemon/http/routes.h"
-#include "daemon/loop/uv_guard.h"
+#include "daemon/uv_guard.h"
 
 namespace medq::daemon::http {
 namespace {

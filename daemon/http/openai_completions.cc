@@ -1,6 +1,6 @@
-// POST /v1/chat/completions and POST /v1/completions: the `generate` op,
-// whose events become an OpenAI completion object or, with "stream": true,
-// server-sent chat.completion.chunk / text_completion events ending in
+// POST /v1/chat/completions and POST /v1/completions: a generation
+// (StartGenerateJob, loop/entry_points.h), whose typed events become an OpenAI completion object
+// or, with "stream": true, server-sent chat.completion.chunk / text_completion events ending in
 // "data: [DONE]".
 //
 // The response head goes out with the first token (or the end), so that every
@@ -19,6 +19,7 @@
 #include "common/messages.h"
 #include "common/tool_calls.h"
 #include "daemon/http/routes.h"
+#include "daemon/loop/entry_points.h"
 
 namespace medq::daemon::http {
 namespace {
@@ -37,7 +38,7 @@ struct ChoiceText {
 // The end of one answer, as `done` gives it.
 struct ChoiceEnd {
   std::string finish;
-  json calls;
+  std::vector<ToolCall> calls;
   std::string content;  // of a turn that made calls: the text outside them
 };
 
@@ -112,32 +113,31 @@ struct Translation {
     return c;
   }
 
-  void OnEvent(HttpExchange& ex, std::string_view event, const json& fields) {
-    if (event == "started") {
-      const std::string job = fields.value("job", "");
-      id = (chat ? "chatcmpl-" : "cmpl-") + job;
+  void OnEvent(HttpExchange& ex, const GenerateEvent& event) {
+    if (const auto* started = std::get_if<StartedEvent>(&event)) {
+      id = (chat ? "chatcmpl-" : "cmpl-") + started->job;
       const double queue_ms =
           std::chrono::duration<double, std::milli>(Clock::now() - submitted).count();
-      ex.AddHeader("x-medq-job", job);
+      ex.AddHeader("x-medq-job", started->job);
       ex.AddHeader("x-medq-queue-ms", std::to_string(static_cast<int64_t>(queue_ms)));
-    } else if (event == "token") {
-      TokenEvent token = fields.get<TokenEvent>();
-      const auto index = static_cast<size_t>(std::max(0, token.index));
-      if (index >= choices.size() || (token.text.empty() && token.logprobs.empty())) return;
-      ChoiceText& c = choices[index];
-      if (stream && !reads_tool_calls) {
-        StartStream(ex);
-        ex.SendData(DumpJson(
-            Chunk(index, {{"content", token.text}}, nullptr, LogprobsJson(c, token.logprobs))));
-        return;
-      }
-      c.text += token.text;
-      c.held.insert(c.held.end(), std::make_move_iterator(token.logprobs.begin()),
-                    std::make_move_iterator(token.logprobs.end()));
-      if (stream && chat) SendSafeContent(ex, index);
-    } else if (event == "done") {
-      OnDone(ex, fields);
+    } else if (const auto* token = std::get_if<TokenEvent>(&event)) {
+      OnToken(ex, *token);
     }
+  }
+
+  void OnToken(HttpExchange& ex, const TokenEvent& token) {
+    const auto index = static_cast<size_t>(std::max(0, token.index));
+    if (index >= choices.size() || (token.text.empty() && token.logprobs.empty())) return;
+    ChoiceText& c = choices[index];
+    if (stream && !reads_tool_calls) {
+      StartStream(ex);
+      ex.SendData(DumpJson(
+          Chunk(index, {{"content", token.text}}, nullptr, LogprobsJson(c, token.logprobs))));
+      return;
+    }
+    c.text += token.text;
+    c.held.insert(c.held.end(), token.logprobs.begin(), token.logprobs.end());
+    if (stream && chat) SendSafeContent(ex, index);
   }
 
   // A tool-reading stream: the text that is content whatever follows.
@@ -160,22 +160,21 @@ struct Translation {
   }
 
   // Choice i's end: from `done`'s choices with "n", else from `done` itself.
-  ChoiceEnd EndOf(const json& done, size_t i) const {
-    const json& fields =
-        done.contains("choices") && i < done["choices"].size() ? done["choices"][i] : done;
+  ChoiceEnd EndOf(const GenerateDone& done, size_t i) const {
     ChoiceEnd e;
-    e.finish = fields.value("finish_reason", "stop");
-    if (e.finish == "cancelled") e.finish = "stop";
-    e.calls = fields.value("tool_calls", json::array());
-    e.content = e.calls.empty() ? choices[i].text : fields.value("content", "");
+    const bool several = i < done.choices.size();
+    e.finish = several ? done.choices[i].finish_reason : done.finish_reason;
+    if (e.finish.empty() || e.finish == "cancelled") e.finish = "stop";
+    const std::vector<ToolCall>& calls = several ? done.choices[i].tool_calls : done.tool_calls;
+    e.calls = calls;
+    e.content = calls.empty() ? choices[i].text : several ? done.choices[i].content : done.content;
     return e;
   }
 
-  void OnDone(HttpExchange& ex, const json& done) {
-    model = done.value("model", model);
-    const json& u = done.contains("usage") ? done["usage"] : json::object();
-    const int64_t prompt = u.value("prompt_tokens", int64_t{0});
-    const int64_t completion = u.value("completion_tokens", int64_t{0});
+  void OnDone(HttpExchange& ex, const GenerateDone& done) {
+    if (!done.model.empty()) model = done.model;
+    const int64_t prompt = done.usage.prompt_tokens;
+    const int64_t completion = done.usage.completion_tokens;
     const json usage = {{"prompt_tokens", prompt},
                         {"completion_tokens", completion},
                         {"total_tokens", prompt + completion}};
@@ -239,8 +238,9 @@ struct Translation {
   }
 };
 
-Error Invalid(std::string message) {
-  return Error(ErrorCode::kInvalidRequest, std::move(message));
+// 400 about the body's field `param`.
+Error Invalid(std::string param, std::string message) {
+  return InvalidField(std::move(param), std::move(message));
 }
 
 // Every field a route reads (docs/http.md lists them): any other is 400
@@ -279,8 +279,8 @@ Status RefuseUnknownFields(const Params& body, std::span<const std::string_view>
       return std::find(names.begin(), names.end(), key) != names.end();
     };
     if (!known(kCommonFields) && !known(route_fields)) {
-      return Invalid("'" + Echo(key) +
-                     "' is not supported by medq: docs/http.md lists the fields it reads");
+      return Invalid(key, "'" + Echo(key) +
+                              "' is not supported by medq: docs/http.md lists the fields it reads");
     }
   }
   return {};
@@ -291,7 +291,8 @@ Status RefuseUnknownFields(const Params& body, std::span<const std::string_view>
 Status OnlyNeutral(const Params& body, std::string_view name, const Params& neutral,
                    std::string_view why) {
   if (!Has(body, name) || body[std::string(name)] == neutral) return {};
-  return Invalid("'" + std::string(name) + "' is not supported: " + std::string(why));
+  return Invalid(std::string(name),
+                 "'" + std::string(name) + "' is not supported: " + std::string(why));
 }
 
 // The fields both routes share, into `generate` params.
@@ -337,7 +338,7 @@ Status CommonParams(const Params& body, Params& p, Translation& t) {
                                               [](const Params& s) { return s.is_string(); })) {
       p["stop"] = stop;
     } else {
-      return Invalid("'stop' must be a string or an array of strings");
+      return Invalid("stop", "'stop' must be a string or an array of strings");
     }
   }
   // n answers (1 to 8, checked by generate), decoded side by side.
@@ -352,7 +353,7 @@ Status CommonParams(const Params& body, Params& p, Translation& t) {
   if (Status st = CheckField(body, "stream_options", Kind::kObject); !st.ok()) return st;
   if (Has(body, "stream_options")) {
     if (Status st = CheckField(body["stream_options"], "include_usage", Kind::kBoolean); !st.ok()) {
-      return Invalid("'stream_options.include_usage' must be a boolean");
+      return Invalid("stream_options", "'stream_options.include_usage' must be a boolean");
     }
     t.include_usage = Has(body["stream_options"], "include_usage") &&
                       body["stream_options"]["include_usage"].get<bool>();
@@ -373,7 +374,8 @@ Result<Params> ChatMessages(const Params& messages) {
   Params out = Params::array();
   for (size_t i = 0; i < messages.size(); ++i) {
     const Params& m = messages[i];
-    if (!m.is_object()) return Invalid("'messages[" + std::to_string(i) + "]' must be an object");
+    if (!m.is_object())
+      return Invalid("messages", "'messages[" + std::to_string(i) + "]' must be an object");
     Params copy = m;
     if (m.contains("content") && m["content"].is_null()) copy["content"] = "";
     if (m.contains("content") && m["content"].is_array()) {
@@ -381,9 +383,10 @@ Result<Params> ChatMessages(const Params& messages) {
       for (const Params& part : m["content"]) {
         if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") ||
             !part["text"].is_string()) {
-          return Invalid("'messages[" + std::to_string(i) +
-                         "].content' parts must be {\"type\":\"text\",\"text\":...}: medq "
-                         "models take text only");
+          return Invalid("messages",
+                         "'messages[" + std::to_string(i) +
+                             "].content' parts must be {\"type\":\"text\",\"text\":...}: medq "
+                             "models take text only");
         }
         text += part["text"].get<std::string>();
       }
@@ -406,18 +409,22 @@ Status ToolChoice(const Params& body, Params& p, Translation& t) {
   return {};
 }
 
-void Run(DaemonState& s, const std::shared_ptr<HttpExchange>& ex, Params params,
+// Starts the generation `params` (the protocol's names, read by the same
+// parser as the socket's generate op) with its replies rendered by `t`.
+void Run(DaemonState& s, const std::shared_ptr<HttpExchange>& ex, const Params& params,
          std::shared_ptr<Translation> t) {
+  auto parsed = ParseGenerateParams(params);
+  if (!parsed.ok()) return ex->RespondError(parsed.error());
+  if (Status st = RefuseWhileDraining(s); !st.ok()) return ex->RespondError(st.error());
   t->created = std::chrono::duration_cast<std::chrono::seconds>(
                    std::chrono::system_clock::now().time_since_epoch())
                    .count();
-  t->model = params.value("model", s.config.model);
+  t->model = parsed->model.empty() ? s.config.model : parsed->model;
   HttpExchange::Handlers handlers;
-  handlers.event = [t](HttpExchange& e, std::string_view event, const json& fields) {
-    t->OnEvent(e, event, fields);
-  };
+  handlers.event = [t](HttpExchange& e, const GenerateEvent& event) { t->OnEvent(e, event); };
+  handlers.done = [t](HttpExchange& e, const GenerateDone& done) { t->OnDone(e, done); };
   ex->set_handlers(std::move(handlers));
-  RunOp(s, "generate", std::move(params), ex);
+  StartGenerateJob(s, std::move(*parsed), ReplyTo(s, ex, "generate"), HttpIntake(*ex));
 }
 
 }  // namespace
@@ -431,7 +438,8 @@ void ChatCompletions(DaemonState& s, const HttpRequest& request, std::shared_ptr
   auto t = std::make_shared<Translation>();
   t->chat = true;
   Params p = Params::object();
-  if (!Has(*body, "messages")) return ex->RespondError(Invalid("'messages' is required"));
+  if (!Has(*body, "messages"))
+    return ex->RespondError(Invalid("messages", "'messages' is required"));
   if (Status st = CheckField(*body, "messages", Kind::kArray); !st.ok()) {
     return ex->RespondError(st.error());
   }
@@ -448,7 +456,7 @@ void ChatCompletions(DaemonState& s, const HttpRequest& request, std::shared_ptr
   }
   t->logprobs = Has(*body, "logprobs") && (*body)["logprobs"].get<bool>();
   if (Has(*body, "top_logprobs") && !t->logprobs) {
-    return ex->RespondError(Invalid("'top_logprobs' needs 'logprobs': true"));
+    return ex->RespondError(Invalid("top_logprobs", "'top_logprobs' needs 'logprobs': true"));
   }
   if (t->logprobs) p["logprobs"] = Has(*body, "top_logprobs") ? (*body)["top_logprobs"] : Params(0);
   if (Status st = CommonParams(*body, p, *t); !st.ok()) return ex->RespondError(st.error());
@@ -456,7 +464,7 @@ void ChatCompletions(DaemonState& s, const HttpRequest& request, std::shared_ptr
     return ex->RespondError(st.error());
   }
   if (Status st = ToolChoice(*body, p, *t); !st.ok()) return ex->RespondError(st.error());
-  Run(s, ex, std::move(p), std::move(t));
+  Run(s, ex, p, std::move(t));
 }
 
 void Completions(DaemonState& s, const HttpRequest& request, std::shared_ptr<HttpExchange> ex) {
@@ -480,9 +488,11 @@ void Completions(DaemonState& s, const HttpRequest& request, std::shared_ptr<Htt
     p["prompt_ids"] = prompt;
   } else if (prompt.is_array()) {
     return ex->RespondError(
-        Invalid("'prompt' must be one string (or token ids): medq answers one prompt per request"));
+        Invalid("prompt",
+                "'prompt' must be one string (or token ids): medq answers one prompt per request"));
   } else {
-    return ex->RespondError(Invalid("'prompt' is required: a string or an array of token ids"));
+    return ex->RespondError(
+        Invalid("prompt", "'prompt' is required: a string or an array of token ids"));
   }
   // An integer here (each token's log-probability and those of the N most
   // likely tokens, 0 to 20), or null for none.
@@ -492,13 +502,13 @@ void Completions(DaemonState& s, const HttpRequest& request, std::shared_ptr<Htt
   t->logprobs = Has(*body, "logprobs");
   if (t->logprobs) p["logprobs"] = (*body)["logprobs"];
   if (Has(*body, "echo") && (*body)["echo"] != false) {
-    return ex->RespondError(Invalid("'echo' is not supported"));
+    return ex->RespondError(Invalid("echo", "'echo' is not supported"));
   }
   if (Has(*body, "best_of") && (*body)["best_of"] != 1) {
-    return ex->RespondError(Invalid("'best_of' must be 1"));
+    return ex->RespondError(Invalid("best_of", "'best_of' must be 1"));
   }
   if (Status st = CommonParams(*body, p, *t); !st.ok()) return ex->RespondError(st.error());
-  Run(s, ex, std::move(p), std::move(t));
+  Run(s, ex, p, std::move(t));
 }
 
 }  // namespace medq::daemon::http

@@ -1,6 +1,6 @@
-// POST /v1/embeddings: the `embed` op. OpenAI's `input` (a string or a list
-// of strings), `model`, `dimensions` and `encoding_format` ("float", or
-// "base64": the little-endian float32 bytes of each vector in base64).
+// POST /v1/embeddings: an embed request (StartEmbedJob, loop/entry_points.h). OpenAI's `input` (a
+// string or a list of strings), `model`, `dimensions` and `encoding_format` ("float", or "base64":
+// the little-endian float32 bytes of each vector in base64).
 #include <cstring>
 
 #include "daemon/http/routes.h"
@@ -51,9 +51,9 @@ void Embeddings(DaemonState& s, const HttpRequest& request, std::shared_ptr<Http
       (input.is_array() && !input.empty() &&
        std::all_of(input.begin(), input.end(), [](const Params& t) { return t.is_string(); }));
   if (!strings) {
-    return ex->RespondError(Error(ErrorCode::kInvalidRequest,
-                                  "'input' must be a string or a non-empty array of strings "
-                                  "(token ids are not supported)"));
+    return ex->RespondError(InvalidField("input",
+                                         "'input' must be a string or a non-empty array of strings "
+                                         "(token ids are not supported)"));
   }
   p["input"] = input;
   for (auto [name, kind] : {std::pair{"model", Kind::kString},
@@ -71,29 +71,31 @@ void Embeddings(DaemonState& s, const HttpRequest& request, std::shared_ptr<Http
                                  : "float";
   if (format != "float" && format != "base64") {
     return ex->RespondError(
-        Error(ErrorCode::kInvalidRequest, "'encoding_format' must be \"float\" or \"base64\""));
+        InvalidField("encoding_format", "'encoding_format' must be \"float\" or \"base64\""));
   }
+  auto embed = ParseEmbedRequest(p);
+  if (!embed.ok()) return ex->RespondError(embed.error());
+  if (Status st = RefuseWhileDraining(s); !st.ok()) return ex->RespondError(st.error());
   HttpExchange::Handlers handlers;
-  handlers.result = [base64 = format == "base64"](HttpExchange& e, const json& result) {
+  handlers.embedded = [base64 = format == "base64"](HttpExchange& e, const EmbedResult& result) {
     json data = json::array();
-    const json& vectors = result.at("embeddings");
-    for (size_t i = 0; i < vectors.size(); ++i) {
+    for (size_t i = 0; i < result.embeddings.size(); ++i) {
       json item = {{"object", "embedding"}, {"index", i}};
       if (base64) {
-        item["embedding"] = Base64(vectors[i].get<std::vector<float>>());
+        item["embedding"] = Base64(result.embeddings[i]);
       } else {
-        item["embedding"] = vectors[i];
+        item["embedding"] = result.embeddings[i];
       }
       data.push_back(std::move(item));
     }
-    const int64_t tokens = result.contains("usage") ? result["usage"].value("total_tokens", 0) : 0;
+    const int64_t tokens = result.usage.total_tokens;
     e.RespondJson(200, {{"object", "list"},
                         {"data", std::move(data)},
-                        {"model", result.value("model", "")},
+                        {"model", result.model},
                         {"usage", {{"prompt_tokens", tokens}, {"total_tokens", tokens}}}});
   };
   ex->set_handlers(std::move(handlers));
-  RunOp(s, "embed", std::move(p), ex);
+  StartEmbedJob(s, std::move(*embed), ReplyTo(s, ex, "embed"), HttpIntake(*ex));
 }
 
 }  // namespace medq::daemon::http

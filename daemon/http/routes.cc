@@ -4,9 +4,6 @@
 
 #include <cctype>
 
-#include "daemon/loop/ops.h"
-#include "daemon/loop/responder.h"
-
 namespace medq::daemon::http {
 namespace {
 
@@ -125,24 +122,15 @@ std::optional<std::string> PathParam(std::string_view prefix, const HttpRequest&
   return out;
 }
 
-void RunOp(DaemonState& state, std::string_view op_name, Params params,
-           const std::shared_ptr<HttpExchange>& exchange) {
-  const OpSpec* op = FindOp(op_name);
-  Request request{nullptr, std::string(op_name), std::move(params)};
-  Responder reply(std::weak_ptr<ReplyChannel>(exchange), nullptr, request.op, &state.metrics);
-  if (op == nullptr) {
-    return reply.Fail(Error(ErrorCode::kInternal, "no op " + request.op));
-  }
-  if (state.draining && op->starts_work) {
-    return reply.Fail(
-        Error(ErrorCode::kNotReady, "medqd is shutting down; retry once it is back", 1.0));
-  }
-  try {
-    op->handler(state, request, std::move(reply));
-  } catch (const std::exception& e) {
-    // The moved Responder has answered INTERNAL while unwinding.
-    spdlog::error("op {} failed with an unexpected exception: {}", request.op, e.what());
-  }
+Responder ReplyTo(DaemonState& state, const std::shared_ptr<HttpExchange>& exchange,
+                  std::string op) {
+  return Responder(std::weak_ptr<ReplyChannel>(exchange), nullptr, std::move(op), &state.metrics);
+}
+
+JobIntake HttpIntake(const HttpExchange& exchange) {
+  JobIntake intake;
+  intake.owner = exchange.owner();
+  return intake;
 }
 
 bool Has(const Params& body, std::string_view name) {
@@ -153,8 +141,8 @@ bool Has(const Params& body, std::string_view name) {
 Status CheckField(const Params& body, std::string_view name, Kind kind) {
   if (!Has(body, name)) return {};
   if (IsKind(body.at(std::string(name)), kind)) return {};
-  return Error(ErrorCode::kInvalidRequest, "'" + std::string(name) + "' must be " + KindName(kind) +
-                                               ", not " + body.at(std::string(name)).type_name());
+  return InvalidField(std::string(name), "'" + std::string(name) + "' must be " + KindName(kind) +
+                                             ", not " + body.at(std::string(name)).type_name());
 }
 
 Status CopyField(const Params& body, std::string_view name, Kind kind, Params& params,

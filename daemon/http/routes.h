@@ -1,10 +1,12 @@
 // The OpenAI-compatible routes and what they share. Each route is a thin
 // translation: it checks the body's fields (a wrong type is 400 naming the
-// parameter; unknown fields are ignored, as the OpenAI API ignores them),
-// builds the params of the equivalent medq op and runs that op's handler
-// from the op table (loop/ops.h) with a Responder bound to the exchange, so
-// the queue, priorities, limits, cancellation and errors are the socket's.
-// Loop thread only. docs/http.md is the contract.
+// parameter; a field medq does not read is refused, never ignored), turns
+// them into the typed params of the equivalent medq work (the protocol's
+// names, checked by the same parser as the socket's op) and calls the same
+// typed entry point as the socket's op handler (loop/entry_points.h) with a
+// Responder bound to the exchange, so the queue, priorities, limits,
+// cancellation and errors are the socket's. The replies come back typed and
+// the route renders them. Loop thread only. docs/http.md is the contract.
 #pragma once
 
 #include <memory>
@@ -17,7 +19,7 @@
 
 #include "common/protocol.h"
 #include "daemon/http/http_exchange.h"
-#include "daemon/loop/state.h"
+#include "daemon/loop/entry_points.h"
 
 namespace medq::daemon::http {
 
@@ -44,9 +46,12 @@ std::span<const Route> Routes();
 // (with Allow) for a method the path does not take.
 void Dispatch(DaemonState& state, HttpConnection& connection, HttpRequest request);
 
-// Runs the medq op `op` with `params`, its replies going to `exchange`.
-void RunOp(DaemonState& state, std::string_view op, Params params,
-           const std::shared_ptr<HttpExchange>& exchange);
+// A Responder whose replies go to `exchange`, counted in the metrics as a
+// request of the medq op `op` (as the socket's are).
+Responder ReplyTo(DaemonState& state, const std::shared_ptr<HttpExchange>& exchange,
+                  std::string op);
+// The intake of a job an HTTP client waits for: its owner is the exchange's.
+JobIntake HttpIntake(const HttpExchange& exchange);
 
 // Field checks on a body; null counts as absent, as in the OpenAI API.
 // Each returns INVALID_REQUEST "'name' must be ..." when the type is wrong.

@@ -1,22 +1,37 @@
-// GET /v1/models and /v1/models/{id} (the `models` op), GET /health (the `health` op: 200 when
-// ready, else 503) and GET /metrics (the `metrics` op's Prometheus text).
+// GET /v1/models and /v1/models/{id} (the models directories' listing, as
+// the `models` op's `available`), GET /health (DescribeHealth: 200 when
+// ready, else 503) and GET /metrics (RenderMetrics' Prometheus text): the
+// typed entry points of loop/entry_points.h, rendered here.
 #include "daemon/http/routes.h"
 
+#include <algorithm>
+
 namespace medq::daemon::http {
+namespace {
 
 using nlohmann::json;
 
+// Counted in the metrics as the socket's op `op` is.
+template <typename T>
+void Count(DaemonState& s, std::string_view op, const Result<T>& outcome) {
+  s.metrics.CountRequest(op, outcome.ok() ? "ok" : ErrorCodeName(outcome.error().code));
+}
+
+json ModelObject(const std::string& id) {
+  return {{"id", id}, {"object", "model"}, {"created", 0}, {"owned_by", "medq"}};
+}
+
+}  // namespace
+
 void ListModels(DaemonState& s, const HttpRequest&, std::shared_ptr<HttpExchange> ex) {
-  HttpExchange::Handlers handlers;
-  handlers.result = [](HttpExchange& e, const json& result) {
+  ListAvailableModels(s, [&s, ex](Result<std::vector<std::string>> available) {
+    Count(s, "models", available);
+    if (!available.ok()) return ex->RespondError(available.error());
     json data = json::array();
-    for (const json& name : result.value("available", json::array())) {
-      data.push_back({{"id", name}, {"object", "model"}, {"created", 0}, {"owned_by", "medq"}});
-    }
-    e.RespondJson(200, {{"object", "list"}, {"data", std::move(data)}});
-  };
-  ex->set_handlers(std::move(handlers));
-  RunOp(s, "models", Params::object(), ex);
+    for (const std::string& name : *available)
+      data.push_back(ModelObject(name));
+    ex->RespondJson(200, {{"object", "list"}, {"data", std::move(data)}});
+  });
 }
 
 void RetrieveModel(DaemonState& s, const HttpRequest& request, std::shared_ptr<HttpExchange> ex) {
@@ -26,41 +41,28 @@ void RetrieveModel(DaemonState& s, const HttpRequest& request, std::shared_ptr<H
                                       std::nullopt,
                                       "the model id in the path is not a model name"});
   }
-  HttpExchange::Handlers handlers;
-  handlers.result = [id = *id](HttpExchange& e, const json& result) {
-    for (const json& name : result.value("available", json::array())) {
-      if (name == id) {
-        return e.RespondJson(
-            200, {{"id", id}, {"object", "model"}, {"created", 0}, {"owned_by", "medq"}});
-      }
+  ListAvailableModels(s, [&s, ex, id = *id](Result<std::vector<std::string>> available) {
+    Count(s, "models", available);
+    if (!available.ok()) return ex->RespondError(available.error());
+    if (std::find(available->begin(), available->end(), id) != available->end()) {
+      return ex->RespondJson(200, ModelObject(id));
     }
-    e.RespondError(HttpError{404, "invalid_request_error", "model_not_found", "model", std::nullopt,
-                             "The model '" + Echo(id) +
-                                 "' does not exist; GET /v1/models lists "
-                                 "the models"});
-  };
-  ex->set_handlers(std::move(handlers));
-  RunOp(s, "models", Params::object(), ex);
+    ex->RespondError(
+        HttpError{404, "invalid_request_error", "model_not_found", "model", std::nullopt,
+                  "The model '" + Echo(id) + "' does not exist; GET /v1/models lists the models"});
+  });
 }
 
 void HealthRoute(DaemonState& s, const HttpRequest&, std::shared_ptr<HttpExchange> ex) {
-  HttpExchange::Handlers handlers;
-  handlers.result = [](HttpExchange& e, const json& result) {
-    const bool ready = result.value("ready", false);
-    if (!ready) e.AddHeader("retry-after", "1");
-    e.RespondJson(ready ? 200 : 503, result);
-  };
-  ex->set_handlers(std::move(handlers));
-  RunOp(s, "health", Params::object(), ex);
+  const HealthInfo health = DescribeHealth(s);
+  s.metrics.CountRequest("health", "ok");
+  if (!health.ready) ex->AddHeader("retry-after", "1");
+  ex->RespondJson(health.ready ? 200 : 503, health);
 }
 
 void MetricsRoute(DaemonState& s, const HttpRequest&, std::shared_ptr<HttpExchange> ex) {
-  HttpExchange::Handlers handlers;
-  handlers.result = [](HttpExchange& e, const json& result) {
-    e.Respond(200, "text/plain; version=0.0.4; charset=utf-8", result.value("text", ""));
-  };
-  ex->set_handlers(std::move(handlers));
-  RunOp(s, "metrics", Params::object(), ex);
+  s.metrics.CountRequest("metrics", "ok");
+  ex->Respond(200, "text/plain; version=0.0.4; charset=utf-8", RenderMetrics(s));
 }
 
 }  // namespace medq::daemon::http

@@ -5,7 +5,7 @@
 #include <spdlog/spdlog.h>
 
 #include "common/protocol.h"
-#include "daemon/loop/uv_guard.h"
+#include "daemon/uv_guard.h"
 
 namespace medq::daemon {
 namespace {
@@ -233,9 +233,16 @@ void Connection::IdleTimerFired() {
   Close();
 }
 
-void Connection::SendEvent(const nlohmann::json& id, std::string_view event,
-                           nlohmann::json fields) {
-  Write(EncodeEvent(id, event, std::move(fields)));
+void Connection::SendEvent(const nlohmann::json& id, const GenerateEvent& event) {
+  Write(EncodeEvent(id, EventName(event), EventFields(event)));
+}
+
+void Connection::SendDone(const nlohmann::json& id, const GenerateDone& done) {
+  Write(EncodeEvent(id, "done", done));
+}
+
+void Connection::SendEmbedResult(const nlohmann::json& id, const EmbedResult& result) {
+  Write(EncodeResult(id, result));
 }
 
 void Connection::SendResult(const nlohmann::json& id, const nlohmann::json& result) {

@@ -93,7 +93,9 @@ class Connection : public ReplyChannel, public std::enable_shared_from_this<Conn
   void Close();
 
   // ReplyChannel: each reply is one encoded line (common/protocol.h).
-  void SendEvent(const nlohmann::json& id, std::string_view event, nlohmann::json fields) override;
+  void SendEvent(const nlohmann::json& id, const GenerateEvent& event) override;
+  void SendDone(const nlohmann::json& id, const GenerateDone& done) override;
+  void SendEmbedResult(const nlohmann::json& id, const EmbedResult& result) override;
   void SendResult(const nlohmann::json& id, const nlohmann::json& result) override;
   void SendError(const nlohmann::json& id, const Error& error) override;
 

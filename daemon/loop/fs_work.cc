@@ -4,7 +4,7 @@
 
 #include <spdlog/spdlog.h>
 
-#include "daemon/loop/uv_guard.h"
+#include "daemon/uv_guard.h"
 
 namespace medq::daemon {
 namespace {

@@ -18,64 +18,6 @@ namespace {
 
 using nlohmann::json;
 
-HealthInfo DescribeHealth(const DaemonState& s) {
-  HealthInfo h;
-  h.ready = s.ready && !s.draining;
-  h.version = kVersion;
-  h.uptime_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - s.started).count();
-  h.pid = getpid();
-  const WorkerView& worker = s.scheduler.view();
-  h.cuda_available = !worker.memory.devices.empty();
-  h.loaded_models = worker.loaded;
-  h.memory = worker.memory;
-  h.memory.rss_bytes = ResidentSetBytes();  // fresh: cheap to read on this thread
-  h.active_jobs = s.scheduler.running();
-  h.queue_length = s.scheduler.waiting();
-  h.connections = s.connections + s.http_connections;
-  h.warnings = s.warnings;
-  for (const LoadedModelInfo& m : h.loaded_models) {
-    if (m.fell_back_to_cpu) {
-      h.warnings.push_back("model " + m.name +
-                           " runs on the CPU: the GPU ran out of memory while loading it");
-    }
-  }
-  h.breakers = s.breaker->Describe(std::chrono::steady_clock::now());
-  for (const BreakerInfo& b : h.breakers) {
-    if (b.state == "closed") continue;
-    h.warnings.push_back("model " + b.model + " is paused by its circuit breaker (" + b.state +
-                         ") after " + std::to_string(b.consecutive_errors) +
-                         " device errors in a row; last: " + b.last_error);
-  }
-  if (!worker.decode_graph_failure.empty()) {
-    h.warnings.push_back("CUDA graphs are off, decode steps run eagerly (slower): " +
-                         worker.decode_graph_failure);
-  }
-  h.store = s.jobs.Info();
-  if (h.store.disk_full) {
-    h.warnings.push_back(
-        "job store: the disk is full; new jobs are refused until space is freed (forget jobs, "
-        "or free space in the state directory)");
-  }
-  if (h.store.damaged > 0) {
-    h.warnings.push_back("job store: " + std::to_string(h.store.damaged) +
-                         " damaged job record(s) found; their status says which: forget them");
-  }
-  h.status = s.draining           ? "draining"
-             : !s.ready           ? "starting"
-             : h.warnings.empty() ? "ok"
-                                  : "degraded";
-  // Notes that leave the status as it is: a model chatted with through the
-  // fallback template works as documented.
-  for (const LoadedModelInfo& m : h.loaded_models) {
-    if (m.kind == "generation" && m.has_tokenizer && !m.has_chat_template) {
-      h.warnings.push_back("model " + m.name +
-                           " has no chat template; chat uses the fallback template (ChatML)");
-    }
-  }
-  h.limits = s.limits;
-  return h;
-}
-
 void Health(DaemonState& state, const Request& req, Responder reply) {
   if (Status st = RejectUnknownFields(req.params, {}); !st.ok()) return reply.Fail(st.error());
   reply.Result(DescribeHealth(state));
@@ -162,21 +104,7 @@ void InjectFault(DaemonState& state, const Request& req, Responder reply) {
 
 void MetricsOp(DaemonState& s, const Request& req, Responder reply) {
   if (Status st = RejectUnknownFields(req.params, {}); !st.ok()) return reply.Fail(st.error());
-  Metrics::Gauges g;
-  g.queue_length = s.scheduler.waiting();
-  g.running_jobs = s.scheduler.running();
-  g.connections = s.connections + s.http_connections;
-  g.loaded_models = static_cast<int>(s.scheduler.view().loaded.size());
-  g.rss_bytes = ResidentSetBytes();
-  g.ready = s.ready && !s.draining;
-  g.embed_waiting = s.scheduler.waiting(JobClass::kEmbed);
-  g.embed_pending_texts = s.scheduler.pending_embed_texts();
-  g.embed_in_flight = s.scheduler.embed_batches_in_flight();
-  g.store = s.jobs.Info();
-  for (const DeviceMemoryInfo& d : s.scheduler.view().memory.devices) {
-    g.device_bytes.push_back({d.index, {d.allocated_bytes, d.reserved_bytes}});
-  }
-  reply.Result({{"format", "prometheus-text-0.0.4"}, {"text", s.metrics.Render(g)}});
+  reply.Result({{"format", "prometheus-text-0.0.4"}, {"text", RenderMetrics(s)}});
 }
 
 constexpr OpSpec kOps[] = {
@@ -236,6 +164,87 @@ JobSpec QueuedJobSpec(const DaemonState& state, JobClass cls, std::string op,
   spec.deadline = std::chrono::steady_clock::now() +
                   std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000));
   return spec;
+}
+
+Status RefuseWhileDraining(const DaemonState& state) {
+  if (!state.draining) return Status::Ok();
+  return Error(ErrorCode::kNotReady, "medqd is shutting down; retry once it is back", 1.0);
+}
+
+HealthInfo DescribeHealth(const DaemonState& s) {
+  HealthInfo h;
+  h.ready = s.ready && !s.draining;
+  h.version = kVersion;
+  h.uptime_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - s.started).count();
+  h.pid = getpid();
+  const WorkerView& worker = s.scheduler.view();
+  h.cuda_available = !worker.memory.devices.empty();
+  h.loaded_models = worker.loaded;
+  h.memory = worker.memory;
+  h.memory.rss_bytes = ResidentSetBytes();  // fresh: cheap to read on this thread
+  h.active_jobs = s.scheduler.running();
+  h.queue_length = s.scheduler.waiting();
+  h.connections = s.connections + s.http_connections;
+  h.warnings = s.warnings;
+  for (const LoadedModelInfo& m : h.loaded_models) {
+    if (m.fell_back_to_cpu) {
+      h.warnings.push_back("model " + m.name +
+                           " runs on the CPU: the GPU ran out of memory while loading it");
+    }
+  }
+  h.breakers = s.breaker->Describe(std::chrono::steady_clock::now());
+  for (const BreakerInfo& b : h.breakers) {
+    if (b.state == "closed") continue;
+    h.warnings.push_back("model " + b.model + " is paused by its circuit breaker (" + b.state +
+                         ") after " + std::to_string(b.consecutive_errors) +
+                         " device errors in a row; last: " + b.last_error);
+  }
+  if (!worker.decode_graph_failure.empty()) {
+    h.warnings.push_back("CUDA graphs are off, decode steps run eagerly (slower): " +
+                         worker.decode_graph_failure);
+  }
+  h.store = s.jobs.Info();
+  if (h.store.disk_full) {
+    h.warnings.push_back(
+        "job store: the disk is full; new jobs are refused until space is freed (forget jobs, "
+        "or free space in the state directory)");
+  }
+  if (h.store.damaged > 0) {
+    h.warnings.push_back("job store: " + std::to_string(h.store.damaged) +
+                         " damaged job record(s) found; their status says which: forget them");
+  }
+  h.status = s.draining           ? "draining"
+             : !s.ready           ? "starting"
+             : h.warnings.empty() ? "ok"
+                                  : "degraded";
+  // Notes that leave the status as it is: a model chatted with through the
+  // fallback template works as documented.
+  for (const LoadedModelInfo& m : h.loaded_models) {
+    if (m.kind == "generation" && m.has_tokenizer && !m.has_chat_template) {
+      h.warnings.push_back("model " + m.name +
+                           " has no chat template; chat uses the fallback template (ChatML)");
+    }
+  }
+  h.limits = s.limits;
+  return h;
+}
+
+std::string RenderMetrics(const DaemonState& s) {
+  Metrics::Gauges g;
+  g.queue_length = s.scheduler.waiting();
+  g.running_jobs = s.scheduler.running();
+  g.connections = s.connections + s.http_connections;
+  g.loaded_models = static_cast<int>(s.scheduler.view().loaded.size());
+  g.rss_bytes = ResidentSetBytes();
+  g.ready = s.ready && !s.draining;
+  g.embed_waiting = s.scheduler.waiting(JobClass::kEmbed);
+  g.embed_pending_texts = s.scheduler.pending_embed_texts();
+  g.embed_in_flight = s.scheduler.embed_batches_in_flight();
+  g.store = s.jobs.Info();
+  for (const DeviceMemoryInfo& d : s.scheduler.view().memory.devices) {
+    g.device_bytes.push_back({d.index, {d.allocated_bytes, d.reserved_bytes}});
+  }
+  return s.metrics.Render(g);
 }
 
 std::span<const OpSpec> Ops() {

@@ -40,9 +40,8 @@ void OnEmbedDone(DaemonState& s, EmbedSession& session, Result<EmbedResult> resu
   const double total_s = out.timings.total_ms / 1000;
   s.metrics.ObserveQueueWait(out.timings.queued_ms / 1000);
   s.metrics.ObserveEmbedRequest(total_s, static_cast<int64_t>(out.embeddings.size()));
-  json reply = out;
-  if (!session.job.empty()) s.jobs.Finish(session.job, reply, s.draining);  // a copy: recorded
-  session.reply.Result(reply);
+  if (!session.job.empty()) s.jobs.Finish(session.job, json(out), s.draining);
+  session.reply.Embedded(out);
 }
 
 // Loop thread: the model is resolved and the job recorded (`job`, or empty
@@ -73,33 +72,32 @@ void SubmitEmbed(DaemonState& s, std::shared_ptr<EmbedSpec> spec,
 }  // namespace
 
 void EmbedOp(DaemonState& s, const Request& req, Responder reply) {
+  auto request = ParseEmbedRequest(req.params);
+  if (!request.ok()) return reply.Fail(request.error());
   JobIntake intake;
   intake.owner = reply.owner();
-  StartEmbedJob(s, req.params, std::move(reply), std::move(intake));
+  StartEmbedJob(s, std::move(*request), std::move(reply), std::move(intake));
 }
 
-void StartEmbedJob(DaemonState& s, const Params& params, Responder reply, JobIntake intake) {
-  auto request = ParseEmbedRequest(params);
-  if (!request.ok()) return reply.Fail(request.error());
+void StartEmbedJob(DaemonState& s, EmbedRequest request, Responder reply, JobIntake intake) {
   const auto max_inputs = static_cast<size_t>(s.config.embed_max_inputs);
-  if (request->input.size() > max_inputs) {
-    return reply.Fail(Error(ErrorCode::kInvalidRequest,
-                            "params.input holds " + std::to_string(request->input.size()) +
-                                " texts; embed takes at most " + std::to_string(max_inputs) +
-                                " (embed_max_inputs): split the request"));
+  if (request.input.size() > max_inputs) {
+    return reply.Fail(
+        InvalidField("input", "params.input holds " + std::to_string(request.input.size()) +
+                                  " texts; embed takes at most " + std::to_string(max_inputs) +
+                                  " (embed_max_inputs): split the request"));
   }
-  const std::string name = request->model.empty() ? s.config.embed_model : request->model;
+  const std::string name = request.model.empty() ? s.config.embed_model : request.model;
   if (name.empty()) {
     return reply.Fail(Error(ErrorCode::kModelNotFound,
                             "no model named in params.model and no default embedding model "
                             "configured (medqd --embed-model NAME)"));
   }
   auto spec = std::make_shared<EmbedSpec>();
-  spec->request = std::move(*request);
+  spec->request = std::move(request);
   auto session = std::make_shared<EmbedSession>(std::move(reply));
   ResolveModel(
-      s, name, "",
-      [&s, spec, session, params, intake = std::move(intake)](Result<ResolvedModel> found) {
+      s, name, "", [&s, spec, session, intake = std::move(intake)](Result<ResolvedModel> found) {
         if (!found.ok()) return session->reply.Fail(found.error());
         if (Status st = RequireKind(found->name, found->kind, ModelKind::kEmbedding); !st.ok()) {
           return session->reply.Fail(st.error());
@@ -110,8 +108,8 @@ void StartEmbedJob(DaemonState& s, const Params& params, Responder reply, JobInt
         spec->model_name = found->name;
         spec->model_dir = found->dir;
         const Priority priority = *PriorityFromName(spec->request.priority);
-        s.jobs.Admit(store::JobOp::kEmbed, JobClass::kEmbed, priority, params, intake,
-                     [&s, spec, session, intake](Result<std::string> job) {
+        s.jobs.Admit(store::JobOp::kEmbed, JobClass::kEmbed, priority, ToParams(spec->request),
+                     intake, [&s, spec, session, intake](Result<std::string> job) {
                        if (!job.ok()) return session->reply.Fail(job.error());
                        SubmitEmbed(s, spec, session, *job, intake);
                      });

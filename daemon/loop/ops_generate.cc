@@ -54,7 +54,6 @@ void OnDone(DaemonState& s, const std::string& model_name, Session& session,
   done.timings.total_ms = MsSince(session.submitted);
   s.metrics.ObserveQueueWait(done.timings.queued_ms / 1000);
   s.metrics.ObserveGeneration(done.timings.total_ms / 1000, done.usage.completion_tokens);
-  json fields = done;
   if (!session.job.empty() && done.finish_reason == "cancelled" && !s.draining) {
     // Stopped while running by a cancellation outside the drain (its client
     // gone, forget): recorded `cancelled` with the CANCELLED error, as a job
@@ -64,11 +63,11 @@ void OnDone(DaemonState& s, const std::string& model_name, Session& session,
         Error(ErrorCode::kCancelled, "job " + session.job + " was cancelled while running"),
         s.draining);
   } else if (!session.job.empty()) {
-    json recorded = fields;
+    json recorded = done;
     recorded["text"] = std::move(session.text);
     s.jobs.Finish(session.job, std::move(recorded), s.draining);
   }
-  session.reply.Done(std::move(fields));
+  session.reply.Done(done);
 }
 
 // Loop thread: the generation's model is resolved and the job recorded (its
@@ -87,15 +86,12 @@ void SubmitGenerate(DaemonState& s, std::shared_ptr<GenerateSpec> spec,
   job_spec.on_position = [session](const std::string& job_id, int position, int waiting,
                                    double wait_s) {
     if (session->quiet) return;
-    session->reply.Event("queued", {{"job", job_id},
-                                    {"position", position},
-                                    {"queue_length", waiting},
-                                    {"estimated_wait_s", wait_s}});
+    session->reply.Event(QueuedEvent{job_id, position, waiting, wait_s});
   };
   GenerationCallbacks callbacks;
   callbacks.started = [session, spec](const std::string& job_id) {
     session->started = Clock::now();
-    if (!session->quiet) session->reply.Event("started", {{"job", job_id}});
+    if (!session->quiet) session->reply.Event(StartedEvent{job_id});
     spdlog::info("job {}: generating with {} (max_tokens {})", job_id, spec->model_name,
                  spec->params.max_tokens ? std::to_string(*spec->params.max_tokens) : "default");
   };
@@ -107,7 +103,7 @@ void SubmitGenerate(DaemonState& s, std::shared_ptr<GenerateSpec> spec,
       s.metrics.ObserveFirstToken(MsSince(session->submitted) / 1000);
     }
     if (session->quiet) return;
-    session->reply.Event("token", json(event));
+    session->reply.Event(std::move(event));
   };
   callbacks.done = [&s, session, name = spec->model_name](Result<GenerateDone> done) {
     OnDone(s, name, *session, std::move(done));
@@ -124,15 +120,13 @@ void SubmitGenerate(DaemonState& s, std::shared_ptr<GenerateSpec> spec,
 
 }  // namespace
 
-void StartGenerateJob(DaemonState& s, const Params& params, Responder reply, JobIntake intake) {
-  auto parsed = ParseGenerateParams(params);
-  if (!parsed.ok()) return reply.Fail(parsed.error());
+void StartGenerateJob(DaemonState& s, GenerateParams params, Responder reply, JobIntake intake) {
   auto spec = std::make_shared<GenerateSpec>();
-  spec->params = std::move(*parsed);
+  spec->params = std::move(params);
   auto session = std::make_shared<Session>(std::move(reply));
   ResolveModel(
       s, spec->params.model, spec->params.adapter,
-      [&s, spec, session, params, intake = std::move(intake)](Result<ResolvedModel> found) {
+      [&s, spec, session, intake = std::move(intake)](Result<ResolvedModel> found) {
         if (!found.ok()) return session->reply.Fail(found.error());
         if (Status st = RequireKind(found->name, found->kind, ModelKind::kGeneration); !st.ok()) {
           return session->reply.Fail(st.error());
@@ -144,8 +138,8 @@ void StartGenerateJob(DaemonState& s, const Params& params, Responder reply, Job
         spec->model_dir = found->dir;
         spec->adapter_dir = found->adapter_dir;
         const Priority priority = *PriorityFromName(spec->params.priority);
-        s.jobs.Admit(store::JobOp::kGenerate, JobClass::kGenerate, priority, params, intake,
-                     [&s, spec, session, intake](Result<std::string> job) {
+        s.jobs.Admit(store::JobOp::kGenerate, JobClass::kGenerate, priority, ToJson(spec->params),
+                     intake, [&s, spec, session, intake](Result<std::string> job) {
                        if (!job.ok()) return session->reply.Fail(job.error());
                        SubmitGenerate(s, spec, session, *job, intake);
                      });
@@ -153,9 +147,11 @@ void StartGenerateJob(DaemonState& s, const Params& params, Responder reply, Job
 }
 
 void GenerateOp(DaemonState& s, const Request& req, Responder reply) {
+  auto params = ParseGenerateParams(req.params);
+  if (!params.ok()) return reply.Fail(params.error());
   JobIntake intake;
   intake.owner = reply.owner();
-  StartGenerateJob(s, req.params, std::move(reply), std::move(intake));
+  StartGenerateJob(s, std::move(*params), std::move(reply), std::move(intake));
 }
 
 void CancelOp(DaemonState& s, const Request& req, Responder reply) {

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "daemon/loop/durable_jobs.h"
+#include "daemon/loop/entry_points.h"
 #include "daemon/loop/ops.h"
 #include "daemon/worker/model_store.h"
 
@@ -14,9 +15,6 @@ namespace medq::daemon {
 
 // ops_generate.cc
 void GenerateOp(DaemonState& state, const Request& request, Responder reply);
-// A generation from its params, whichever way it came (generate, submit, a
-// restart's replay: `intake` says); its replies go to `reply`.
-void StartGenerateJob(DaemonState& state, const Params& params, Responder reply, JobIntake intake);
 void CancelOp(DaemonState& state, const Request& request, Responder reply);
 
 // ops.cc
@@ -38,7 +36,6 @@ JobSpec QueuedJobSpec(const DaemonState& state, JobClass cls, std::string op,
 
 // ops_embed.cc
 void EmbedOp(DaemonState& state, const Request& request, Responder reply);
-void StartEmbedJob(DaemonState& state, const Params& params, Responder reply, JobIntake intake);
 
 // ops_jobs.cc
 void SubmitOp(DaemonState& state, const Request& request, Responder reply);

@@ -21,7 +21,9 @@ class ReplayChannel : public ReplyChannel {
  public:
   explicit ReplayChannel(std::function<void(const Error&)> on_error)
       : on_error_(std::move(on_error)) {}
-  void SendEvent(const json&, std::string_view, json) override {}
+  void SendEvent(const json&, const GenerateEvent&) override {}
+  void SendDone(const json&, const GenerateDone&) override {}
+  void SendEmbedResult(const json&, const EmbedResult&) override {}
   void SendResult(const json&, const json&) override {}
   void SendError(const json&, const Error& error) override {
     if (auto fn = std::exchange(on_error_, nullptr)) fn(error);
@@ -38,12 +40,18 @@ class ReplayChannel : public ReplyChannel {
   std::function<void(const Error&)> on_error_;
 };
 
+// Parses a job's params as its op reads them and starts it; params that do
+// not parse fail through `reply`, naming what is wrong.
 void StartJob(DaemonState& s, store::JobOp op, const Params& params, Responder reply,
               JobIntake intake) {
   if (op == store::JobOp::kGenerate) {
-    StartGenerateJob(s, params, std::move(reply), std::move(intake));
+    auto parsed = ParseGenerateParams(params);
+    if (!parsed.ok()) return reply.Fail(parsed.error());
+    StartGenerateJob(s, std::move(*parsed), std::move(reply), std::move(intake));
   } else {
-    StartEmbedJob(s, params, std::move(reply), std::move(intake));
+    auto parsed = ParseEmbedRequest(params);
+    if (!parsed.ok()) return reply.Fail(parsed.error());
+    StartEmbedJob(s, std::move(*parsed), std::move(reply), std::move(intake));
   }
 }
 
@@ -143,14 +151,16 @@ void SubmitOp(DaemonState& s, const Request& req, Responder reply) {
   if (request->op == "generate") {
     const auto params = ParseGenerateParams(request->params);
     if (params.ok() && params->logprobs) {
-      return reply.Fail(Error(ErrorCode::kInvalidRequest,
-                              "params.logprobs: a submitted job's result keeps its text only; "
-                              "ask generate for log-probabilities"));
+      return reply.Fail(
+          InvalidField("logprobs",
+                       "params.logprobs: a submitted job's result keeps its text only; "
+                       "ask generate for log-probabilities"));
     }
     if (params.ok() && params->n != 1) {
-      return reply.Fail(Error(ErrorCode::kInvalidRequest,
-                              "params.n: a submitted job's result keeps one text; submit one job "
-                              "an answer, or ask generate for several"));
+      return reply.Fail(
+          InvalidField("n",
+                       "params.n: a submitted job's result keeps one text; submit one job "
+                       "an answer, or ask generate for several"));
     }
   }
   JobIntake intake;

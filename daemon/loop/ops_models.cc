@@ -79,11 +79,22 @@ void ResolveModel(DaemonState& s, const std::string& model, const std::string& a
       s.loop,
       [&resolver, name, adapter]() -> Result<ResolvedModel> {
         ResolvedModel found{name, {}, {}};
-        auto dir = resolver.Resolve(name, "model");
+        // "NAME:int4": NAME's folder, loaded with that quantization
+        // (ModelStore reads the suffix from the name it is given).
+        auto split = SplitModelName(name);
+        if (!split.ok()) return split.error();
+        auto dir = resolver.Resolve(split->folder, "model");
         if (!dir.ok()) return dir.error();
         found.dir = *dir;
         found.kind =
             engine::IsEmbeddingModelDir(found.dir) ? ModelKind::kEmbedding : ModelKind::kGeneration;
+        if (found.kind == ModelKind::kEmbedding && !split->quantize.empty()) {
+          return Error(ErrorCode::kInvalidRequest,
+                       "params.model: \"" + Echo(name) +
+                           "\" is an embedding model, which is not quantized; name it without "
+                           "the ':" +
+                           split->quantize + "' suffix");
+        }
         if (!adapter.empty()) {
           auto adapter_dir = resolver.Resolve(adapter, "adapter");
           if (!adapter_dir.ok()) return adapter_dir.error();
@@ -99,20 +110,25 @@ void ResolveModel(DaemonState& s, const std::string& model, const std::string& a
       });
 }
 
-void ModelsOp(DaemonState& s, const Request& req, Responder reply) {
-  if (Status st = RejectUnknownFields(req.params, {}); !st.ok()) return reply.Fail(st.error());
-  auto shared_reply = std::make_shared<Responder>(std::move(reply));
+void ListAvailableModels(DaemonState& s,
+                         std::function<void(Result<std::vector<std::string>>)> done) {
   const ModelResolver& resolver = s.resolver;
   RunFsWork<Result<std::vector<std::string>>>(
       s.loop, [&resolver]() -> Result<std::vector<std::string>> { return resolver.Available(); },
-      [&s, shared_reply](Result<std::vector<std::string>> available) {
-        if (!available.ok()) return shared_reply->Fail(available.error());
-        shared_reply->Result({{"models_dir", s.resolver.models_dir().string()},
-                              {"builtin_models_dir", s.resolver.builtin_dir().string()},
-                              {"available", std::move(*available)},
-                              {"default", s.config.model},
-                              {"loaded", s.scheduler.view().loaded}});
-      });
+      std::move(done));
+}
+
+void ModelsOp(DaemonState& s, const Request& req, Responder reply) {
+  if (Status st = RejectUnknownFields(req.params, {}); !st.ok()) return reply.Fail(st.error());
+  auto shared_reply = std::make_shared<Responder>(std::move(reply));
+  ListAvailableModels(s, [&s, shared_reply](Result<std::vector<std::string>> available) {
+    if (!available.ok()) return shared_reply->Fail(available.error());
+    shared_reply->Result({{"models_dir", s.resolver.models_dir().string()},
+                          {"builtin_models_dir", s.resolver.builtin_dir().string()},
+                          {"available", std::move(*available)},
+                          {"default", s.config.model},
+                          {"loaded", s.scheduler.view().loaded}});
+  });
 }
 
 void LoadOp(DaemonState& s, const Request& req, Responder reply) {

@@ -26,20 +26,26 @@ Responder::~Responder() {
   Fail(Error(ErrorCode::kInternal, "the daemon dropped this request; see its log"));
 }
 
-void Responder::Event(std::string_view event, nlohmann::json fields) const {
+void Responder::Event(const GenerateEvent& event) const {
   if (answered_) return;
-  if (auto c = connection_.lock()) c->SendEvent(id_, event, std::move(fields));
+  if (auto c = connection_.lock()) c->SendEvent(id_, event);
+}
+
+void Responder::Done(const GenerateDone& done) {
+  if (answered_) return;
+  if (auto c = connection_.lock()) c->SendDone(id_, done);
+  Finish("ok");
+}
+
+void Responder::Embedded(const EmbedResult& result) {
+  if (answered_) return;
+  if (auto c = connection_.lock()) c->SendEmbedResult(id_, result);
+  Finish("ok");
 }
 
 void Responder::Result(const nlohmann::json& result) {
   if (answered_) return;
   if (auto c = connection_.lock()) c->SendResult(id_, result);
-  Finish("ok");
-}
-
-void Responder::Done(nlohmann::json fields) {
-  if (answered_) return;
-  if (auto c = connection_.lock()) c->SendEvent(id_, "done", std::move(fields));
   Finish("ok");
 }
 

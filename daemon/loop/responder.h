@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/error.h"
+#include "common/messages.h"
 #include "daemon/loop/metrics.h"
 #include "daemon/loop/reply_channel.h"
 
@@ -29,11 +30,13 @@ class Responder {
   Responder(const Responder&) = delete;
   ~Responder();
 
-  // An intermediate event of a streaming op (queued, started, token...).
-  void Event(std::string_view event, nlohmann::json fields) const;
-  // The final reply: `result` (simple ops), `done` (streaming ops) or `error`.
+  // A generation's event before its end (queued, started, token).
+  void Event(const GenerateEvent& event) const;
+  // The final reply: a generation's end, an embed request's vectors, another
+  // op's result (its JSON form), or an error.
+  void Done(const GenerateDone& done);
+  void Embedded(const EmbedResult& result);
   void Result(const nlohmann::json& result);
-  void Done(nlohmann::json fields);
   void Fail(const Error& error);
 
   // Runs `hook` on the loop thread when the client's connection closes (e.g.

@@ -38,11 +38,10 @@ const char* ModelKindName(ModelKind kind) {
 
 Status RequireKind(const std::string& name, ModelKind is, ModelKind want) {
   if (is == want) return Status::Ok();
-  return Error(
-      ErrorCode::kInvalidRequest,
-      "params.model: " + name +
-          (is == ModelKind::kEmbedding ? " is an embedding model; use the embed op with it"
-                                       : " is a generation model; use the generate op with it"));
+  return InvalidField("model", "params.model: " + name +
+                                   (is == ModelKind::kEmbedding
+                                        ? " is an embedding model; use the embed op with it"
+                                        : " is a generation model; use the generate op with it"));
 }
 
 LoadedModelInfo LoadedModel::Describe() const {
@@ -157,9 +156,9 @@ Result<LoadedModel> ModelStore::Load(const std::string& name, const fs::path& di
                                      const fs::path& adapter) {
   if (engine::IsEmbeddingModelDir(dir)) {
     if (!adapter.empty()) {
-      return Error(ErrorCode::kInvalidRequest,
-                   "params.adapter: " + name +
-                       " is an embedding model; adapters apply to generation models only");
+      return InvalidField("adapter",
+                          "params.adapter: " + name +
+                              " is an embedding model; adapters apply to generation models only");
     }
     return LoadEmbedding(name, dir);
   }

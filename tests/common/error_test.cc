@@ -34,6 +34,23 @@ TEST_CASE("a client's value is echoed whole up to 200 bytes, cut on a character 
   CHECK(Echo(split) == std::string(199, 'a') + "\u2026 (252 bytes)");
 }
 
+TEST_CASE("a place in the request names its top-level field", "[error]") {
+  CHECK(ParamOf("params.temperature") == "temperature");
+  CHECK(ParamOf("params.response_format.json_schema.schema") == "response_format");
+  CHECK(ParamOf("params.input[3]") == "input");
+  CHECK(ParamOf("params.model: x is an embedding model") == "model");
+  CHECK(ParamOf("params.top_k2") == "top_k2");
+  CHECK_FALSE(ParamOf("params.").has_value());
+  CHECK_FALSE(ParamOf("params").has_value());
+  CHECK_FALSE(ParamOf("model x").has_value());
+  CHECK_FALSE(ParamOf("params.a-b").has_value());
+  CHECK(InvalidAt("params.stop[2]", "must be a string").param == "stop");
+  CHECK(InvalidRequest("params.seed must be an integer").param == "seed");
+  CHECK_FALSE(InvalidRequest("exactly one of params.prompt and params.messages").param);
+  CHECK(InvalidField("echo", "'echo' is not supported").param == "echo");
+  CHECK_FALSE(Error(ErrorCode::kQueueFull, "full").param.has_value());
+}
+
 TEST_CASE("error codes map to sysexits statuses", "[error]") {
   CHECK(ExitStatusFor(ErrorCode::kInvalidRequest) == 65);
   CHECK(ExitStatusFor(ErrorCode::kUnknownOp) == 64);

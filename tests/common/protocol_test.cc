@@ -2,6 +2,8 @@
 
 #include <catch2/catch.hpp>
 
+#include "common/messages.h"
+
 namespace medq {
 
 using nlohmann::json;
@@ -134,6 +136,48 @@ TEST_CASE("error replies carry code, message and retry hint, and decode back", "
   CHECK(back.retry_after_s == 12);
   CHECK_FALSE(
       json::parse(EncodeError(1, Error(ErrorCode::kInternal, "x"))).contains("retry_after_s"));
+}
+
+TEST_CASE("an error about one field names it in param, and decodes back", "[protocol]") {
+  json j = json::parse(EncodeError(4, InvalidAt("params.temperature", "must be a number")));
+  CHECK(j["code"] == "INVALID_REQUEST");
+  CHECK(j["param"] == "temperature");
+  CHECK(DecodeError(j).param == "temperature");
+  // An error about no field carries none.
+  json none = json::parse(EncodeError(4, Error(ErrorCode::kQueueFull, "full", 1)));
+  CHECK_FALSE(none.contains("param"));
+  CHECK_FALSE(DecodeError(none).param.has_value());
+  // RejectUnknownFields names the field it refuses.
+  const Status unknown = RejectUnknownFields(Params{{"tempreature", 1}}, {"temperature"});
+  REQUIRE_FALSE(unknown.ok());
+  CHECK(unknown.error().param == "tempreature");
+}
+
+TEST_CASE("a generation's events have one JSON form each, read back by type", "[protocol]") {
+  const GenerateEvent queued = QueuedEvent{"j7", 2, 5, 1.5};
+  const GenerateEvent started = StartedEvent{"j7"};
+  TokenEvent token;
+  token.text = "Hi";
+  token.ids = {5, 6};
+  token.index = 1;
+  for (const GenerateEvent& event : {queued, started, GenerateEvent(token)}) {
+    json line = json::parse(EncodeEvent("r", EventName(event), EventFields(event)));
+    const std::optional<GenerateEvent> back = GenerateEventOf(line);
+    REQUIRE(back.has_value());
+    CHECK(back->index() == event.index());
+    CHECK(EventFields(*back) == EventFields(event));
+  }
+  json q = json::parse(EncodeEvent("r", EventName(queued), EventFields(queued)));
+  CHECK(q["event"] == "queued");
+  CHECK(q["job"] == "j7");
+  CHECK(q["position"] == 2);
+  CHECK(q["queue_length"] == 5);
+  CHECK(q["estimated_wait_s"] == 1.5);
+  CHECK(EventName(started) == "started");
+  CHECK(EventName(GenerateEvent(token)) == "token");
+  // Other replies are not events of a generation.
+  CHECK_FALSE(GenerateEventOf(json{{"event", "done"}}).has_value());
+  CHECK_FALSE(GenerateEventOf(json{{"id", 1}}).has_value());
 }
 
 TEST_CASE("an error message with invalid UTF-8 still encodes to valid JSON", "[protocol]") {

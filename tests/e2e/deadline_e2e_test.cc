@@ -70,6 +70,7 @@ TEST_CASE("deadline: a running generation stops at timeout_s with TIMEOUT after 
   const Run refused = Generate(d.socket(), bad);
   CHECK(refused.final()["code"] == "INVALID_REQUEST");
   CHECK_THAT(refused.final()["message"].get<std::string>(), Catch::Contains("timeout_s"));
+  CHECK(refused.final()["param"] == "timeout_s");
 }
 
 TEST_CASE("deadline: a job still waiting at its deadline leaves with TIMEOUT", "[e2e]") {

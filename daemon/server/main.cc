@@ -12,7 +12,7 @@
 #include "daemon/engine/engine.h"
 #include "daemon/logging.h"
 #include "daemon/loop/open_files.h"
-#include "daemon/loop/server.h"
+#include "daemon/server/server.h"
 
 int main(int argc, char** argv) {
   medq::engine::QuietBlasThreads();  // first: it sets an environment variable

@@ -1,4 +1,4 @@
-#include "daemon/loop/server.h"
+#include "daemon/server/server.h"
 
 #include <spdlog/spdlog.h>
 
@@ -10,11 +10,12 @@
 #include "common/protocol.h"
 #include "daemon/engine/engine.h"
 #include "daemon/logging.h"
+#include "daemon/loop/entry_points.h"
 #include "daemon/loop/fs_work.h"
 #include "daemon/loop/ops.h"
 #include "daemon/loop/ops_internal.h"
 #include "daemon/loop/systemd.h"
-#include "daemon/loop/uv_guard.h"
+#include "daemon/uv_guard.h"
 #include "daemon/worker/memory.h"
 
 namespace medq::daemon {
@@ -61,6 +62,7 @@ WorkerOptions MakeWorkerOptions(const Config& c) {
   o.load = LoadPolicy{c.device, c.dtype, c.gpu_fallback == "cpu", c.max_loaded_models,
                       c.max_concurrent > 1};
   o.load.quantize = c.quantize;
+  o.load.quantize_embeddings = c.quantize_embeddings;
   o.generation.budget = BudgetPolicy{c.max_gpu_memory_mb << 20, c.test_fault_injection};
   o.generation.cleanup_after_each = c.cleanup == "after-each";
   o.generation.batch.prefill_chunk_tokens = c.prefill_chunk_tokens;
@@ -518,9 +520,8 @@ void Server::OnLine(Connection& conn, std::string line) {
     return;
   }
   Responder reply(conn.weak_from_this(), request->id, request->op, &state_.metrics);
-  if (state_.draining && op->starts_work) {
-    reply.Fail(Error(ErrorCode::kNotReady, "medqd is shutting down; retry once it is back"));
-    return;
+  if (op->starts_work) {
+    if (Status st = RefuseWhileDraining(state_); !st.ok()) return reply.Fail(st.error());
   }
   try {
     op->handler(state_, *request, std::move(reply));

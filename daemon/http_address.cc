@@ -1,4 +1,4 @@
-#include "daemon/http/http_address.h"
+#include "daemon/http_address.h"
 
 #include <arpa/inet.h>
 

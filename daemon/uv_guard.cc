@@ -1,4 +1,4 @@
-#include "daemon/loop/uv_guard.h"
+#include "daemon/uv_guard.h"
 
 #include <spdlog/spdlog.h>
 
