@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "daemon/engine/prequantized.h"
+#include "daemon/engine/prequantized_config.h"
 #include "daemon/engine/quantize.h"
 #include "tests/engine/engine_test_util.h"
 
@@ -393,6 +394,44 @@ TEST_CASE("a LoRA adapter on a pre-quantized base is refused", "[engine][prequan
   CHECK(adapted.error().code == ErrorCode::kInvalidRequest);
   CHECK(adapted.error().message.find("awq-gemm-g64") != std::string::npos);
   CHECK(adapted.error().message.find("pre-quantized") != std::string::npos);
+}
+
+TEST_CASE("quantization_config is read as the tools write it", "[engine][prequantized]") {
+  const auto parse = [](const json& q) {
+    return ParsePrequantizedConfig(json{{"quantization_config", q}}, "some-model/config.json");
+  };
+  // AutoAWQ's own key names and its upper-case version.
+  auto awq = parse({{"quant_method", "awq"},
+                    {"w_bit", 4},
+                    {"q_group_size", 128},
+                    {"version", "GEMM"},
+                    {"zero_point", true}});
+  REQUIRE(awq.ok());
+  CHECK(awq->format == PrequantizedFormat::kAwqGemm);
+  CHECK(awq->group == 128);
+  CHECK(awq->zero_offset == 0);
+  // GPTQ with desc_act, sym and checkpoint_format absent: auto-gptq's v1.
+  auto gptq = parse({{"quant_method", "gptq"}, {"bits", 4}, {"group_size", -1}});
+  REQUIRE(gptq.ok());
+  CHECK(gptq->format == PrequantizedFormat::kGptq);
+  CHECK(gptq->group == -1);
+  CHECK(gptq->zero_offset == 1);
+  auto none = ParsePrequantizedConfig(json{{"quantization_config", nullptr}}, "x");
+  REQUIRE(none.ok());
+  CHECK(none->format == PrequantizedFormat::kNone);
+  CHECK(ParsePrequantizedConfig(json::object(), "x")->format == PrequantizedFormat::kNone);
+  for (const json& bad :
+       {json{{"quant_method", "gptq"}, {"bits", "4"}, {"group_size", 128}},
+        json{{"quant_method", "gptq"}, {"group_size", 128}},
+        json{{"quant_method", "awq"}, {"bits", 4}, {"group_size", 0}},
+        json{{"quant_method", "gptq"}, {"bits", 4}, {"group_size", 128}, {"desc_act", "no"}},
+        json{{"bits", 4}, {"group_size", 128}}}) {
+    INFO(bad.dump());
+    auto r = parse(bad);
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.error().code == ErrorCode::kInvalidRequest);
+    CHECK(r.error().message.find("some-model") != std::string::npos);
+  }
 }
 
 TEST_CASE("Int4GroupFor maps a checkpoint's groups onto medq's", "[engine][prequantized]") {
