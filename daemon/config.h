@@ -45,6 +45,7 @@ struct Config {
   std::string device = "auto";            // auto (CUDA when available), cpu, cuda:N
   std::string dtype = "auto";             // auto, bf16, fp16, fp32
   std::string quantize = "none";          // projections: none, int8 or int4 (CPU)
+  bool quantize_embeddings = false;       // with quantize: lm_head and embeddings too
   std::string gpu_fallback = "cpu";       // on CUDA OOM while loading: cpu or none
   int max_loaded_models = 1;
   double keep_alive_s = 300;           // unload a model idle this long; 0 keeps it

@@ -32,6 +32,22 @@ fs::path BuiltinModelsDir() {
   return dir;
 }
 
+Result<ModelName> SplitModelName(const std::string& name) {
+  const size_t colon = name.rfind(':');
+  // (A ':' in a folder of an absolute path is no suffix.)
+  if (colon == std::string::npos || name.find('/', colon) != std::string::npos) {
+    return ModelName{name, ""};
+  }
+  ModelName split{name.substr(0, colon), name.substr(colon + 1)};
+  if (split.quantize != "none" && split.quantize != "int8" && split.quantize != "int4") {
+    return Error(ErrorCode::kInvalidRequest,
+                 "params.model: \"" + Echo(name) +
+                     "\" ends in a ':' suffix that is not a quantization: one of none, int8, int4 "
+                     "(\"NAME:int4\" loads NAME with int4 weights)");
+  }
+  return split;
+}
+
 Result<fs::path> ModelResolver::Resolve(const std::string& name, const char* what) const {
   if (name.empty() || name.front() != '/') return ResolveName(name, what);
   if (!allow_paths_) {

@@ -22,6 +22,22 @@ inline constexpr const char* kBuiltinModelName = "medq-demo";
 // that folder does not exist.
 std::filesystem::path BuiltinModelsDir();
 
+// A generation model's name may end in ":none", ":int8" or ":int4": the
+// quantization that model is loaded with (LoadOptions::quantize), over the
+// daemon's `quantize`, wherever a model is named (config `model` and
+// `preload`, a request's `model`, `load`, `unload`). "qwen:int4" is then a
+// model of its own beside "qwen" (both may be loaded); its folder is
+// "qwen"'s.
+struct ModelName {
+  std::string folder;    // the name without its suffix
+  std::string quantize;  // "none", "int8", "int4", or "" without a suffix
+};
+
+// Splits `name` at its last ':' (none, or a '/' after it: {name, ""}). Failure: INVALID_REQUEST
+// naming params.model when what follows the ':' is not one of none, int8,
+// int4 (so that a folder's name cannot hold a ':').
+Result<ModelName> SplitModelName(const std::string& name);
+
 class ModelResolver {
  public:
   // `models_dir`: where names are looked up first. `allow_paths`: whether

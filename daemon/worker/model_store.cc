@@ -12,8 +12,18 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
-std::string KeyOf(const fs::path& dir, const fs::path& adapter) {
-  return adapter.empty() ? dir.string() : dir.string() + "+" + adapter.string();
+// The quantization a model is loaded with: its name's suffix ("qwen:int4",
+// model_resolver.h), else the policy's.
+std::string QuantizeOf(const std::string& name, const std::string& policy) {
+  auto split = SplitModelName(name);
+  return split.ok() && !split->quantize.empty() ? split->quantize : policy;
+}
+
+// A quantization other than the policy's makes a model of its own.
+std::string KeyOf(const fs::path& dir, const fs::path& adapter, const std::string& quantize,
+                  const std::string& policy) {
+  std::string key = adapter.empty() ? dir.string() : dir.string() + "+" + adapter.string();
+  return quantize == policy ? key : key + ":" + quantize;
 }
 
 // One embed of a short text: the first real request then finds kernels and
@@ -91,32 +101,35 @@ std::string ModelStore::CpuDtype(bool for_merge) const {
 }
 
 engine::LoadOptions ModelStore::Options(const std::string& device, const std::string& dtype,
-                                        bool for_merge) const {
+                                        bool for_merge, const std::string& quantize) const {
   engine::LoadOptions o{device, dtype, policy_.pack_for_batches};
-  o.quantize = for_merge ? "none" : policy_.quantize;
+  o.quantize = for_merge ? "none" : quantize;
+  o.quantize_embeddings = policy_.quantize_embeddings;
   return o;
 }
 
 Result<std::shared_ptr<const engine::Model>> ModelStore::LoadOnCpu(const fs::path& dir,
-                                                                   bool for_merge) {
+                                                                   bool for_merge,
+                                                                   const std::string& quantize) {
   engine::EmptyDeviceCaches();
-  return engine::LoadModel(dir, Options("cpu", CpuDtype(for_merge), for_merge));
+  return engine::LoadModel(dir, Options("cpu", CpuDtype(for_merge), for_merge, quantize));
 }
 
 Result<std::shared_ptr<const engine::Model>> ModelStore::LoadWeights(const fs::path& dir,
                                                                      bool for_merge,
+                                                                     const std::string& quantize,
                                                                      bool* fell_back) {
   const std::string device = ResolveDevice();
   const std::string dtype =
       device == "cpu" && policy_.dtype == "auto" ? CpuDtype(for_merge) : policy_.dtype;
-  auto model = engine::LoadModel(dir, Options(device, dtype, for_merge));
+  auto model = engine::LoadModel(dir, Options(device, dtype, for_merge, quantize));
   if (!model.ok() && FallsBackToCpu(model.error())) {
     spdlog::warn(
         "out of GPU memory loading {}; loading it on the CPU instead (gpu_fallback = "
         "cpu). Free GPU memory or pick a smaller model to run it on the GPU.",
         dir.string());
     *fell_back = true;
-    model = LoadOnCpu(dir, for_merge);
+    model = LoadOnCpu(dir, for_merge, quantize);
   }
   return model;
 }
@@ -164,16 +177,17 @@ Result<LoadedModel> ModelStore::Load(const std::string& name, const fs::path& di
   }
   const auto t0 = Clock::now();
   LoadedModel m;
-  m.key = KeyOf(dir, adapter);
+  const std::string quantize = QuantizeOf(name, policy_.quantize);
+  m.key = KeyOf(dir, adapter, quantize, policy_.quantize);
   m.name = adapter.empty() ? name : name + "+" + adapter.filename().string();
 
   // The base model may already be loaded for other requests: share it.
   std::shared_ptr<const engine::Model> base;
   for (const LoadedModel& other : models_) {
-    if (other.key == dir.string()) base = other.model;
+    if (other.key == KeyOf(dir, {}, quantize, policy_.quantize)) base = other.model;
   }
   if (!base) {
-    auto loaded = LoadWeights(dir, /*for_merge=*/!adapter.empty(), &m.fell_back_to_cpu);
+    auto loaded = LoadWeights(dir, /*for_merge=*/!adapter.empty(), quantize, &m.fell_back_to_cpu);
     if (!loaded.ok()) return std::move(loaded).error();
     base = std::move(*loaded);
   }
@@ -186,11 +200,12 @@ Result<LoadedModel> ModelStore::Load(const std::string& name, const fs::path& di
     const engine::ModelInfo& info = engine::Info(*base);
     if ((info.device == "cpu" && info.dtype == "bf16" && CpuDtype(/*for_merge=*/true) == "fp32") ||
         info.quantization != "none") {
-      auto wide = LoadOnCpu(dir, /*for_merge=*/true);
+      auto wide = LoadOnCpu(dir, /*for_merge=*/true, quantize);
       if (!wide.ok()) return std::move(wide).error();
       base = std::move(*wide);
     }
-    auto adapted = engine::ApplyAdapter(base, adapter, policy_.quantize);
+    auto adapted = engine::ApplyAdapter(
+        base, adapter, quantize, engine::LoadOptions{}.quantize_group, policy_.quantize_embeddings);
     if (!adapted.ok() && FallsBackToCpu(adapted.error())) {
       // The merge copies the targeted weights on the device; when that does
       // not fit, the adapted model goes to the CPU like a load that does not
@@ -199,10 +214,12 @@ Result<LoadedModel> ModelStore::Load(const std::string& name, const fs::path& di
           "out of GPU memory merging adapter {} into {}; running the adapted model on the CPU "
           "instead (gpu_fallback = cpu)",
           adapter.filename().string(), name);
-      auto cpu_base = LoadOnCpu(dir, /*for_merge=*/true);
+      auto cpu_base = LoadOnCpu(dir, /*for_merge=*/true, quantize);
       if (!cpu_base.ok()) return std::move(cpu_base).error();
       m.fell_back_to_cpu = true;
-      adapted = engine::ApplyAdapter(*cpu_base, adapter, policy_.quantize);
+      adapted =
+          engine::ApplyAdapter(*cpu_base, adapter, quantize, engine::LoadOptions{}.quantize_group,
+                               policy_.quantize_embeddings);
     }
     if (!adapted.ok()) return std::move(adapted).error();
     m.model = std::move(*adapted);
@@ -224,7 +241,7 @@ Result<LoadedModel> ModelStore::Load(const std::string& name, const fs::path& di
 
 Result<LoadedModel*> ModelStore::Acquire(const std::string& name, const fs::path& dir,
                                          const fs::path& adapter) {
-  const std::string key = KeyOf(dir, adapter);
+  const std::string key = KeyOf(dir, adapter, QuantizeOf(name, policy_.quantize), policy_.quantize);
   for (auto it = models_.begin(); it != models_.end(); ++it) {
     if (it->key == key) {
       models_.splice(models_.begin(), models_, it);  // most recently used first

@@ -16,6 +16,7 @@
 #include "daemon/engine/embedding.h"
 #include "daemon/engine/engine.h"
 #include "daemon/grammar/structured_output.h"
+#include "daemon/model_resolver.h"
 #include "daemon/template/chat_template.h"
 #include "daemon/tokenizer/tokenizer.h"
 
@@ -63,9 +64,13 @@ struct LoadPolicy {
   // engine::LoadOptions::pack_for_batches: on for max_concurrent > 1, where
   // CPU bf16 generations share decode steps.
   bool pack_for_batches = false;
-  // engine::LoadOptions::quantize: "none" or "int8". An adapted model is
-  // merged into a full-precision base, then quantized.
+  // engine::LoadOptions::quantize: "none", "int8" or "int4", for models
+  // whose name has no ":none", ":int8" or ":int4" suffix (model_resolver.h:
+  // SplitModelName), which Acquire reads from the name it is given. An
+  // adapted model is merged into a full-precision base, then quantized.
   std::string quantize = "none";
+  // engine::LoadOptions::quantize_embeddings, for every quantized model.
+  bool quantize_embeddings = false;
 };
 
 class ModelStore {
@@ -74,8 +79,10 @@ class ModelStore {
 
   // The loaded model for `dir` (+ `adapter`, may be empty), loading it first
   // when needed (and unloading the least recently used of its kind past
-  // max_loaded). An embedding model is warmed up with one embed before it
-  // is listed. Failure: the engine's, tokenizer's or template's error;
+  // max_loaded), with the quantization `name`'s suffix gives, else the
+  // policy's (a quantization other than the policy's is a model of its
+  // own). An embedding model is warmed up with one embed before it is
+  // listed. Failure: the engine's, tokenizer's or template's error;
   // INVALID_REQUEST for an adapter on an embedding model.
   Result<LoadedModel*> Acquire(const std::string& name, const std::filesystem::path& dir,
                                const std::filesystem::path& adapter);
@@ -96,17 +103,20 @@ class ModelStore {
   Result<LoadedModel> LoadEmbedding(const std::string& name, const std::filesystem::path& dir);
   // `for_merge`: the weights will take a LoRA adapter (see CpuDtype).
   Result<std::shared_ptr<const engine::Model>> LoadWeights(const std::filesystem::path& dir,
-                                                           bool for_merge, bool* fell_back);
+                                                           bool for_merge,
+                                                           const std::string& quantize,
+                                                           bool* fell_back);
   // gpu_fallback = cpu and the device ran out of memory (loading or merging).
   bool FallsBackToCpu(const Error& error) const;
   // The dtype a model gets on the CPU after a fallback or for a merge.
   std::string CpuDtype(bool for_merge) const;
-  // LoadOptions for `device` and `dtype`: a base for a merge is loaded
-  // unquantized (the merged model is quantized after).
-  engine::LoadOptions Options(const std::string& device, const std::string& dtype,
-                              bool for_merge) const;
+  // LoadOptions for `device`, `dtype` and `quantize`: a base for a merge is
+  // loaded unquantized (the merged model is quantized after).
+  engine::LoadOptions Options(const std::string& device, const std::string& dtype, bool for_merge,
+                              const std::string& quantize) const;
   Result<std::shared_ptr<const engine::Model>> LoadOnCpu(const std::filesystem::path& dir,
-                                                         bool for_merge);
+                                                         bool for_merge,
+                                                         const std::string& quantize);
   std::string ResolveDevice() const;
 
   LoadPolicy policy_;

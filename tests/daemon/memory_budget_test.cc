@@ -2,6 +2,10 @@
 
 #include <catch2/catch.hpp>
 
+#include <nlohmann/json.hpp>
+
+#include "daemon/engine/model_config.h"
+#include "daemon/engine/parameter_estimate.h"
 #include "daemon/worker/model_store.h"
 
 namespace medq::daemon {
@@ -201,6 +205,97 @@ TEST_CASE("admission per sequence: running sequences count, and their end makes 
   const Admission never = AdmitRun(m, models, huge, {run.total(), run.workspace_bytes}, policy);
   CHECK(never.verdict == Verdict::kRefuse);
   CHECK(never.never_fits);
+}
+
+// Issue 44's memory target: a Mistral-7B-shaped model quantized to int4 holds
+// under 4.5 GB of weights and is admitted with a 4,096-token context under
+// max_gpu_memory_mb = 6144. The weights' bytes are the loader's estimate from
+// config.json (engine/parameter_estimate.h, equal to the byte to what loads
+// on every fixture: tests/engine/parameter_estimate_test.cc), so nothing of
+// 7B is allocated. The figures, in MiB (weights, then KV cache + activations
+// for a 4,095-token prompt and one new token):
+//   bf16 weights                    13,812.5 (14.48 GB) + 1,078.7             refused
+//   int4, bf16 lm_head and embed     4,244.5 (4.45 GB)  + 1,078.7 = 5,323.2  admitted
+//   int4 with quantize_embeddings    3,885.1 (4.07 GB)  + 1,078.7 = 4,963.8  admitted
+// on a GPU (bf16 activations and KV cache, fused attention: LibTorch 2.x).
+// With the CPU's float32 activations (the budget's test policy there) the run
+// takes 2,148.2 MiB: 6,393.2 in all without quantize_embeddings, refused,
+// and 6,033.9 with it, admitted.
+TEST_CASE("a Mistral-7B-shaped int4 model is admitted with a 4096-token context in 6 GB",
+          "[memory][quantize]") {
+  const auto config =
+      engine::ParseModelConfig(nlohmann::json{{"architectures", {"MistralForCausalLM"}},
+                                              {"model_type", "mistral"},
+                                              {"vocab_size", 32000},
+                                              {"hidden_size", 4096},
+                                              {"intermediate_size", 14336},
+                                              {"num_hidden_layers", 32},
+                                              {"num_attention_heads", 32},
+                                              {"num_key_value_heads", 8},
+                                              {"max_position_embeddings", 32768},
+                                              {"rms_norm_eps", 1e-5},
+                                              {"rope_theta", 1000000.0},
+                                              {"tie_word_embeddings", false},
+                                              {"torch_dtype", "bfloat16"}},
+                               nullptr, "Mistral-7B config.json");
+  REQUIRE(config.ok());
+  REQUIRE(config->head_dim == 128);
+
+  // On a GPU: bf16 weights, norms and activations.
+  engine::WeightLayout layout;
+  layout.matrix_element_bytes = 2;
+  layout.vector_element_bytes = 2;
+  engine::ModelInfo m;
+  m.device = "cuda:0";
+  m.vocab_size = config->vocab_size;
+  m.num_layers = config->num_layers;
+  m.num_heads = config->num_heads;
+  m.num_kv_heads = config->num_kv_heads;
+  m.head_dim = config->head_dim;
+  m.hidden_size = config->hidden_size;
+  m.intermediate_size = config->intermediate_size;
+  m.compute_element_bytes = 2;
+  m.fused_causal_attention = true;
+  const int64_t budget = int64_t{6144} * kMiB;
+  // The decision for a 4,096-token context (a 4,095-token prompt, the
+  // largest activations, and one new token) with `weights` held.
+  const auto decide = [&](int64_t weights, const engine::ModelInfo& info) {
+    AdmissionInput in;
+    in.budget_bytes = budget;
+    in.usage.held_bytes = weights;
+    in.estimate = EstimateRunMemory(info, 4095, 1);
+    INFO("weights " << weights / kMiB << " MiB, run " << in.estimate.total() / kMiB << " MiB");
+    return Decide(in);
+  };
+
+  const int64_t bf16 = engine::EstimateParameterBytes(*config, layout);
+  CHECK(bf16 / kMiB == 13812);
+  CHECK(decide(bf16, m).verdict == Verdict::kRefuse);
+
+  layout.quantize = "int4";  // groups of 64
+  const int64_t int4 = engine::EstimateParameterBytes(*config, layout);
+  CHECK(int4 < int64_t{4'500'000'000});
+  CHECK(int4 / kMiB == 4244);
+  CHECK(EstimateRunMemory(m, 4095, 1).kv_cache_bytes == 512 * kMiB);
+  CHECK(EstimateRunMemory(m, 4095, 1).total() / kMiB == 1078);
+  CHECK(decide(int4, m).verdict == Verdict::kAdmit);
+
+  layout.quantize_embeddings = true;
+  const int64_t int4_vocab = engine::EstimateParameterBytes(*config, layout);
+  CHECK(int4_vocab / kMiB == 3885);
+  CHECK(decide(int4_vocab, m).verdict == Verdict::kAdmit);
+
+  // The CPU's float32 activations and KV cache double the run's bytes: there
+  // only quantize_embeddings fits it.
+  engine::ModelInfo cpu = m;
+  cpu.device = "cpu";
+  cpu.compute_element_bytes = 4;
+  layout.vector_element_bytes = 4;
+  layout.quantize_embeddings = false;
+  CHECK(EstimateRunMemory(cpu, 4095, 1).total() / kMiB == 2148);
+  CHECK(decide(engine::EstimateParameterBytes(*config, layout), cpu).verdict == Verdict::kRefuse);
+  layout.quantize_embeddings = true;
+  CHECK(decide(engine::EstimateParameterBytes(*config, layout), cpu).verdict == Verdict::kAdmit);
 }
 
 }  // namespace medq::daemon

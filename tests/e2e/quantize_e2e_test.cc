@@ -15,6 +15,7 @@ namespace medq::test {
 namespace {
 
 using nlohmann::json;
+namespace fs = std::filesystem;
 
 // `models`' entry for the loaded model `name`, or null.
 json LoadedEntry(const std::string& socket, const std::string& name) {
@@ -81,6 +82,76 @@ TEST_CASE("an int8 daemon loads quantized models, says so, and generates", "[e2e
 
 TEST_CASE("an int4 daemon loads quantized models, says so, and generates", "[e2e][quantize]") {
   CheckQuantizedDaemon("int4");
+}
+
+TEST_CASE("a model named NAME:int4 is loaded with int4 weights beside NAME as configured",
+          "[e2e][quantize]") {
+  ModelRepo repo;
+  repo.AddModel("tiny-bert", fs::path(MEDQ_EMBEDDING_TEST_DATA) / "tiny-bert");
+  DaemonProcess d(DaemonArgs(repo, {"--device", "cpu", "--max-loaded-models", "3"}));
+  REQUIRE(RunMedq(d.socket(), {"load", "tiny-llama:int4"}).status == 0);
+  const json ref = Reference("tiny-llama")["prompts"]["prompt1"];
+  Run run =
+      Generate(d.socket(),
+               {{"model", "tiny-llama:int8"}, {"prompt_ids", ref["input_ids"]}, {"max_tokens", 4}});
+  REQUIRE(run.final()["event"] == "done");
+  REQUIRE(RunMedq(d.socket(), {"load", "tiny-llama"}).status == 0);
+  const json int4 = LoadedEntry(d.socket(), "tiny-llama:int4");
+  const json int8 = LoadedEntry(d.socket(), "tiny-llama:int8");
+  const json none = LoadedEntry(d.socket(), "tiny-llama");
+  REQUIRE(int4.is_object());
+  REQUIRE(int8.is_object());
+  REQUIRE(none.is_object());
+  CHECK(int4["quantization"] == "int4");
+  CHECK(int8["quantization"] == "int8");
+  CHECK(none["quantization"] == "none");
+  CHECK(int4["parameter_bytes"].get<int64_t>() < int8["parameter_bytes"].get<int64_t>());
+  CHECK(int8["parameter_bytes"].get<int64_t>() < none["parameter_bytes"].get<int64_t>());
+  // unload takes the name as loaded.
+  CHECK(RunMedq(d.socket(), {"unload", "tiny-llama:int4"}).status == 0);
+  CHECK(LoadedEntry(d.socket(), "tiny-llama")["quantization"] == "none");
+
+  // A suffix that is not a quantization, and one on an embedding model, are
+  // INVALID_REQUEST naming params.model.
+  for (const std::string model : {"tiny-llama:fp8", "tiny-llama:"}) {
+    CAPTURE(model);
+    Run bad = Generate(d.socket(), {{"model", model}, {"prompt", "x"}});
+    CHECK(bad.final()["event"] == "error");
+    CHECK(bad.final()["code"] == "INVALID_REQUEST");
+    CHECK_THAT(bad.final()["message"].get<std::string>(),
+               Catch::Contains("params.model") && Catch::Contains("none, int8, int4"));
+  }
+  const json embed = CallOp(d.socket(), "embed", {{"model", "tiny-bert:int8"}, {"input", "x"}});
+  CHECK(embed["code"] == "INVALID_REQUEST");
+  CHECK_THAT(embed["message"].get<std::string>(),
+             Catch::Contains("params.model") && Catch::Contains("embedding model"));
+}
+
+TEST_CASE("quantize_embeddings holds lm_head and the embeddings quantized too", "[e2e][quantize]") {
+  ModelRepo repo;
+  int64_t projections_only = 0;
+  {
+    DaemonProcess d(DaemonArgs(repo, {"--device", "cpu", "--quantize", "int4"}));
+    REQUIRE(RunMedq(d.socket(), {"load", "tiny-llama"}).status == 0);
+    projections_only = LoadedEntry(d.socket(), "tiny-llama")["parameter_bytes"].get<int64_t>();
+  }
+  DaemonProcess d(
+      DaemonArgs(repo, {"--device", "cpu", "--quantize", "int4", "--quantize-embeddings", "true"}));
+  const json ref = Reference("tiny-llama")["prompts"]["prompt1"];
+  Run run = Generate(d.socket(), {{"model", "tiny-llama"},
+                                  {"prompt_ids", ref["input_ids"]},
+                                  {"max_tokens", 8},
+                                  {"return_ids", true}});
+  REQUIRE(run.final()["event"] == "done");
+  CHECK(run.Ids().size() == 8);
+  const json m = LoadedEntry(d.socket(), "tiny-llama");
+  CHECK(m["quantization"] == "int4");
+  // tiny-llama's untied 32000 x 64 embeddings and lm_head are most of it:
+  // 8.2 MB in bf16, 2.6 MB in int4 (groups of 64).
+  CHECK(m["parameter_bytes"].get<int64_t>() < projections_only - 5'000'000);
+  // NAME:none is full precision whatever the daemon's quantize says.
+  REQUIRE(RunMedq(d.socket(), {"load", "tiny-llama:none"}).status == 0);
+  CHECK(LoadedEntry(d.socket(), "tiny-llama:none")["quantization"] == "none");
 }
 
 TEST_CASE("quantize other than none, int8 and int4 is refused at start", "[e2e][quantize]") {
