@@ -40,8 +40,8 @@ Result<ModelName> SplitModelName(const std::string& name) {
   }
   ModelName split{name.substr(0, colon), name.substr(colon + 1)};
   if (split.quantize != "none" && split.quantize != "int8" && split.quantize != "int4") {
-    return Error(ErrorCode::kInvalidRequest,
-                 "params.model: \"" + Echo(name) +
+    return InvalidField(
+        "model", "params.model: \"" + Echo(name) +
                      "\" ends in a ':' suffix that is not a quantization: one of none, int8, int4 "
                      "(\"NAME:int4\" loads NAME with int4 weights)");
   }

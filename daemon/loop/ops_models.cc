@@ -89,8 +89,8 @@ void ResolveModel(DaemonState& s, const std::string& model, const std::string& a
         found.kind =
             engine::IsEmbeddingModelDir(found.dir) ? ModelKind::kEmbedding : ModelKind::kGeneration;
         if (found.kind == ModelKind::kEmbedding && !split->quantize.empty()) {
-          return Error(ErrorCode::kInvalidRequest,
-                       "params.model: \"" + Echo(name) +
+          return InvalidField(
+              "model", "params.model: \"" + Echo(name) +
                            "\" is an embedding model, which is not quantized; name it without "
                            "the ':" +
                            split->quantize + "' suffix");

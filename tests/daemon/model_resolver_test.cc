@@ -75,4 +75,27 @@ TEST_CASE("names not in the models directory are looked up among the built-in mo
   CHECK(r.Available() == std::vector<std::string>{"demo", "escape", "mine", "shared-name"});
 }
 
+TEST_CASE("a model name's :none, :int8 or :int4 suffix is its quantization", "[models]") {
+  const auto plain = SplitModelName("Qwen2.5-7B");
+  REQUIRE(plain.ok());
+  CHECK(plain->folder == "Qwen2.5-7B");
+  CHECK(plain->quantize.empty());
+  for (const std::string q : {"none", "int8", "int4"}) {
+    const auto split = SplitModelName("Qwen2.5-7B:" + q);
+    REQUIRE(split.ok());
+    CHECK(split->folder == "Qwen2.5-7B");
+    CHECK(split->quantize == q);
+  }
+  CHECK(SplitModelName("/models/a:b/qwen:int8")->folder == "/models/a:b/qwen");
+  CHECK(SplitModelName("/models/a:b/qwen")->quantize.empty());  // a ':' in a folder
+  for (const std::string bad : {"qwen:fp8", "qwen:", "qwen:INT4"}) {
+    CAPTURE(bad);
+    const auto r = SplitModelName(bad);
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.error().code == ErrorCode::kInvalidRequest);
+    CHECK(r.error().param == "model");
+    CHECK_THAT(r.error().message, Catch::Contains("none, int8, int4"));
+  }
+}
+
 }  // namespace medq::daemon
