@@ -64,11 +64,17 @@ double TimeSteps(const std::shared_ptr<const engine::Model>& model, int n,
 
 }  // namespace
 
+void QuantizeOptions(const std::string& name, engine::LoadOptions& load) {
+  const size_t plus = name.find("+emb");
+  load.quantize = name.substr(0, plus);
+  load.quantize_embeddings = plus != std::string::npos;
+}
+
 json MeasureBatch(const std::filesystem::path& dir, const std::string& dtype,
                   const BatchBenchOptions& o) {
   engine::InitWorkerThread(o.threads);
   engine::LoadOptions load{o.device, dtype, o.pack};
-  load.quantize = o.quantize;
+  QuantizeOptions(o.quantize, load);
   auto model = engine::LoadModel(dir, load);
   if (!model.ok()) return {{"error", model.error().message}};
   json per_n = json::array();
@@ -103,6 +109,7 @@ json MeasureBatch(const std::filesystem::path& dir, const std::string& dtype,
           // A quantized model is not packed (LoadOptions::quantize).
           {"packed", o.pack && engine::Info(**model).quantization == "none"},
           {"quantize", engine::Info(**model).quantization},
+          {"quantized_embeddings", engine::Info(**model).quantized_embeddings},
           {"batch", per_n}};
 }
 
@@ -111,7 +118,7 @@ void ServeBatchSteps(const std::filesystem::path& dir, const std::string& dtype,
   LineIo io(in, out);
   engine::InitWorkerThread(o.threads);
   engine::LoadOptions load{o.device, dtype, o.pack};
-  load.quantize = o.quantize;
+  QuantizeOptions(o.quantize, load);
   auto model = engine::LoadModel(dir, load);
   if (!model.ok()) {
     io.Write("error: " + model.error().message);

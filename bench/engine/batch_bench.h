@@ -10,6 +10,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "daemon/engine/engine.h"
+
 namespace medq::bench {
 
 struct BatchBenchOptions {
@@ -24,9 +26,14 @@ struct BatchBenchOptions {
   // generations run side by side (max_concurrent > 1).
   bool pack = true;
   // engine::LoadOptions::quantize: "none", "int8" or "int4" (quantized
-  // models are not packed).
+  // models are not packed), or "int8+emb" / "int4+emb": the same with
+  // LoadOptions::quantize_embeddings (QuantizeOptions).
   std::string quantize = "none";
 };
+
+// Sets load.quantize and load.quantize_embeddings from a benchmark's
+// quantization name: "none", "int8", "int4", "int8+emb", "int4+emb".
+void QuantizeOptions(const std::string& name, engine::LoadOptions& load);
 
 // The seed of repetition `rep`'s prompts: MeasureBatch's, and what a
 // ServeBatchSteps client sends, so that both time the same prompts.

@@ -5,7 +5,9 @@
 // --quantize int8 (or int4, or int8,int4) runs each dtype with quantized
 // projections too (LoadOptions::quantize), --repeat times each, alternating,
 // and adds the medians and ranges of the decode speeds, each quantization
-// against the unquantized dtype ("quantize_comparison").
+// against the unquantized dtype ("quantize_comparison"). "int8+emb" and
+// "int4+emb" quantize lm_head and the embeddings too
+// (LoadOptions::quantize_embeddings).
 //
 // Each configuration runs in its own child process so that its peak RSS is its
 // own (getrusage of the child); the parent never touches LibTorch.
@@ -73,7 +75,7 @@ json Measure(const fs::path& dir, const std::string& device, const std::string& 
   medq::engine::InitWorkerThread(o.threads);
   const auto t0 = Clock::now();
   medq::engine::LoadOptions load{device, dtype};
-  load.quantize = quantize;
+  medq::bench::QuantizeOptions(quantize, load);
   auto model = medq::engine::LoadModel(dir, load);
   if (!model.ok()) return {{"error", model.error().message}};
   const double load_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
@@ -99,6 +101,7 @@ json Measure(const fs::path& dir, const std::string& device, const std::string& 
       {"device", info.device},
       {"dtype", info.dtype},
       {"quantize", info.quantization},
+      {"quantized_embeddings", info.quantized_embeddings},
       {"parameter_bytes", info.parameter_bytes},
       {"load_ms", load_ms},
       {"ttft_ms", first->prefill_ms},
@@ -204,7 +207,13 @@ int Run(const Options& o) {
               // lm_head; an untied embedding is read one row at a time and
               // does not count.
               int64_t bytes = r["parameter_bytes"].get<int64_t>();
-              if (!shape.tied) bytes -= shape.vocab * shape.hidden * (dtype == "fp32" ? 4 : 2);
+              if (!shape.tied) {
+                const bool int4 = quantize == "int4+emb", int8 = quantize == "int8+emb";
+                const int64_t cells = shape.vocab * shape.hidden;
+                bytes -= int4   ? cells / 2 + 4 * cells / 64
+                         : int8 ? cells + 4 * shape.vocab
+                                : cells * (dtype == "fp32" ? 4 : 2);
+              }
               // `read`: the CPU's read bandwidth, or the device's (from the child).
               const double ceiling = read / static_cast<double>(bytes);
               r["weight_bytes_per_token"] = bytes;
@@ -306,10 +315,11 @@ int main(int argc, char** argv) {
   app.add_flag("!--no-avx512", o.avx512,
                "Leave the AVX-512VL kernels out (the AVX2 table), to compare the two");
   app.add_option("--quantize", o.quantize,
-                 "Also run each dtype with these weight quantizations (int8, int4, or int8,int4), "
-                 "and compare the decode speeds (quantize_comparison)")
+                 "Also run each dtype with these weight quantizations (int8, int4, or int8,int4; "
+                 "int8+emb, int4+emb with lm_head and the embeddings quantized too), and compare "
+                 "the decode speeds (quantize_comparison)")
       ->delimiter(',')
-      ->check(CLI::IsMember({"none", "int8", "int4"}));
+      ->check(CLI::IsMember({"none", "int8", "int4", "int8+emb", "int4+emb"}));
   app.add_option("--repeat", o.repeat,
                  "Runs of each configuration, alternating; medians and ranges with --quantize")
       ->check(CLI::Range(1, 100))
