@@ -26,6 +26,9 @@ std::atomic<bool> g_capture_enabled{true};
 std::atomic<int64_t> g_captured{0};
 // Captures that failed: after the first, graphs stay off for the process.
 std::atomic<int64_t> g_failed{0};
+// A std::mutex, not a medq::Mutex (common/mutex.h): this file includes
+// LibTorch, whose 1.13 headers clang cannot compile as C++20, so the
+// thread-safety leg cannot analyse it; the lock is the two functions below.
 std::mutex g_failure_mutex;
 std::string g_first_failure;  // guarded by g_failure_mutex
 

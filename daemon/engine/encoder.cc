@@ -103,6 +103,8 @@ void ForChunks(int64_t units, int threads, const std::function<void(int64_t, int
     return;
   }
   const int64_t chunks = std::min<int64_t>(units, threads);
+  // std::mutex, not medq::Mutex: a local the analysis could not check, in a
+  // file clang cannot compile (LibTorch 1.13's headers as C++20).
   std::mutex mu;
   std::exception_ptr error;
   kernels::ShareWork(chunks, threads - 1, [&](int64_t i) {

@@ -12,6 +12,7 @@
 #include "daemon/engine/runtime.h"
 #include "daemon/loop/ops_internal.h"
 #include "daemon/worker/memory.h"
+#include "daemon/worker/tasks.h"
 
 namespace medq::daemon {
 namespace {
@@ -46,18 +47,7 @@ void CleanupMemory(DaemonState& state, const Request& req, Responder reply) {
   spec.priority = Priority::kHigh;
   spec.owner = shared_reply->owner();
   auto job = state.scheduler.Submit<CleanupInfo>(
-      std::move(spec),
-      [](Worker&) -> Result<CleanupInfo> {
-        const auto t0 = std::chrono::steady_clock::now();
-        CleanupInfo info;
-        info.before = TakeMemorySnapshot();
-        ReleaseCachedMemory();
-        info.after = TakeMemorySnapshot();
-        info.duration_ms =
-            std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
-                .count();
-        return info;
-      },
+      std::move(spec), [](Worker&) -> Result<CleanupInfo> { return CleanUpMemory(); },
       [&state, shared_reply](Result<CleanupInfo> result) {
         state.faults.ThrowIfCompletionArmed("cleanup-memory");
         if (!result.ok()) return shared_reply->Fail(result.error());

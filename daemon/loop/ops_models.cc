@@ -1,16 +1,14 @@
 // Ops that need a loaded model but generate nothing: models, load, unload,
 // tokenize, detokenize, apply-template. Each is a task of the scheduler's
-// model class: it runs on the worker, where the models live, between two
-// steps of the running generations.
+// model class: its body (worker/tasks.h) runs on the worker, where the
+// models live, between two steps of the running generations.
 #include <spdlog/spdlog.h>
 
 #include "common/requests.h"
 #include "daemon/loop/fs_work.h"
 #include "daemon/loop/ops_internal.h"
-#include "daemon/worker/generation.h"
-#include "daemon/worker/memory.h"
 #include "daemon/worker/model_store.h"
-#include "daemon/worker/worker.h"
+#include "daemon/worker/tasks.h"
 
 namespace medq::daemon {
 namespace {
@@ -41,8 +39,9 @@ void SubmitModelTask(DaemonState& s, const char* op, Priority priority, Responde
   if (!job.ok()) shared_reply->Fail(job.error());
 }
 
-// Runs `fn` on the worker with the model `ref` names (loading it when
-// needed), as a normal-priority model job; `fn`'s result is the reply.
+// Runs `fn` (worker/tasks.h) on the worker with the model `ref` names
+// (loading it when needed), as a normal-priority model job; `fn`'s result is
+// the reply.
 template <typename R>
 void SubmitWithModel(DaemonState& s, const char* op, const ModelRef& ref, Responder reply,
                      std::function<Result<R>(LoadedModel& model)> fn) {
@@ -50,18 +49,14 @@ void SubmitWithModel(DaemonState& s, const char* op, const ModelRef& ref, Respon
   ResolveModel(s, ref.model, ref.adapter,
                [&s, op, shared_reply, fn = std::move(fn)](Result<ResolvedModel> found) {
                  if (!found.ok()) return shared_reply->Fail(found.error());
+                 ModelLocation where{found->name, found->dir, found->adapter_dir};
                  SubmitModelTask<R>(s, op, Priority::kNormal, std::move(*shared_reply),
-                                    [m = std::move(*found), fn](Worker& worker) -> Result<R> {
-                                      auto model =
-                                          worker.models().Acquire(m.name, m.dir, m.adapter_dir);
+                                    [where, fn](Worker& worker) -> Result<R> {
+                                      auto model = AcquireModel(worker, where);
                                       if (!model.ok()) return std::move(model).error();
                                       return fn(**model);
                                     });
                });
-}
-
-Error NoTokenizer(const LoadedModel& m) {
-  return Error(ErrorCode::kInvalidRequest, "model " + m.name + " has no tokenizer.json");
 }
 
 }  // namespace
@@ -89,11 +84,12 @@ void ResolveModel(DaemonState& s, const std::string& model, const std::string& a
         found.kind =
             engine::IsEmbeddingModelDir(found.dir) ? ModelKind::kEmbedding : ModelKind::kGeneration;
         if (found.kind == ModelKind::kEmbedding && !split->quantize.empty()) {
-          return InvalidField(
-              "model", "params.model: \"" + Echo(name) +
-                           "\" is an embedding model, which is not quantized; name it without "
-                           "the ':" +
-                           split->quantize + "' suffix");
+          return InvalidField("model",
+                              "params.model: \"" + Echo(name) +
+                                  "\" is an embedding model, which is not quantized; name it "
+                                  "without "
+                                  "the ':" +
+                                  split->quantize + "' suffix");
         }
         if (!adapter.empty()) {
           auto adapter_dir = resolver.Resolve(adapter, "adapter");
@@ -134,26 +130,15 @@ void ModelsOp(DaemonState& s, const Request& req, Responder reply) {
 void LoadOp(DaemonState& s, const Request& req, Responder reply) {
   auto request = ParseLoadRequest(req.params);
   if (!request.ok()) return reply.Fail(request.error());
-  SubmitWithModel<LoadResult>(s, "load", request->ref, std::move(reply),
-                              [](LoadedModel& m) -> Result<LoadResult> {
-                                const LoadedModelInfo info = m.Describe();
-                                return LoadResult{m.name, info.device, info.dtype, m.load_ms};
-                              });
+  SubmitWithModel<LoadResult>(s, "load", request->ref, std::move(reply), &DescribeLoad);
 }
 
 void UnloadOp(DaemonState& s, const Request& req, Responder reply) {
   auto request = ParseUnloadRequest(req.params);
   if (!request.ok()) return reply.Fail(request.error());
-  SubmitModelTask<UnloadResult>(s, "unload", Priority::kHigh, std::move(reply),
-                                [name = request->model](Worker& worker) -> Result<UnloadResult> {
-                                  const bool unloaded = worker.models().Unload(name);
-                                  if (!worker.generations().busy()) ReleaseCachedMemory();
-                                  if (!unloaded) {
-                                    return Error(ErrorCode::kModelNotFound,
-                                                 "model \"" + Echo(name) + "\" is not loaded");
-                                  }
-                                  return UnloadResult{name, true};
-                                });
+  SubmitModelTask<UnloadResult>(
+      s, "unload", Priority::kHigh, std::move(reply),
+      [name = request->model](Worker& worker) { return UnloadModel(worker, name); });
 }
 
 void TokenizeOp(DaemonState& s, const Request& req, Responder reply) {
@@ -161,15 +146,8 @@ void TokenizeOp(DaemonState& s, const Request& req, Responder reply) {
   if (!request.ok()) return reply.Fail(request.error());
   SubmitWithModel<TokenizeResult>(
       s, "tokenize", request->ref, std::move(reply),
-      [text = std::move(request->text),
-       special = request->add_special_tokens](LoadedModel& m) -> Result<TokenizeResult> {
-        if (!m.tokenizer) return NoTokenizer(m);
-        TokenizeResult out;
-        out.ids = m.tokenizer->Encode(text, special);
-        out.tokens.reserve(out.ids.size());
-        for (int32_t id : out.ids)
-          out.tokens.push_back(m.tokenizer->IdToToken(id));
-        return out;
+      [text = std::move(request->text), special = request->add_special_tokens](LoadedModel& m) {
+        return TokenizeText(m, text, special);
       });
 }
 
@@ -178,10 +156,8 @@ void DetokenizeOp(DaemonState& s, const Request& req, Responder reply) {
   if (!request.ok()) return reply.Fail(request.error());
   SubmitWithModel<DetokenizeResult>(
       s, "detokenize", request->ref, std::move(reply),
-      [ids = std::move(request->ids),
-       skip = request->skip_special_tokens](LoadedModel& m) -> Result<DetokenizeResult> {
-        if (!m.tokenizer) return NoTokenizer(m);
-        return DetokenizeResult{m.tokenizer->Decode(ids, skip)};
+      [ids = std::move(request->ids), skip = request->skip_special_tokens](LoadedModel& m) {
+        return DetokenizeIds(m, ids, skip);
       });
 }
 
@@ -190,16 +166,9 @@ void ApplyTemplateOp(DaemonState& s, const Request& req, Responder reply) {
   if (!request.ok()) return reply.Fail(request.error());
   SubmitWithModel<ApplyTemplateResult>(
       s, "apply-template", request->ref, std::move(reply),
-      [p = std::move(request->conversation),
-       add_prompt = request->add_generation_prompt](LoadedModel& m) -> Result<ApplyTemplateResult> {
-        auto text = RenderChat(m, p, add_prompt);
-        if (!text.ok()) return std::move(text).error();
-        ApplyTemplateResult out;
-        out.prompt = std::move(*text);
-        // As generate tokenizes it: the fallback template leaves the
-        // special tokens (BOS) to the tokenizer.
-        if (m.tokenizer) out.ids = m.tokenizer->Encode(out.prompt, !m.chat_template);
-        return out;
+      [conversation = std::move(request->conversation),
+       add_prompt = request->add_generation_prompt](LoadedModel& m) {
+        return ApplyTemplate(m, conversation, add_prompt);
       });
 }
 

@@ -27,17 +27,6 @@ Scheduler::Scheduler(WorkerPort& worker, SchedulerOptions options)
               JobQueue(options.max_queue, 1, options.aging_s),
               JobQueue(options.max_queue, options.embed_max_concurrent, options.aging_s)} {}
 
-void Scheduler::Guarded(const char* what, const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const std::exception& e) {
-    // The completion's Responder, dropped unanswered, replies INTERNAL.
-    spdlog::error("{} failed with an unexpected exception: {}", what, e.what());
-  } catch (...) {
-    spdlog::error("{} failed with an exception not derived from std::exception", what);
-  }
-}
-
 JobQueue::Options Scheduler::QueueOptions(JobSpec& spec) {
   JobQueue::Options options;
   options.priority = spec.priority;
@@ -59,7 +48,9 @@ Result<std::string> Scheduler::SubmitErased(JobSpec spec, ErasedWork work,
   return QueueOf(cls).Submit(
       std::move(spec.op), std::move(options),
       [this, cls, work = std::move(work)](const std::string& id) { StartTask(id, cls, work); },
-      [drop = std::move(drop)](const Error& why) { Guarded("a job's drop", [&] { drop(why); }); });
+      [drop = std::move(drop)](const Error& why) {
+        GuardCallback("a job's drop", [&] { drop(why); });
+      });
 }
 
 void Scheduler::StartTask(const std::string& id, JobClass cls, ErasedWork work) {
@@ -68,7 +59,7 @@ void Scheduler::StartTask(const std::string& id, JobClass cls, ErasedWork work) 
   task.job = id;
   task.run = std::move(work);
   task.finish = [this, id](TaskEnd end) {
-    Guarded("a job's completion", [&] {
+    GuardCallback("a job's completion", [&] {
       Apply(end.report);
       if (end.deliver) end.deliver();
     });
@@ -96,7 +87,9 @@ Result<std::string> Scheduler::SubmitGeneration(JobSpec spec,
           [this, generate, log_text, shared](const std::string& id) {
             StartGeneration(id, generate, log_text, shared);
           },
-          [shared](const Error& why) { Guarded("a job's drop", [&] { shared->done(why); }); });
+          [shared](const Error& why) {
+            GuardCallback("a job's drop", [&] { shared->done(why); });
+          });
 }
 
 void Scheduler::StartGeneration(const std::string& id, std::shared_ptr<const GenerateSpec> spec,
@@ -105,11 +98,13 @@ void Scheduler::StartGeneration(const std::string& id, std::shared_ptr<const Gen
   Running& running = running_[id];
   running = Running{JobClass::kGenerate, cancel, callbacks, nullptr};
   running.admitted = false;  // `queue` says "starting" until the worker admits it
-  Guarded("a generation's start", [&] { callbacks->started(id); });
+  GuardCallback("a generation's start", [&] { callbacks->started(id); });
   GenerationSink sink;
   sink.admitted = [this, id] { OnAdmitted(id); };
   sink.token = [this, id](TokenEvent event) { OnToken(id, std::move(event)); };
-  sink.report = [this](WorkerReport report) { Guarded("a worker report", [&] { Apply(report); }); };
+  sink.report = [this](WorkerReport report) {
+    GuardCallback("a worker report", [&] { Apply(report); });
+  };
   sink.done = [this, id](Result<GenerateDone> done, WorkerReport report) {
     OnGenerationDone(id, std::move(done), std::move(report));
   };
@@ -124,16 +119,20 @@ Result<std::string> Scheduler::SubmitEmbed(JobSpec spec, std::shared_ptr<const E
       .Submit(
           std::move(spec.op), std::move(options),
           [this, embed, shared](const std::string& id) { StartEmbed(id, embed, shared); },
-          [shared](const Error& why) { Guarded("a job's drop", [&] { shared->done(why); }); });
+          [shared](const Error& why) {
+            GuardCallback("a job's drop", [&] { shared->done(why); });
+          });
 }
 
 void Scheduler::StartEmbed(const std::string& id, std::shared_ptr<const EmbedSpec> spec,
                            std::shared_ptr<EmbedCallbacks> callbacks) {
   auto cancel = std::make_shared<std::atomic<bool>>(false);
   running_[id] = Running{JobClass::kEmbed, cancel, nullptr, callbacks};
-  Guarded("an embed request's start", [&] { callbacks->started(id); });
+  GuardCallback("an embed request's start", [&] { callbacks->started(id); });
   EmbedSink sink;
-  sink.report = [this](WorkerReport report) { Guarded("a worker report", [&] { Apply(report); }); };
+  sink.report = [this](WorkerReport report) {
+    GuardCallback("a worker report", [&] { Apply(report); });
+  };
   sink.done = [this, id](Result<EmbedResult> result, WorkerReport report) {
     OnEmbedDone(id, std::move(result), std::move(report));
   };
@@ -156,7 +155,7 @@ void Scheduler::OnEmbedDone(const std::string& id, Result<EmbedResult> result,
     outcome = result.error().code == ErrorCode::kCancelled ? JobQueue::Outcome::kCancelled
                                                            : JobQueue::Outcome::kFailed;
   }
-  Guarded("an embed request's completion", [&] {
+  GuardCallback("an embed request's completion", [&] {
     Apply(report);
     callbacks->done(std::move(result));
   });
@@ -177,7 +176,7 @@ void Scheduler::OnToken(const std::string& id, TokenEvent event) {
   QueueOf(JobClass::kGenerate)
       .AddProgress(id, std::max<int64_t>({1, static_cast<int64_t>(event.ids.size()),
                                           static_cast<int64_t>(event.logprobs.size())}));
-  Guarded("a token event", [&] { it->second.generation->token(std::move(event)); });
+  GuardCallback("a token event", [&] { it->second.generation->token(std::move(event)); });
 }
 
 void Scheduler::OnGenerationDone(const std::string& id, Result<GenerateDone> done,
@@ -198,7 +197,7 @@ void Scheduler::OnGenerationDone(const std::string& id, Result<GenerateDone> don
     QueueOf(JobClass::kGenerate)
         .ObserveDecode(done->usage.completion_tokens, done->timings.decode_ms / 1000);
   }
-  Guarded("a generation's completion", [&] {
+  GuardCallback("a generation's completion", [&] {
     Apply(report);
     callbacks->done(std::move(done));
   });

@@ -46,8 +46,10 @@
 #include "common/messages.h"
 #include "common/result.h"
 #include "daemon/loop/job_queue.h"
+#include "daemon/uv_guard.h"
 #include "daemon/worker/generation.h"
 #include "daemon/worker/report.h"
+#include "daemon/worker/typed_task.h"
 #include "daemon/worker/worker_port.h"
 
 namespace medq::daemon {
@@ -117,9 +119,9 @@ struct WorkerView {
 class Scheduler {
  public:
   template <typename R>
-  using Work = std::function<Result<R>(Worker& worker)>;  // runs on the worker
+  using Work = WorkerWork<R>;  // runs on the worker (worker/typed_task.h)
   template <typename R>
-  using Done = std::function<void(Result<R> result)>;  // runs on the loop
+  using Done = WorkDone<R>;  // runs on the loop
 
   // `worker` outlives the Scheduler, and calls back into it until then.
   Scheduler(WorkerPort& worker, SchedulerOptions options);
@@ -220,14 +222,6 @@ class Scheduler {
   void Apply(const WorkerReport& report);
   void Finish(const std::string& id, JobQueue::Outcome outcome);
   JobQueue& QueueOf(JobClass cls) { return queues_[static_cast<int>(cls)]; }
-  // Runs `fn` on the loop, logging and swallowing what it throws.
-  static void Guarded(const char* what, const std::function<void()>& fn);
-  // Runs `work` on the worker, turning what it throws into INTERNAL.
-  template <typename R>
-  static Result<R> RunGuarded(const Work<R>& work, Worker& worker);
-  // `work` as a WorkerTask's run: its result goes to `done` on the loop.
-  template <typename R>
-  static ErasedWork Erase(Work<R> work, std::shared_ptr<Done<R>> done);
 
   WorkerPort& worker_;
   SchedulerOptions options_;
@@ -247,36 +241,18 @@ class Scheduler {
 };
 
 template <typename R>
-Result<R> Scheduler::RunGuarded(const Work<R>& work, Worker& worker) {
-  try {
-    return work(worker);
-  } catch (const std::exception& e) {
-    spdlog::error("worker task failed with an unexpected exception: {}", e.what());
-    return Error(ErrorCode::kInternal, std::string("unexpected failure: ") + e.what());
-  }
-}
-
-template <typename R>
-Scheduler::ErasedWork Scheduler::Erase(Work<R> work, std::shared_ptr<Done<R>> done) {
-  return [work = std::move(work), done = std::move(done)](Worker& worker) {
-    auto result = std::make_shared<Result<R>>(RunGuarded(work, worker));
-    return TaskEnd{result->ok(), [done, result] { (*done)(std::move(*result)); }, {}};
-  };
-}
-
-template <typename R>
 Result<std::string> Scheduler::Submit(JobSpec spec, Work<R> work, Done<R> done) {
   auto shared_done = std::make_shared<Done<R>>(std::move(done));
-  return SubmitErased(std::move(spec), Erase<R>(std::move(work), shared_done),
+  return SubmitErased(std::move(spec), EraseWork<R>(std::move(work), shared_done),
                       [shared_done](const Error& why) { (*shared_done)(why); });
 }
 
 template <typename R>
 void Scheduler::RunNow(Work<R> work, Done<R> done) {
   WorkerTask task;
-  task.run = Erase<R>(std::move(work), std::make_shared<Done<R>>(std::move(done)));
+  task.run = EraseWork<R>(std::move(work), std::make_shared<Done<R>>(std::move(done)));
   task.finish = [this](TaskEnd end) {
-    Guarded("a maintenance completion", [&] {
+    GuardCallback("a maintenance completion", [&] {
       Apply(end.report);
       if (end.deliver) end.deliver();
     });

@@ -17,6 +17,7 @@
 #include "daemon/loop/systemd.h"
 #include "daemon/uv_guard.h"
 #include "daemon/worker/memory.h"
+#include "daemon/worker/tasks.h"
 
 namespace medq::daemon {
 namespace {
@@ -343,26 +344,8 @@ void Server::Preload() {
     spec.priority = Priority::kHigh;
     auto job = scheduler_.Submit<bool>(
         std::move(spec),
-        [m = std::move(*found)](Worker& worker) -> Result<bool> {
-          auto model = worker.models().Acquire(m.name, m.dir, {});
-          if (!model.ok()) return std::move(model).error();
-          // An embedding model was warmed up with an embed as it loaded.
-          if ((*model)->kind() == ModelKind::kEmbedding) {
-            ReleaseCachedMemory();
-            return true;
-          }
-          // Ready means "can generate now": prove it with one token.
-          const engine::ModelInfo& info = engine::Info(*(*model)->model);
-          engine::GenerateRequest warm_up;
-          warm_up.prompt = {info.bos_id.value_or(0)};
-          warm_up.max_new_tokens = 1;
-          auto warmed = engine::Generate(*(*model)->model, warm_up, [](int32_t) { return true; });
-          if (!warmed.ok()) {
-            return Error(warmed.error().code, "warm-up generation on " + info.device +
-                                                  " failed: " + warmed.error().message);
-          }
-          ReleaseCachedMemory();
-          return true;
+        [where = ModelLocation{found->name, found->dir, {}}](Worker& worker) {
+          return LoadAndWarmUp(worker, where);
         },
         [this](Result<bool> result) {
           if (!result.ok()) {
@@ -415,12 +398,7 @@ void Server::Tick() {
       std::chrono::duration<double>(config_.keep_alive_s));
   scheduler_.RunNow<std::vector<std::string>>(
       [unload_idle, cleanup, keep_alive](Worker& worker) -> Result<std::vector<std::string>> {
-        // A job may have started since the loop looked: then nothing is idle.
-        if (worker.generations().busy()) return std::vector<std::string>{};
-        std::vector<std::string> unloaded;
-        if (unload_idle) unloaded = worker.models().UnloadIdle(keep_alive);
-        if (cleanup || !unloaded.empty()) ReleaseCachedMemory();
-        return unloaded;
+        return SweepIdle(worker, unload_idle, cleanup, keep_alive);
       },
       [this](Result<std::vector<std::string>> unloaded) {
         if (!unloaded.ok()) return;

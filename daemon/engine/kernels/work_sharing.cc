@@ -2,11 +2,11 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <memory>
-#include <mutex>
 #include <thread>
 #include <vector>
+
+#include "common/mutex.h"
 
 namespace medq::engine::kernels {
 namespace {
@@ -51,17 +51,17 @@ inline void CpuRelax() {
 class Pool {
  public:
   void Run(int64_t chunks, int helpers, const std::function<void(int64_t)>& fn) {
-    std::lock_guard<std::mutex> serial(run_mutex_);
+    MutexLock serial(run_mutex_);
     Grow(helpers);
     auto job = std::make_shared<Job>();
     job->chunks = chunks;
     job->fn = &fn;
     {
-      std::lock_guard<std::mutex> lock(mutex_);
+      MutexLock lock(mutex_);
       current_ = job;
       generation_.fetch_add(1, std::memory_order_release);
     }
-    wake_.notify_all();
+    wake_.NotifyAll();
     Drain(*job);
     // Only chunks claimed by a helper can still be running.
     while (job->done.load(std::memory_order_acquire) < chunks)
@@ -92,8 +92,9 @@ class Pool {
       }
       std::shared_ptr<Job> job;
       {
-        std::unique_lock<std::mutex> lock(mutex_);
-        wake_.wait(lock, [&] { return generation_.load(std::memory_order_relaxed) != seen; });
+        MutexLock lock(mutex_);
+        while (generation_.load(std::memory_order_relaxed) == seen)
+          wake_.Wait(mutex_);
         seen = generation_.load(std::memory_order_relaxed);
         job = current_;
       }
@@ -101,10 +102,10 @@ class Pool {
     }
   }
 
-  std::mutex run_mutex_;  // one job at a time
-  std::mutex mutex_;      // guards current_; generation_ changes under it
-  std::condition_variable wake_;
-  std::shared_ptr<Job> current_;
+  Mutex run_mutex_;  // one job at a time
+  Mutex mutex_;      // generation_ changes under it
+  CondVar wake_;
+  std::shared_ptr<Job> current_ GUARDED_BY(mutex_);
   std::atomic<uint64_t> generation_{0};
   std::vector<std::thread> threads_;  // detached; only their count matters
 };
