@@ -164,7 +164,19 @@ Result<std::shared_ptr<const Model>> LoadDecoder(const std::filesystem::path& di
   info.compute_element_bytes = static_cast<int64_t>(c10::elementSize(placement.compute_dtype));
   info.fused_causal_attention = FusedCausalAttention();
   if (prequantized.format != PrequantizedFormat::kNone) {
-    // Its projections are int4 already (BuildWeights); on the CPU only.
+    // Its projections are int4 already (BuildWeights); on the CPU only. Its
+    // embeddings and lm_head become int4 as any int4 model's do.
+    if (o.quantize_embeddings) {
+      if (!IsInt4Group(o.quantize_group) || model->config.hidden_size % o.quantize_group != 0) {
+        return Error(ErrorCode::kInvalidRequest,
+                     "model " + dir.filename().string() + ": quantize_embeddings needs int4 " +
+                         "groups of 32, 64 or 128 weights that divide the hidden size " +
+                         std::to_string(model->config.hidden_size) + ", and quantize_group is " +
+                         std::to_string(o.quantize_group));
+      }
+      QuantizeEmbeddings(model->weights, Quantization::kInt4, o.quantize_group);
+      info.quantized_embeddings = true;
+    }
     model->quantization = Quantization::kInt4;
     info.quantization = QuantizationName(Quantization::kInt4);
     info.parameter_bytes = ParameterBytes(model->weights);

@@ -233,5 +233,26 @@ TEST_CASE("an adapter merges in full precision, then its embeddings are quantize
   CHECK(base->weights.lm_head.scalar_type() == at::kFloat);  // the base unchanged
 }
 
+TEST_CASE("a pre-quantized checkpoint takes quantize_embeddings too",
+          "[engine][quantize][embeddings]") {
+  const fs::path dir = fs::path(MEDQ_ENGINE_TEST_DATA) / "prequantized" / "awq-gemm-g64";
+  LoadOptions o{"cpu", "bf16"};
+  const auto plain = LoadModel(dir, o);
+  o.quantize_embeddings = true;
+  const auto vocab = LoadModel(dir, o);
+  REQUIRE(plain.ok());
+  REQUIRE(vocab.ok());
+  CHECK((*vocab)->weights.lm_head.scalar_type() == at::kByte);
+  CHECK((*vocab)->weights.embed.scalar_type() == at::kByte);
+  CHECK(Info(**vocab).quantized_embeddings);
+  CHECK(Info(**vocab).parameter_bytes < Info(**plain).parameter_bytes);
+  c10::InferenceMode guard;
+  CHECK(CpuDecodeRowsApply(**vocab));
+  const at::Tensor ids = at::tensor({1, 5, 9, 2}, at::kLong);
+  const at::Tensor a = AllLogits(**vocab, ids);
+  const at::Tensor d = AllLogits(*AllDequantized(**vocab), ids);
+  CHECK(MaxAbsDiff(a, d) <= 1e-4 * d.abs().max().item<double>());
+}
+
 }  // namespace
 }  // namespace medq::engine::test
