@@ -16,8 +16,7 @@
    llama-quantize's own choice for it ("default"). llama-tokenize's ids of the
    held-out text are compared with medq's; llama-perplexity runs on the same
    text with the same context and chunks (the GGUF adds no BOS token, as
-   medq's tokenizer adds none: checked), 2 threads, --no-repack (see
-   llama_perplexity).
+   medq's tokenizer adds none: checked), 2 threads.
 5. The comparison: each quantization's increase over its own unquantized
    run, medq's against llama.cpp's of the same bit width.
 
@@ -49,11 +48,8 @@ def log(msg):
 
 
 def llama_perplexity(bin_dir, gguf, text, context, threads):
-    # --no-repack: without it ggml's AMX path (GGML_NATIVE on a CPU with
-    # AMX) crashes in ggml_backend_amx_mul_mat on this model's Q8_0 and Q4_0
-    # matrices; the ordinary CPU kernels compute the same quantized products.
     cmd = [f"{bin_dir}/llama-perplexity", "-m", gguf, "-f", text, "-c", str(context), "-b",
-           str(context), "-t", str(threads), "--no-repack"]
+           str(context), "-t", str(threads)]
     # This llama.cpp's logger (a thread of its own) sometimes loses the last
     # lines at exit, the final estimate among them (exit status 0): run
     # again, up to three times.
