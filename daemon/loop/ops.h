@@ -1,6 +1,10 @@
 // The daemon's operations, in one table: name, handler, one-line summary.
-// The table is the only place an op is registered; `medq --help` and the man
-// pages list the same ops, and docs/protocol.md documents each one.
+// The table is the only place an op is registered and the socket's one
+// dispatch (server/server.cc looks ops up here); `medq --help` and the man
+// pages list the same ops (`medq template` runs apply-template), and
+// docs/protocol.md documents each one. A handler parses its params and calls
+// a typed entry point (entry_points.h) or the Scheduler; the HTTP routes call
+// the same entry points without this table.
 #pragma once
 
 #include <span>
