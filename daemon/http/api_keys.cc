@@ -24,22 +24,28 @@ std::string Trim(const std::string& s) {
 
 }  // namespace
 
-Status ApiKeys::Load(const std::string& path) {
+Result<ApiKeys> ApiKeys::Read(const std::string& path) {
   std::ifstream in(path);
   if (!in) {
     return Error(ErrorCode::kInvalidRequest, "http_api_keys_file " + path + ": cannot read it");
   }
-  std::vector<std::string> keys;
+  ApiKeys out;
   std::string line;
   while (std::getline(in, line)) {
     line = Trim(line);
     if (line.empty() || line[0] == '#') continue;
-    keys.push_back(line);
+    out.keys_.push_back(line);
   }
-  if (keys.empty()) {
+  if (out.keys_.empty()) {
     return Error(ErrorCode::kInvalidRequest, "http_api_keys_file " + path + " holds no key");
   }
-  keys_ = std::move(keys);
+  return out;
+}
+
+Status ApiKeys::Load(const std::string& path) {
+  auto read = Read(path);
+  if (!read.ok()) return read.error();
+  *this = std::move(*read);
   return {};
 }
 

@@ -12,6 +12,8 @@ namespace medq::daemon::http {
 
 class ApiKeys {
  public:
+  // Reads `path` (a blocking read: off the loop thread once serving).
+  static Result<ApiKeys> Read(const std::string& path);
   // Reads `path`; on failure the keys held stay as they were.
   Status Load(const std::string& path);
   bool empty() const { return keys_.empty(); }

@@ -72,12 +72,12 @@ Status HttpServer::Start(std::optional<int> systemd_fd) {
   return {};
 }
 
-void HttpServer::ReloadKeys() {
-  if (config_.http_api_keys_file.empty()) return;
-  if (Status st = keys_.Load(config_.http_api_keys_file); !st.ok()) {
-    spdlog::warn("SIGHUP: {}; keeping the {} key(s) loaded", st.error().message, keys_.size());
+void HttpServer::ReplaceKeys(Result<ApiKeys> keys) {
+  if (!keys.ok()) {
+    spdlog::warn("SIGHUP: {}; keeping the {} key(s) loaded", keys.error().message, keys_.size());
     return;
   }
+  keys_ = std::move(*keys);
   spdlog::info("SIGHUP: reloaded {} HTTP API key(s)", keys_.size());
 }
 

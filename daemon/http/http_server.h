@@ -38,8 +38,11 @@ class HttpServer {
   // Listens on config.http_listen, or on `systemd_fd` when systemd passed the
   // socket. The error says why it cannot.
   Status Start(std::optional<int> systemd_fd);
-  // SIGHUP: reads the API keys file again (keeps the old keys on failure).
-  void ReloadKeys();
+  // The keys file (`http_api_keys_file`), empty when none is set: SIGHUP
+  // reads it again off the loop (server/server.cc) and hands the keys to
+  // ReplaceKeys, or its failure, after which the keys held stay.
+  const std::string& keys_file() const { return config_.http_api_keys_file; }
+  void ReplaceKeys(Result<ApiKeys> keys);
   // Draining: no new connections.
   void StopListening();
   // Shutdown: every connection closes once its writes are out, or `now`.

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <optional>
 
 #include "common/protocol.h"
 #include "daemon/engine/engine.h"
@@ -531,21 +532,41 @@ void Server::OnSignal(uv_signal_t* handle, int signum) {
   });
 }
 
+// SIGHUP: the configuration and the HTTP API keys file are read off the
+// loop thread (loop/fs_work.h: a slow or stuck disk must not stop the loop,
+// and the read is bounded in time); what they hold is applied on the loop.
 void Server::Reload() {
-  std::vector<const char*> argv{"medqd"};
-  for (const std::string& a : args_)
-    argv.push_back(a.c_str());
-  ConfigOutcome outcome = LoadConfig(static_cast<int>(argv.size()), argv.data());
-  auto* fresh = std::get_if<Config>(&outcome);
-  if (fresh == nullptr) {
-    spdlog::warn("SIGHUP: configuration is invalid; keeping the running one");
-    return;
-  }
-  if (http_ != nullptr) http_->ReloadKeys();
-  SetLogLevel(fresh->log_level);
-  config_.log_level = fresh->log_level;
-  spdlog::info("SIGHUP: reloaded log_level = {}; other keys take effect on restart",
-               fresh->log_level);
+  struct Reloaded {
+    ConfigOutcome config;
+    std::optional<Result<http::ApiKeys>> keys;  // set when a keys file is
+  };
+  std::string keys_file = http_ != nullptr ? http_->keys_file() : std::string();
+  RunFsWork<Result<Reloaded>>(
+      &loop_,
+      [args = args_, keys_file = std::move(keys_file)]() -> Result<Reloaded> {
+        std::vector<const char*> argv{"medqd"};
+        for (const std::string& a : args)
+          argv.push_back(a.c_str());
+        Reloaded out{LoadConfig(static_cast<int>(argv.size()), argv.data()), std::nullopt};
+        if (!keys_file.empty()) out.keys = http::ApiKeys::Read(keys_file);
+        return out;
+      },
+      [this](Result<Reloaded> reloaded) {
+        if (!reloaded.ok()) {
+          spdlog::warn("SIGHUP: {}; keeping the running configuration", reloaded.error().message);
+          return;
+        }
+        if (reloaded->keys && http_ != nullptr) http_->ReplaceKeys(std::move(*reloaded->keys));
+        auto* fresh = std::get_if<Config>(&reloaded->config);
+        if (fresh == nullptr) {
+          spdlog::warn("SIGHUP: configuration is invalid; keeping the running one");
+          return;
+        }
+        SetLogLevel(fresh->log_level);
+        config_.log_level = fresh->log_level;
+        spdlog::info("SIGHUP: reloaded log_level = {}; other keys take effect on restart",
+                     fresh->log_level);
+      });
 }
 
 void Server::PingWatchdog() {
