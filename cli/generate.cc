@@ -239,7 +239,7 @@ int Run(const GlobalOptions& g, GenerateFlags& f) {
         const double decode_ms = done.timings.decode_ms;
         const int64_t generated = done.usage.completion_tokens;
         std::cerr << "prompt " << done.usage.prompt_tokens << " tokens, generated " << generated
-                  << " tokens (" << done.finish_reason << "), first token "
+                  << " tokens (" << FinishReasonName(done.finish_reason) << "), first token "
                   << static_cast<int>(first_token_ms.value_or(0)) << " ms, "
                   << (decode_ms > 0 ? std::round(10 * static_cast<double>(generated - 1) /
                                                  (decode_ms / 1000)) /
@@ -247,7 +247,7 @@ int Run(const GlobalOptions& g, GenerateFlags& f) {
                                     : 0)
                   << " tokens/s\n";
       }
-      return done.finish_reason == "cancelled" ? 130 : kExitOk;
+      return done.finish_reason == FinishReason::kCancelled ? 130 : kExitOk;
     }
   }
 }

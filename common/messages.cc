@@ -4,6 +4,20 @@
 
 namespace medq {
 
+std::string_view FinishReasonName(FinishReason reason) {
+  switch (reason) {
+    case FinishReason::kStop:
+      return "stop";
+    case FinishReason::kLength:
+      return "length";
+    case FinishReason::kCancelled:
+      return "cancelled";
+    case FinishReason::kToolCalls:
+      return "tool_calls";
+  }
+  return "stop";
+}
+
 // As the other messages' macros write them, plus tool_calls and content only
 // when the answer made calls: a done event without calls is unchanged.
 void to_json(nlohmann::json& j, const GenerateDone& d) {
@@ -31,7 +45,7 @@ void to_json(nlohmann::json& j, const ChoiceDone& c) {
 
 void from_json(const nlohmann::json& j, ChoiceDone& c) {
   c.index = j.value("index", 0);
-  c.finish_reason = j.value("finish_reason", std::string());
+  c.finish_reason = j.value("finish_reason", FinishReason::kStop);
   c.completion_tokens = j.value("completion_tokens", int64_t{0});
   c.tool_calls = j.value("tool_calls", std::vector<ToolCall>{});
   c.content = j.value("content", std::string());

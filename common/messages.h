@@ -66,9 +66,11 @@ struct LoadedModelInfo {
   std::string architecture;
   std::string device;  // "cpu" or "cuda:N"
   std::string dtype;   // weights: "fp32", "bf16" or "fp16"
-  // Generation models: the projections' quantization, "none" or "int8"
-  // (quantize); with int8, dtype is the embeddings' and lm_head's.
+  // Generation models: the projections' quantization, "none", "int8" or
+  // "int4" (quantize); when quantized, dtype is the embeddings' and
+  // lm_head's, unless quantized_embeddings: they are in the same format.
   std::string quantization = "none";
+  bool quantized_embeddings = false;
   int64_t parameter_bytes = 0;    // bytes of weights held, as quantized
   bool fell_back_to_cpu = false;  // CUDA ran out of memory while loading it
   bool has_tokenizer = false;
@@ -81,9 +83,9 @@ struct LoadedModelInfo {
   bool ready = true;
 };
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(LoadedModelInfo, name, architecture, device, dtype,
-                                                quantization, parameter_bytes, fell_back_to_cpu,
-                                                has_tokenizer, has_chat_template, idle_s, kind,
-                                                dims, ready)
+                                                quantization, quantized_embeddings, parameter_bytes,
+                                                fell_back_to_cpu, has_tokenizer, has_chat_template,
+                                                idle_s, kind, dims, ready)
 
 // The durable job store (daemon/store/) as health shows it: its size and
 // row counts, never its contents.
@@ -259,10 +261,22 @@ struct GenerateTimings {
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(GenerateTimings, queued_ms, load_ms, prefill_ms,
                                                 decode_ms, total_ms)
 
+// Why an answer ended: its end-of-sequence token or a stop string, its
+// max_tokens, a cancellation (the client's, or its deadline's), or the calls
+// it made (a request with tools). JSON: "stop", "length", "cancelled",
+// "tool_calls"; a name a newer daemon might send reads as "stop".
+enum class FinishReason { kStop, kLength, kCancelled, kToolCalls };
+NLOHMANN_JSON_SERIALIZE_ENUM(FinishReason, {{FinishReason::kStop, "stop"},
+                                            {FinishReason::kLength, "length"},
+                                            {FinishReason::kCancelled, "cancelled"},
+                                            {FinishReason::kToolCalls, "tool_calls"}})
+// Its JSON name.
+std::string_view FinishReasonName(FinishReason reason);
+
 // One answer's end, with params.n > 1 (GenerateDone::choices).
 struct ChoiceDone {
   int index = 0;
-  std::string finish_reason;
+  FinishReason finish_reason = FinishReason::kStop;
   int64_t completion_tokens = 0;
   std::vector<ToolCall> tool_calls;  // as GenerateDone's
   std::string content;
@@ -271,13 +285,13 @@ void to_json(nlohmann::json& j, const ChoiceDone& c);
 void from_json(const nlohmann::json& j, ChoiceDone& c);
 
 struct GenerateDone {
-  std::string finish_reason;  // "stop", "length", "cancelled" or "tool_calls"
+  FinishReason finish_reason = FinishReason::kStop;
   std::string model;
   std::string device;
   GenerateUsage usage;
   GenerateTimings timings;
   // The calls the answer made (a request with tools): then finish_reason is
-  // "tool_calls" and `content` the text outside them. Both absent from the
+  // kToolCalls and `content` the text outside them. Both absent from the
   // JSON otherwise.
   std::vector<ToolCall> tool_calls;
   std::string content;

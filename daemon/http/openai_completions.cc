@@ -163,8 +163,9 @@ struct Translation {
   ChoiceEnd EndOf(const GenerateDone& done, size_t i) const {
     ChoiceEnd e;
     const bool several = i < done.choices.size();
-    e.finish = several ? done.choices[i].finish_reason : done.finish_reason;
-    if (e.finish.empty() || e.finish == "cancelled") e.finish = "stop";
+    const FinishReason finish = several ? done.choices[i].finish_reason : done.finish_reason;
+    // OpenAI has no "cancelled": a stopped answer ends as "stop".
+    e.finish = FinishReasonName(finish == FinishReason::kCancelled ? FinishReason::kStop : finish);
     const std::vector<ToolCall>& calls = several ? done.choices[i].tool_calls : done.tool_calls;
     e.calls = calls;
     e.content = calls.empty() ? choices[i].text : several ? done.choices[i].content : done.content;

@@ -47,14 +47,14 @@ void OnDone(DaemonState& s, const std::string& model_name, Session& session,
     SettleTicket(session.ticket.get(), &error, false);
     return session.reply.Fail(error);
   }
-  SettleTicket(session.ticket.get(), nullptr, result->finish_reason != "cancelled");
+  SettleTicket(session.ticket.get(), nullptr, result->finish_reason != FinishReason::kCancelled);
   GenerateDone done = std::move(*result);
   done.timings.queued_ms =
       std::chrono::duration<double, std::milli>(session.started - session.submitted).count();
   done.timings.total_ms = MsSince(session.submitted);
   s.metrics.ObserveQueueWait(done.timings.queued_ms / 1000);
   s.metrics.ObserveGeneration(done.timings.total_ms / 1000, done.usage.completion_tokens);
-  if (!session.job.empty() && done.finish_reason == "cancelled" && !s.draining) {
+  if (!session.job.empty() && done.finish_reason == FinishReason::kCancelled && !s.draining) {
     // Stopped while running by a cancellation outside the drain (its client
     // gone, forget): recorded `cancelled` with the CANCELLED error, as a job
     // cancelled while waiting is, not `done`. Its client still gets `done`.

@@ -187,13 +187,14 @@ void Scheduler::OnGenerationDone(const std::string& id, Result<GenerateDone> don
   if (auto timed_out = timed_out_.find(id); timed_out != timed_out_.end()) {
     // Stopped by Tick for its deadline (a generation that reached its own
     // end meanwhile keeps it).
-    if (done.ok() && done->finish_reason == "cancelled") done = TimedOut(id, timed_out->second);
+    if (done.ok() && done->finish_reason == FinishReason::kCancelled)
+      done = TimedOut(id, timed_out->second);
     timed_out_.erase(timed_out);
   }
   JobQueue::Outcome outcome = JobQueue::Outcome::kFailed;
   if (done.ok()) {
-    outcome = done->finish_reason == "cancelled" ? JobQueue::Outcome::kCancelled
-                                                 : JobQueue::Outcome::kCompleted;
+    outcome = done->finish_reason == FinishReason::kCancelled ? JobQueue::Outcome::kCancelled
+                                                              : JobQueue::Outcome::kCompleted;
     QueueOf(JobClass::kGenerate)
         .ObserveDecode(done->usage.completion_tokens, done->timings.decode_ms / 1000);
   }

@@ -213,14 +213,14 @@ GenerateDone Generation::Finish(const engine::GenerateResult& r) {
   if (job_.log_text) spdlog::info("job {}: output {}", job_.id, QuotedForLog(output_));
 
   GenerateDone done;
-  done.finish_reason = "length";
+  done.finish_reason = FinishReason::kLength;
   if (r.finish == engine::FinishReason::kStop || stops_.stopped()) {
-    done.finish_reason = "stop";
+    done.finish_reason = FinishReason::kStop;
   } else if (r.finish == engine::FinishReason::kCancelled) {
-    done.finish_reason = "cancelled";
+    done.finish_reason = FinishReason::kCancelled;
   }
   const GenerateParams& p = job_.spec->params;
-  if (ReadsToolCalls(p) && done.finish_reason == "stop") {
+  if (ReadsToolCalls(p) && done.finish_reason == FinishReason::kStop) {
     // A forced choice's answer is its calls (the grammar's document); a
     // free one is read in the model's tool-call syntax.
     if (Forced(p.tool_choice)) {
@@ -230,7 +230,7 @@ GenerateDone Generation::Finish(const engine::GenerateResult& r) {
       done.tool_calls = std::move(turn.calls);
       done.content = std::move(turn.content);
     }
-    if (!done.tool_calls.empty()) done.finish_reason = "tool_calls";
+    if (!done.tool_calls.empty()) done.finish_reason = FinishReason::kToolCalls;
   }
   done.model = model_name_;
   done.device = info().device;

@@ -180,6 +180,22 @@ TEST_CASE("a generation's events have one JSON form each, read back by type", "[
   CHECK_FALSE(GenerateEventOf(json{{"id", 1}}).has_value());
 }
 
+TEST_CASE("a generation's end reads back with its finish reason typed", "[protocol]") {
+  for (FinishReason reason : {FinishReason::kStop, FinishReason::kLength, FinishReason::kCancelled,
+                              FinishReason::kToolCalls}) {
+    GenerateDone done;
+    done.finish_reason = reason;
+    const json j = done;
+    CHECK(j["finish_reason"] == FinishReasonName(reason));
+    CHECK(j.get<GenerateDone>().finish_reason == reason);
+  }
+  CHECK(json{{"finish_reason", "length"}}.get<GenerateDone>().finish_reason ==
+        FinishReason::kLength);
+  // A reason this client does not know (a newer daemon's) reads as stop.
+  CHECK(json{{"finish_reason", "content_filter"}}.get<GenerateDone>().finish_reason ==
+        FinishReason::kStop);
+}
+
 TEST_CASE("an error message with invalid UTF-8 still encodes to valid JSON", "[protocol]") {
   std::string line = EncodeError(1, Error(ErrorCode::kModelNotFound, "no model at /m/\xff"));
   json j = json::parse(line);  // throws if invalid

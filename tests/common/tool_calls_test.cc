@@ -153,11 +153,11 @@ TEST_CASE("an answer nested deeper than a request may be is text, not calls",
 
 TEST_CASE("a done event carries calls only when there are some", "[common][tool_calls]") {
   medq::GenerateDone done;
-  done.finish_reason = "stop";
+  done.finish_reason = medq::FinishReason::kStop;
   nlohmann::json j = done;
   CHECK_FALSE(j.contains("tool_calls"));
   CHECK_FALSE(j.contains("content"));
-  done.finish_reason = "tool_calls";
+  done.finish_reason = medq::FinishReason::kToolCalls;
   done.tool_calls.push_back({"call_j1_0", "now", "{}"});
   done.content = "ok";
   j = done;

@@ -23,7 +23,7 @@ class RecordingChannel : public ReplyChannel {
     events.push_back(event);
   }
   void SendDone(const json&, const GenerateDone& done) override {
-    sent.push_back("done:" + done.finish_reason);
+    sent.push_back("done:" + std::string(FinishReasonName(done.finish_reason)));
   }
   void SendEmbedResult(const json&, const EmbedResult& result) override {
     sent.push_back("embedded:" + std::to_string(result.embeddings.size()));
@@ -61,7 +61,7 @@ TEST_CASE("a generation's typed replies reach the channel as they are, then end 
     token.text = "Hi";
     reply.Event(token);
     GenerateDone done;
-    done.finish_reason = "length";
+    done.finish_reason = FinishReason::kLength;
     reply.Done(done);
     // After the final reply nothing more goes out.
     reply.Event(StartedEvent{"j1"});

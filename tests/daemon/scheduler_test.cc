@@ -98,7 +98,7 @@ class FakeWorker final : public WorkerPort {
     GenerationJob job = Take(generations_, id, [](const GenerationJob& g) { return g.id; });
     job.sink.done(std::move(done), std::move(report));
   }
-  void EndGeneration(const std::string& id, const std::string& finish_reason) {
+  void EndGeneration(const std::string& id, FinishReason finish_reason) {
     GenerateDone done;
     done.finish_reason = finish_reason;
     EndGeneration(id, done);
@@ -251,10 +251,10 @@ TEST_CASE("a generation is starting until the worker admits it, then running",
   f.worker.Token(*id, " world");
   CHECK(f.heard[*id]->tokens == std::vector<std::string>{"Hello", " world"});
 
-  f.worker.EndGeneration(*id, "stop");
+  f.worker.EndGeneration(*id, FinishReason::kStop);
   CHECK(f.heard[*id]->dones == 1);
   REQUIRE(f.heard[*id]->done->ok());
-  CHECK((*f.heard[*id]->done)->finish_reason == "stop");
+  CHECK((*f.heard[*id]->done)->finish_reason == FinishReason::kStop);
   CHECK(f.StateOf(*id) == "gone");
   CHECK(f.scheduler.running() == 0);
   CHECK(f.scheduler.Describe().totals.processed == 1);
@@ -292,7 +292,7 @@ TEST_CASE("queue never says running for a generation held back for memory beside
 
   // The running one ends: its memory admits the held one, whose slot the
   // third does not get.
-  f.worker.EndGeneration(*running, "length");
+  f.worker.EndGeneration(*running, FinishReason::kLength);
   f.worker.Admit(*held);
   CHECK(f.StateOf(*held) == "running");
   CHECK(f.StateOf(*waiting) == "starting");
@@ -359,7 +359,7 @@ TEST_CASE("a class runs its own number of jobs at once, and past max_queue waiti
   CHECK(f.scheduler.embed_batches_in_flight() == 1);
 
   // An end frees its class's slot only.
-  f.worker.EndGeneration(*g1, "stop");
+  f.worker.EndGeneration(*g1, FinishReason::kStop);
   CHECK(f.worker.GenerationIds() == std::vector<std::string>{*g2, *g3});
   CHECK(f.worker.TaskIds() == std::vector<std::string>{*t1});
   CHECK(f.worker.embeds() == 1);
@@ -404,7 +404,7 @@ TEST_CASE("waiting jobs start by priority, first come first within one", "[sched
 
   std::vector<std::string> order{*first};
   for (int i = 0; i < 4; ++i) {
-    f.worker.EndGeneration(order.back(), "stop");
+    f.worker.EndGeneration(order.back(), FinishReason::kStop);
     order.push_back(f.worker.GenerationIds().at(0));
   }
   CHECK(order == std::vector<std::string>{*first, *high, *normal, *normal2, *low});
@@ -421,7 +421,7 @@ TEST_CASE("aging moves a low job that waited up past later normal ones", "[sched
   REQUIRE(q.waiting.size() == 2);
   CHECK(q.waiting[0].job == *low);
   CHECK(q.waiting[1].job == *normal);
-  f.worker.EndGeneration(*first, "stop");
+  f.worker.EndGeneration(*first, FinishReason::kStop);
   CHECK(f.worker.GenerationIds() == std::vector<std::string>{*low});
 }
 
@@ -432,7 +432,7 @@ TEST_CASE("without aging a low job waits behind later normal ones", "[scheduler]
   std::this_thread::sleep_for(80ms);
   auto normal = f.Generate(Priority::kNormal);
   f.scheduler.Tick();
-  f.worker.EndGeneration(*first, "stop");
+  f.worker.EndGeneration(*first, FinishReason::kStop);
   CHECK(f.worker.GenerationIds() == std::vector<std::string>{*normal});
 }
 
@@ -474,10 +474,10 @@ TEST_CASE("cancel: a held-back generation is stopped by the worker before it run
   // Until the worker ends it, it keeps its slot, and is still not running.
   CHECK(f.StateOf(*held) == "starting");
   CHECK(f.worker.GenerationIds() == std::vector<std::string>{*held});
-  f.worker.EndGeneration(*held, "cancelled");
+  f.worker.EndGeneration(*held, FinishReason::kCancelled);
   REQUIRE(f.heard[*held]->done.has_value());
   REQUIRE(f.heard[*held]->done->ok());
-  CHECK((*f.heard[*held]->done)->finish_reason == "cancelled");
+  CHECK((*f.heard[*held]->done)->finish_reason == FinishReason::kCancelled);
   const QueueInfo q = f.scheduler.Describe();
   CHECK(q.totals.cancelled == 1);
   CHECK(q.totals.processed == 0);
@@ -495,7 +495,7 @@ TEST_CASE("cancel: a running generation stops at its next step and ends cancelle
   CHECK(f.worker.CancelSet(*id));
   // Asked twice, it is still stopping.
   CHECK(f.scheduler.Cancel(*id) == Scheduler::Cancelled::kStopping);
-  f.worker.EndGeneration(*id, "cancelled");
+  f.worker.EndGeneration(*id, FinishReason::kCancelled);
   CHECK(f.heard[*id]->dones == 1);
   CHECK(f.heard[*id]->tokens == std::vector<std::string>{"a"});
   CHECK(f.scheduler.Describe().totals.cancelled == 1);
@@ -646,7 +646,7 @@ TEST_CASE("deadlines: QUEUE_TIMEOUT while waiting, TIMEOUT for a running generat
   CHECK(f.heard[*expired]->done->error().code == ErrorCode::kQueueTimeout);
   CHECK(f.scheduler.Describe().totals.timed_out == 1);
 
-  f.worker.EndGeneration(*running, "stop");
+  f.worker.EndGeneration(*running, FinishReason::kStop);
   JobSpec timed = f.Spec(JobClass::kGenerate);
   timed.timeout_at = JobQueue::Clock::now() + 20ms;
   timed.timeout_s = 0.02;
@@ -659,7 +659,7 @@ TEST_CASE("deadlines: QUEUE_TIMEOUT while waiting, TIMEOUT for a running generat
   f.scheduler.Tick();
   CHECK(f.worker.CancelSet(*slow));
   // The worker stops it as for a cancel; its client hears TIMEOUT.
-  f.worker.EndGeneration(*slow, "cancelled");
+  f.worker.EndGeneration(*slow, FinishReason::kCancelled);
   REQUIRE(f.heard[*slow]->done.has_value());
   REQUIRE_FALSE(f.heard[*slow]->done->ok());
   CHECK(f.heard[*slow]->done->error().code == ErrorCode::kTimeout);
