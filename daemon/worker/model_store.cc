@@ -75,6 +75,7 @@ LoadedModelInfo LoadedModel::Describe() const {
     out.device = info.device;
     out.dtype = info.dtype;
     out.quantization = info.quantization;
+    out.quantized_embeddings = info.quantized_embeddings;
     out.parameter_bytes = info.parameter_bytes;
   }
   return out;

@@ -146,12 +146,15 @@ TEST_CASE("quantize_embeddings holds lm_head and the embeddings quantized too", 
   CHECK(run.Ids().size() == 8);
   const json m = LoadedEntry(d.socket(), "tiny-llama");
   CHECK(m["quantization"] == "int4");
+  CHECK(m["quantized_embeddings"] == true);
   // tiny-llama's untied 32000 x 64 embeddings and lm_head are most of it:
   // 8.2 MB in bf16, 2.6 MB in int4 (groups of 64).
   CHECK(m["parameter_bytes"].get<int64_t>() < projections_only - 5'000'000);
   // NAME:none is full precision whatever the daemon's quantize says.
   REQUIRE(RunMedq(d.socket(), {"load", "tiny-llama:none"}).status == 0);
-  CHECK(LoadedEntry(d.socket(), "tiny-llama:none")["quantization"] == "none");
+  const json none = LoadedEntry(d.socket(), "tiny-llama:none");
+  CHECK(none["quantization"] == "none");
+  CHECK(none["quantized_embeddings"] == false);
 }
 
 TEST_CASE("quantize other than none, int8 and int4 is refused at start", "[e2e][quantize]") {
