@@ -133,7 +133,16 @@ Result<std::shared_ptr<const Model>> LoadDecoder(const std::filesystem::path& di
   std::map<std::string, CheckpointTensor> tensors;
   MEDQ_ASSIGN_OR_RETURN(tensors, ReadCheckpoint(dir));
   WeightPlacement placement;
-  MEDQ_ASSIGN_OR_RETURN(placement, Place(o, device, CheckpointDtype(model->config, tensors)));
+  const at::ScalarType checkpoint_dtype = CheckpointDtype(model->config, tensors);
+  MEDQ_ASSIGN_OR_RETURN(placement, Place(o, device, checkpoint_dtype));
+  if (prequantized.format != PrequantizedFormat::kNone && o.dtype == "auto" && device.is_cpu() &&
+      checkpoint_dtype == at::kHalf) {
+    // A 4-bit checkpoint is there to be small: its full-precision matrices
+    // (embeddings, lm_head, norms; fp16, which the CPU has no kernels for)
+    // are held as bf16, which the kernels widen as they read, not as float32
+    // (for a 7B model 0.5 GB instead of 1 GB). dtype = fp32 asks for float32.
+    placement.weight_dtype = at::kBFloat16;
+  }
   placement.prequantized = prequantized;
   MEDQ_ASSIGN_OR_RETURN(model->weights, BuildWeights(model->config, std::move(tensors), placement));
   model->device = device;

@@ -106,11 +106,33 @@ void WriteFloatModel(const fs::path& dir, const std::map<std::string, at::Tensor
   REQUIRE(WriteSafetensors(out / "model.safetensors", list).ok());
 }
 
-Result<std::shared_ptr<const Model>> Load(const fs::path& dir,
-                                          const std::string& quantize = "none") {
-  LoadOptions o{"cpu", "auto"};
+// float32 by default, so that logits compare with float32 references; the
+// dtype "auto" keeps an fp16 checkpoint's other matrices as bf16 (below).
+Result<std::shared_ptr<const Model>> Load(const fs::path& dir, const std::string& quantize = "none",
+                                          const std::string& dtype = "fp32") {
+  LoadOptions o{"cpu", dtype};
   o.quantize = quantize;
   return LoadModel(dir, o);
+}
+
+TEST_CASE("on the CPU, dtype auto holds a pre-quantized fp16 checkpoint's other matrices as bf16",
+          "[engine][prequantized]") {
+  for (const char* format : kFormats) {
+    INFO(format);
+    auto small = Load(Fixture(format), "none", "auto");
+    auto wide = Load(Fixture(format), "none", "fp32");
+    REQUIRE(small.ok());
+    REQUIRE(wide.ok());
+    CHECK(Info(**small).dtype == "bf16");
+    CHECK(Info(**wide).dtype == "fp32");
+    // The embeddings (and lm_head) take half the bytes; the int4 projections
+    // are the same.
+    CHECK(Info(**small).parameter_bytes < Info(**wide).parameter_bytes);
+    // bf16 keeps 8 bits of an fp16 embedding's 11: the logits stay close.
+    const at::Tensor ids = at::tensor({1, 5, 9, 3}, at::kLong);
+    const at::Tensor a = AllLogits(**small, ids), b = AllLogits(**wide, ids);
+    CHECK(MaxAbsDiff(a, b) <= 0.05 * b.abs().max().item<double>());
+  }
 }
 
 TEST_CASE("pre-quantized AWQ and GPTQ checkpoints load as int4", "[engine][prequantized]") {
