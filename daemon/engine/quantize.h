@@ -24,7 +24,7 @@
 // most the full range's. Where a narrower range wins, the weights beyond it
 // are clipped: each weight is within s / 2 of its dequantized value plus
 // its distance outside [m, m + 15 s] (the bound tested). The search is
-// deterministic; it costs a few passes over each group at load (about 2.5x
+// deterministic; it costs a few passes over each group at load (about 2.2x
 // the full range's int4 load time for Qwen2.5-0.5B, bench/engine/README.md).
 // Why the search: on medq-demo it takes int4's perplexity increase at the
 // default groups of 64 from +0.46 % to +0.34 %, level with llama.cpp's Q4_0
