@@ -4,18 +4,8 @@
 
 namespace medq {
 
-std::string_view FinishReasonName(FinishReason reason) {
-  switch (reason) {
-    case FinishReason::kStop:
-      return "stop";
-    case FinishReason::kLength:
-      return "length";
-    case FinishReason::kCancelled:
-      return "cancelled";
-    case FinishReason::kToolCalls:
-      return "tool_calls";
-  }
-  return "stop";
+std::string FinishReasonName(FinishReason reason) {
+  return nlohmann::json(reason).get<std::string>();
 }
 
 // As the other messages' macros write them, plus tool_calls and content only

@@ -270,8 +270,8 @@ NLOHMANN_JSON_SERIALIZE_ENUM(FinishReason, {{FinishReason::kStop, "stop"},
                                             {FinishReason::kLength, "length"},
                                             {FinishReason::kCancelled, "cancelled"},
                                             {FinishReason::kToolCalls, "tool_calls"}})
-// Its JSON name.
-std::string_view FinishReasonName(FinishReason reason);
+// Its JSON name (the table above, the one list of the names).
+std::string FinishReasonName(FinishReason reason);
 
 // One answer's end, with params.n > 1 (GenerateDone::choices).
 struct ChoiceDone {

@@ -239,11 +239,6 @@ struct Translation {
   }
 };
 
-// 400 about the body's field `param`.
-Error Invalid(std::string param, std::string message) {
-  return InvalidField(std::move(param), std::move(message));
-}
-
 // Every field a route reads (docs/http.md lists them): any other is 400
 // naming it, never ignored, so that a client asking for something medq does
 // not do (logit_bias, function calls, audio, ...) learns so.
@@ -280,8 +275,9 @@ Status RefuseUnknownFields(const Params& body, std::span<const std::string_view>
       return std::find(names.begin(), names.end(), key) != names.end();
     };
     if (!known(kCommonFields) && !known(route_fields)) {
-      return Invalid(key, "'" + Echo(key) +
-                              "' is not supported by medq: docs/http.md lists the fields it reads");
+      return InvalidField(
+          key,
+          "'" + Echo(key) + "' is not supported by medq: docs/http.md lists the fields it reads");
     }
   }
   return {};
@@ -292,8 +288,8 @@ Status RefuseUnknownFields(const Params& body, std::span<const std::string_view>
 Status OnlyNeutral(const Params& body, std::string_view name, const Params& neutral,
                    std::string_view why) {
   if (!Has(body, name) || body[std::string(name)] == neutral) return {};
-  return Invalid(std::string(name),
-                 "'" + std::string(name) + "' is not supported: " + std::string(why));
+  return InvalidField(std::string(name),
+                      "'" + std::string(name) + "' is not supported: " + std::string(why));
 }
 
 // The fields both routes share, into `generate` params.
@@ -339,7 +335,7 @@ Status CommonParams(const Params& body, Params& p, Translation& t) {
                                               [](const Params& s) { return s.is_string(); })) {
       p["stop"] = stop;
     } else {
-      return Invalid("stop", "'stop' must be a string or an array of strings");
+      return InvalidField("stop", "'stop' must be a string or an array of strings");
     }
   }
   // n answers (1 to 8, checked by generate), decoded side by side.
@@ -354,7 +350,7 @@ Status CommonParams(const Params& body, Params& p, Translation& t) {
   if (Status st = CheckField(body, "stream_options", Kind::kObject); !st.ok()) return st;
   if (Has(body, "stream_options")) {
     if (Status st = CheckField(body["stream_options"], "include_usage", Kind::kBoolean); !st.ok()) {
-      return Invalid("stream_options", "'stream_options.include_usage' must be a boolean");
+      return InvalidField("stream_options", "'stream_options.include_usage' must be a boolean");
     }
     t.include_usage = Has(body["stream_options"], "include_usage") &&
                       body["stream_options"]["include_usage"].get<bool>();
@@ -376,7 +372,7 @@ Result<Params> ChatMessages(const Params& messages) {
   for (size_t i = 0; i < messages.size(); ++i) {
     const Params& m = messages[i];
     if (!m.is_object())
-      return Invalid("messages", "'messages[" + std::to_string(i) + "]' must be an object");
+      return InvalidField("messages", "'messages[" + std::to_string(i) + "]' must be an object");
     Params copy = m;
     if (m.contains("content") && m["content"].is_null()) copy["content"] = "";
     if (m.contains("content") && m["content"].is_array()) {
@@ -384,10 +380,10 @@ Result<Params> ChatMessages(const Params& messages) {
       for (const Params& part : m["content"]) {
         if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") ||
             !part["text"].is_string()) {
-          return Invalid("messages",
-                         "'messages[" + std::to_string(i) +
-                             "].content' parts must be {\"type\":\"text\",\"text\":...}: medq "
-                             "models take text only");
+          return InvalidField("messages",
+                              "'messages[" + std::to_string(i) +
+                                  "].content' parts must be {\"type\":\"text\",\"text\":...}: medq "
+                                  "models take text only");
         }
         text += part["text"].get<std::string>();
       }
@@ -440,7 +436,7 @@ void ChatCompletions(DaemonState& s, const HttpRequest& request, std::shared_ptr
   t->chat = true;
   Params p = Params::object();
   if (!Has(*body, "messages"))
-    return ex->RespondError(Invalid("messages", "'messages' is required"));
+    return ex->RespondError(InvalidField("messages", "'messages' is required"));
   if (Status st = CheckField(*body, "messages", Kind::kArray); !st.ok()) {
     return ex->RespondError(st.error());
   }
@@ -457,7 +453,7 @@ void ChatCompletions(DaemonState& s, const HttpRequest& request, std::shared_ptr
   }
   t->logprobs = Has(*body, "logprobs") && (*body)["logprobs"].get<bool>();
   if (Has(*body, "top_logprobs") && !t->logprobs) {
-    return ex->RespondError(Invalid("top_logprobs", "'top_logprobs' needs 'logprobs': true"));
+    return ex->RespondError(InvalidField("top_logprobs", "'top_logprobs' needs 'logprobs': true"));
   }
   if (t->logprobs) p["logprobs"] = Has(*body, "top_logprobs") ? (*body)["top_logprobs"] : Params(0);
   if (Status st = CommonParams(*body, p, *t); !st.ok()) return ex->RespondError(st.error());
@@ -488,12 +484,12 @@ void Completions(DaemonState& s, const HttpRequest& request, std::shared_ptr<Htt
                          [](const Params& id) { return id.is_number_integer(); })) {
     p["prompt_ids"] = prompt;
   } else if (prompt.is_array()) {
-    return ex->RespondError(
-        Invalid("prompt",
-                "'prompt' must be one string (or token ids): medq answers one prompt per request"));
+    return ex->RespondError(InvalidField(
+        "prompt",
+        "'prompt' must be one string (or token ids): medq answers one prompt per request"));
   } else {
     return ex->RespondError(
-        Invalid("prompt", "'prompt' is required: a string or an array of token ids"));
+        InvalidField("prompt", "'prompt' is required: a string or an array of token ids"));
   }
   // An integer here (each token's log-probability and those of the N most
   // likely tokens, 0 to 20), or null for none.
@@ -503,10 +499,10 @@ void Completions(DaemonState& s, const HttpRequest& request, std::shared_ptr<Htt
   t->logprobs = Has(*body, "logprobs");
   if (t->logprobs) p["logprobs"] = (*body)["logprobs"];
   if (Has(*body, "echo") && (*body)["echo"] != false) {
-    return ex->RespondError(Invalid("echo", "'echo' is not supported"));
+    return ex->RespondError(InvalidField("echo", "'echo' is not supported"));
   }
   if (Has(*body, "best_of") && (*body)["best_of"] != 1) {
-    return ex->RespondError(Invalid("best_of", "'best_of' must be 1"));
+    return ex->RespondError(InvalidField("best_of", "'best_of' must be 1"));
   }
   if (Status st = CommonParams(*body, p, *t); !st.ok()) return ex->RespondError(st.error());
   Run(s, ex, p, std::move(t));

@@ -2,6 +2,8 @@
 
 #include <catch2/catch.hpp>
 
+#include <utility>
+
 #include "common/messages.h"
 
 namespace medq {
@@ -181,12 +183,16 @@ TEST_CASE("a generation's events have one JSON form each, read back by type", "[
 }
 
 TEST_CASE("a generation's end reads back with its finish reason typed", "[protocol]") {
-  for (FinishReason reason : {FinishReason::kStop, FinishReason::kLength, FinishReason::kCancelled,
-                              FinishReason::kToolCalls}) {
+  const std::pair<FinishReason, std::string> kNames[] = {{FinishReason::kStop, "stop"},
+                                                         {FinishReason::kLength, "length"},
+                                                         {FinishReason::kCancelled, "cancelled"},
+                                                         {FinishReason::kToolCalls, "tool_calls"}};
+  for (const auto& [reason, name] : kNames) {
     GenerateDone done;
     done.finish_reason = reason;
     const json j = done;
-    CHECK(j["finish_reason"] == FinishReasonName(reason));
+    CHECK(j["finish_reason"] == name);
+    CHECK(FinishReasonName(reason) == name);
     CHECK(j.get<GenerateDone>().finish_reason == reason);
   }
   CHECK(json{{"finish_reason", "length"}}.get<GenerateDone>().finish_reason ==

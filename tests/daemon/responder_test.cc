@@ -23,7 +23,7 @@ class RecordingChannel : public ReplyChannel {
     events.push_back(event);
   }
   void SendDone(const json&, const GenerateDone& done) override {
-    sent.push_back("done:" + std::string(FinishReasonName(done.finish_reason)));
+    sent.push_back("done:" + FinishReasonName(done.finish_reason));
   }
   void SendEmbedResult(const json&, const EmbedResult& result) override {
     sent.push_back("embedded:" + std::to_string(result.embeddings.size()));
