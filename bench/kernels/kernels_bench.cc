@@ -105,24 +105,47 @@ json ParallelForOverhead(const Options& o) {
   return Summary(micros);
 }
 
-// One row against int8 weights (one float32 scale a row) next to the same
-// shape in bf16: GB/s of the weights each reads, and the time a product.
-json Int8MatVecCase(const Options& o, const MatrixShape& s) {
+// One row against int8 weights (one float32 scale a row) and int4 weights
+// (groups of 64, bf16 scale and minimum) next to the same shape in bf16: GB/s
+// of the bytes each reads, and each one's speedup over bf16, the ratio of the
+// times a product. Every format has its own rotated copies, so each call
+// reads its weights from memory.
+json QuantizedMatVecCase(const Options& o, const MatrixShape& s) {
+  constexpr int64_t kGroup = 64;
   const std::vector<torch::Tensor> w16 = RotatedCopies(s.out, s.in, torch::kBFloat16);
-  std::vector<torch::Tensor> w8;
-  for (size_t i = 0; i < w16.size(); ++i)
+  std::vector<torch::Tensor> w8, w4, p4;
+  for (size_t i = 0; i < w16.size(); ++i) {
     w8.push_back(torch::randint(-127, 128, {s.out, s.in}).to(torch::kChar));
+    w4.push_back(torch::randint(0, 256, {s.out, s.in / 2}).to(torch::kByte));
+    // Scale and minimum of each group as int4 quantization would give for
+    // weights in [-0.05, 0.05]; their values do not change the timing.
+    const torch::Tensor scale = torch::rand({s.out, s.in / kGroup, 1}).mul_(0.01);
+    const torch::Tensor minimum = torch::rand({s.out, s.in / kGroup, 1}).mul_(-0.05);
+    p4.push_back(torch::cat({scale, minimum}, 2).to(torch::kBFloat16).contiguous());
+  }
   const torch::Tensor scale = torch::rand({s.out}).mul_(0.01);
   const auto n = static_cast<int64_t>(w16.size());
   const torch::Tensor x = torch::randn({1, s.in});
   const double bytes16 = static_cast<double>(w16[0].nbytes());
   const double bytes8 = static_cast<double>(w8[0].nbytes() + scale.nbytes());
-  json c{{"out", s.out}, {"in", s.in}, {"bf16_bytes", bytes16}, {"int8_bytes", bytes8}};
+  const double bytes4 = static_cast<double>(w4[0].nbytes() + p4[0].nbytes());
+  json c{{"out", s.out},
+         {"in", s.in},
+         {"bf16_bytes", bytes16},
+         {"int8_bytes", bytes8},
+         {"int4_bytes", bytes4}};
   c["bf16_gbps"] = GbPerSecond(o, bytes16, [&](int64_t i) { engine::Linear(x, w16[i % n]); });
   c["int8_gbps"] =
       GbPerSecond(o, bytes8, [&](int64_t i) { engine::Linear(x, w8[i % n], {}, scale); });
-  c["int8_speedup"] = c["int8_gbps"]["median"].get<double>() * bytes16 /
-                      (c["bf16_gbps"]["median"].get<double>() * bytes8);
+  c["int4_gbps"] =
+      GbPerSecond(o, bytes4, [&](int64_t i) { engine::Linear(x, w4[i % n], {}, p4[i % n]); });
+  const double bf16_seconds = bytes16 / c["bf16_gbps"]["median"].get<double>();
+  c["int8_speedup"] = bf16_seconds / (bytes8 / c["int8_gbps"]["median"].get<double>());
+  c["int4_speedup"] = bf16_seconds / (bytes4 / c["int4_gbps"]["median"].get<double>());
+  // int4 weights a second (billions), the figure the compute-bound int4
+  // kernels are judged by.
+  c["int4_gweights_per_s"] =
+      c["int4_gbps"]["median"].get<double>() * static_cast<double>(s.out * s.in) / bytes4;
   return c;
 }
 
@@ -383,13 +406,13 @@ int Run(const Options& o) {
     }
     report["matvec"] = std::move(cases);
   }
-  if (Wanted(o, "int8")) {
+  if (Wanted(o, "quantized")) {
     json cases = json::array();
     for (const MatrixShape& s : BenchMatrices()) {
-      std::cerr << "matvec int8 " << s.out << "x" << s.in << "\n";
-      cases.push_back(Int8MatVecCase(o, s));
+      std::cerr << "matvec bf16/int8/int4 " << s.out << "x" << s.in << "\n";
+      cases.push_back(QuantizedMatVecCase(o, s));
     }
-    report["matvec_int8"] = std::move(cases);
+    report["matvec_quantized"] = std::move(cases);
   }
   if (Wanted(o, "prefill")) {
     json cases = json::array();
@@ -432,9 +455,9 @@ int main(int argc, char** argv) {
   app.add_option("--min-time", options.timing.min_seconds, "Seconds each measurement loops")
       ->check(CLI::PositiveNumber);
   app.add_option("--only", options.only,
-                 "One section: memory, matvec, int8, prefill, models, matrows or attention")
-      ->check(
-          CLI::IsMember({"memory", "matvec", "int8", "prefill", "models", "matrows", "attention"}));
+                 "One section: memory, matvec, quantized, prefill, models, matrows or attention")
+      ->check(CLI::IsMember(
+          {"memory", "matvec", "quantized", "prefill", "models", "matrows", "attention"}));
   app.add_option("--threads", threads,
                  "LibTorch intra-op threads and Linear()'s threads (default: LibTorch's choice "
                  "and one per core)");
