@@ -20,10 +20,13 @@
 namespace medq::engine::kernels {
 namespace {
 
-// The group's scale and minimum, broadcast, where a group starts at k.
-inline void GroupAt(const uint16_t* params, int64_t group, int64_t k, __m256& s, __m256& m) {
-  if (k % group != 0) return;
-  const uint16_t* p = params + 2 * (k / group);
+// The group's scale and minimum, broadcast, where a group starts at k. The
+// group size G is a template argument: a runtime one cost an integer division
+// every 32 weights (int4_avx512.cc).
+template <int64_t G>
+inline void GroupAt(const uint16_t* params, int64_t k, __m256& s, __m256& m) {
+  if (k % G != 0) return;
+  const uint16_t* p = params + 2 * (k / G);
   s = _mm256_set1_ps(Scalar(p[0]));
   m = _mm256_set1_ps(Scalar(p[1]));
 }
@@ -49,9 +52,8 @@ inline void BlockI4(const uint8_t* block, __m256 s, __m256 m, const float* x, __
 // One row's dot product (dense_kernels.h's order: lanes k % 64 are a0..a7).
 // Stream: the row comes from memory, so a line kStreamPrefetchBytes ahead is
 // asked for into L2 once a 64-byte line (128 weights).
-template <bool kStream>
-inline float DotI4(const uint8_t* w, const uint16_t* params, int64_t in, int64_t group,
-                   const float* x) {
+template <int64_t G, bool kStream>
+inline float DotI4(const uint8_t* w, const uint16_t* params, int64_t in, const float* x) {
   __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps(), a2 = _mm256_setzero_ps(),
          a3 = _mm256_setzero_ps(), a4 = _mm256_setzero_ps(), a5 = _mm256_setzero_ps(),
          a6 = _mm256_setzero_ps(), a7 = _mm256_setzero_ps();
@@ -61,13 +63,13 @@ inline float DotI4(const uint8_t* w, const uint16_t* params, int64_t in, int64_t
     if constexpr (kStream) {
       if ((k & 64) == 0) PrefetchAt<_MM_HINT_T1>(w + k / 2, kStreamPrefetchBytes);
     }
-    GroupAt(params, group, k, s, m);
+    GroupAt<G>(params, k, s, m);
     BlockI4(w + k / 2, s, m, x + k, a0, a1, a2, a3);
-    GroupAt(params, group, k + 32, s, m);
+    GroupAt<G>(params, k + 32, s, m);
     BlockI4(w + k / 2 + 16, s, m, x + k + 32, a4, a5, a6, a7);
   }
   if (k < in) {  // in % 64 == 32: lanes 0..31 take the last block
-    GroupAt(params, group, k, s, m);
+    GroupAt<G>(params, k, s, m);
     BlockI4(w + k / 2, s, m, x + k, a0, a1, a2, a3);
   }
   // The 16-wide accumulators A..D are (a0, a1) .. (a6, a7).
@@ -82,26 +84,48 @@ inline float AddBias(float dot, const float* bias, int64_t r) {
   return _mm_cvtss_f32(_mm_add_ss(_mm_set_ss(dot), _mm_set_ss(bias[r])));
 }
 
+template <int64_t G>
+void MatVecI4Avx2Group(const uint8_t* w, const uint16_t* params, int64_t in, const float* x,
+                       const float* bias, float* y, int64_t row_begin, int64_t row_end) {
+  const int64_t groups = in / G;
+  for (int64_t r = row_begin; r < row_end; ++r)
+    y[r] = AddBias(DotI4<G, true>(w + r * (in / 2), params + r * 2 * groups, in, x), bias, r);
+}
+
+template <int64_t G>
+void MatRowsI4Avx2Group(const uint8_t* w, const uint16_t* params, int64_t in, int64_t out,
+                        const float* x, int64_t m, const float* bias, float* y, int64_t row_begin,
+                        int64_t row_end) {
+  const int64_t groups = in / G;
+  for (int64_t r = row_begin; r < row_end; ++r) {
+    const uint8_t* wr = w + r * (in / 2);
+    const uint16_t* pr = params + r * 2 * groups;
+    y[r] = AddBias(DotI4<G, true>(wr, pr, in, x), bias, r);
+    for (int64_t i = 1; i < m; ++i)
+      y[i * out + r] = AddBias(DotI4<G, false>(wr, pr, in, x + i * in), bias, r);
+  }
+}
+
 }  // namespace
 
+// group is 32, 64 or 128 (dense_kernels.h), each its own instance.
 void MatVecI4Avx2(const uint8_t* w, const uint16_t* params, int64_t in, int64_t group,
                   const float* x, const float* bias, float* y, int64_t row_begin, int64_t row_end) {
-  const int64_t groups = in / group;
-  for (int64_t r = row_begin; r < row_end; ++r)
-    y[r] = AddBias(DotI4<true>(w + r * (in / 2), params + r * 2 * groups, in, group, x), bias, r);
+  if (group == 32) return MatVecI4Avx2Group<32>(w, params, in, x, bias, y, row_begin, row_end);
+  if (group == 64) return MatVecI4Avx2Group<64>(w, params, in, x, bias, y, row_begin, row_end);
+  MatVecI4Avx2Group<128>(w, params, in, x, bias, y, row_begin, row_end);
 }
 
 void MatRowsI4Avx2(const uint8_t* w, const uint16_t* params, int64_t in, int64_t group, int64_t out,
                    const float* x, int64_t m, const float* bias, float* y, int64_t row_begin,
                    int64_t row_end) {
-  const int64_t groups = in / group;
-  for (int64_t r = row_begin; r < row_end; ++r) {
-    const uint8_t* wr = w + r * (in / 2);
-    const uint16_t* pr = params + r * 2 * groups;
-    y[r] = AddBias(DotI4<true>(wr, pr, in, group, x), bias, r);
-    for (int64_t i = 1; i < m; ++i)
-      y[i * out + r] = AddBias(DotI4<false>(wr, pr, in, group, x + i * in), bias, r);
+  if (group == 32) {
+    return MatRowsI4Avx2Group<32>(w, params, in, out, x, m, bias, y, row_begin, row_end);
   }
+  if (group == 64) {
+    return MatRowsI4Avx2Group<64>(w, params, in, out, x, m, bias, y, row_begin, row_end);
+  }
+  MatRowsI4Avx2Group<128>(w, params, in, out, x, m, bias, y, row_begin, row_end);
 }
 
 void DequantizeI4Avx2(const uint8_t* w, const uint16_t* params, int64_t rows, int64_t in,

@@ -11,6 +11,8 @@
 // AVX-512VL.
 #include <immintrin.h>
 
+#include <cstring>
+
 #include "daemon/engine/kernels/avx2_common.h"
 #include "daemon/engine/kernels/dense_kernels.h"
 
@@ -25,18 +27,28 @@
 namespace medq::engine::kernels {
 namespace {
 
-// The 16 values fma(q, s, m) for q = 0..15 of the group starting at k.
-inline __m512 GroupTable(const uint16_t* params, int64_t group, int64_t k) {
+// The 16 values fma(q, s, m) for q = 0..15 of the group whose scale and
+// minimum are at p: the pair is one 32-bit load (scale in the low half, the
+// minimum in the high one), broadcast once; a shift and a mask make the two
+// bf16 values float32, as Scalar() does.
+inline __m512 GroupTable(const uint16_t* p) {
   const __m512 iota = _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-  const uint16_t* p = params + 2 * (k / group);
-  return _mm512_fmadd_ps(iota, _mm512_set1_ps(Scalar(p[0])), _mm512_set1_ps(Scalar(p[1])));
+  int32_t pair;
+  std::memcpy(&pair, p, sizeof(pair));
+  const __m512i both = _mm512_set1_epi32(pair);
+  const __m512 s = _mm512_castsi512_ps(_mm512_slli_epi32(both, 16));
+  const __m512 m = _mm512_castsi512_ps(_mm512_and_si512(both, _mm512_set1_epi32(kBf16HighHalf)));
+  return _mm512_fmadd_ps(iota, s, m);
 }
 
 // dots[i] = the dot product of the row at w with x row i (row stride in),
-// for the M x rows at x, in dense_kernels.h's order.
-template <int M, bool kStream>
-inline void DotsI4(const uint8_t* w, const uint16_t* params, int64_t in, int64_t group,
-                   const float* x, float* dots) {
+// for the M x rows at x, in dense_kernels.h's order. The group size G is a
+// template argument: with a runtime group, finding where a group starts cost
+// an integer division every 32 weights, more than the block's arithmetic
+// (kernels_bench --only quantized, bench/kernels/README.md).
+template <int64_t G, int M, bool kStream>
+inline void DotsI4(const uint8_t* w, const uint16_t* params, int64_t in, const float* x,
+                   float* dots) {
   __m512 a[M], b[M], c[M], d[M];
   for (int i = 0; i < M; ++i) {
     a[i] = _mm512_setzero_ps();
@@ -46,7 +58,7 @@ inline void DotsI4(const uint8_t* w, const uint16_t* params, int64_t in, int64_t
   }
   __m512 table = _mm512_setzero_ps();
   const auto block = [&](int64_t k, __m512* lo, __m512* hi) {
-    if (k % group == 0) table = GroupTable(params, group, k);
+    if (k % G == 0) table = GroupTable(params + 2 * (k / G));
     const __m512i v =
         _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w + k / 2)));
     const __m512 w0 = _mm512_permutexvar_ps(v, table);
@@ -79,23 +91,22 @@ inline float AddBias(float dot, const float* bias, int64_t r) {
   return _mm_cvtss_f32(_mm_add_ss(_mm_set_ss(dot), _mm_set_ss(bias[r])));
 }
 
-}  // namespace
-
-void MatVecI4Avx512(const uint8_t* w, const uint16_t* params, int64_t in, int64_t group,
-                    const float* x, const float* bias, float* y, int64_t row_begin,
-                    int64_t row_end) {
-  const int64_t groups = in / group;
+template <int64_t G>
+void MatVecI4Avx512Group(const uint8_t* w, const uint16_t* params, int64_t in, const float* x,
+                         const float* bias, float* y, int64_t row_begin, int64_t row_end) {
+  const int64_t groups = in / G;
   for (int64_t r = row_begin; r < row_end; ++r) {
     float dot;
-    DotsI4<1, true>(w + r * (in / 2), params + r * 2 * groups, in, group, x, &dot);
+    DotsI4<G, 1, true>(w + r * (in / 2), params + r * 2 * groups, in, x, &dot);
     y[r] = AddBias(dot, bias, r);
   }
 }
 
-void MatRowsI4Avx512(const uint8_t* w, const uint16_t* params, int64_t in, int64_t group,
-                     int64_t out, const float* x, int64_t m, const float* bias, float* y,
-                     int64_t row_begin, int64_t row_end) {
-  const int64_t groups = in / group;
+template <int64_t G>
+void MatRowsI4Avx512Group(const uint8_t* w, const uint16_t* params, int64_t in, int64_t out,
+                          const float* x, int64_t m, const float* bias, float* y, int64_t row_begin,
+                          int64_t row_end) {
+  const int64_t groups = in / G;
   for (int64_t r = row_begin; r < row_end; ++r) {
     const uint8_t* wr = w + r * (in / 2);
     const uint16_t* pr = params + r * 2 * groups;
@@ -105,9 +116,9 @@ void MatRowsI4Avx512(const uint8_t* w, const uint16_t* params, int64_t in, int64
     // later ones find it in L1.
     const auto tile = [&]<int T>() {
       if (i == 0) {
-        DotsI4<T, true>(wr, pr, in, group, x, dots);
+        DotsI4<G, T, true>(wr, pr, in, x, dots);
       } else {
-        DotsI4<T, false>(wr, pr, in, group, x + i * in, dots);
+        DotsI4<G, T, false>(wr, pr, in, x + i * in, dots);
       }
       for (int j = 0; j < T; ++j)
         y[(i + j) * out + r] = AddBias(dots[j], bias, r);
@@ -118,6 +129,29 @@ void MatRowsI4Avx512(const uint8_t* w, const uint16_t* params, int64_t in, int64
     if (i + 2 <= m) tile.template operator()<2>();
     if (i < m) tile.template operator()<1>();
   }
+}
+
+}  // namespace
+
+// group is 32, 64 or 128 (dense_kernels.h), each its own instance.
+void MatVecI4Avx512(const uint8_t* w, const uint16_t* params, int64_t in, int64_t group,
+                    const float* x, const float* bias, float* y, int64_t row_begin,
+                    int64_t row_end) {
+  if (group == 32) return MatVecI4Avx512Group<32>(w, params, in, x, bias, y, row_begin, row_end);
+  if (group == 64) return MatVecI4Avx512Group<64>(w, params, in, x, bias, y, row_begin, row_end);
+  MatVecI4Avx512Group<128>(w, params, in, x, bias, y, row_begin, row_end);
+}
+
+void MatRowsI4Avx512(const uint8_t* w, const uint16_t* params, int64_t in, int64_t group,
+                     int64_t out, const float* x, int64_t m, const float* bias, float* y,
+                     int64_t row_begin, int64_t row_end) {
+  if (group == 32) {
+    return MatRowsI4Avx512Group<32>(w, params, in, out, x, m, bias, y, row_begin, row_end);
+  }
+  if (group == 64) {
+    return MatRowsI4Avx512Group<64>(w, params, in, out, x, m, bias, y, row_begin, row_end);
+  }
+  MatRowsI4Avx512Group<128>(w, params, in, out, x, m, bias, y, row_begin, row_end);
 }
 
 }  // namespace medq::engine::kernels
