@@ -240,16 +240,19 @@ void MatRowsBf16Avx512(const uint16_t* w, int64_t in, int64_t out, const float* 
 void PrepareBf16RowsAvx512(const float* x, int64_t m, int64_t in, float* prepared);
 
 // The AVX2+FMA table's int8 entries (int8_avx2.cc, built with -mavx2 -mfma),
-// which the AVX-512VL table shares but for matrows_i8; same precondition as
+// of which the AVX-512VL table shares dequantize_i8; same precondition as
 // Avx2FmaKernels().
 void MatVecI8Avx2(const int8_t* w, const float* scale, int64_t in, const float* x,
                   const float* bias, float* y, int64_t row_begin, int64_t row_end);
 void MatRowsI8Avx2(const int8_t* w, const float* scale, int64_t in, int64_t out, const float* x,
                    int64_t m, const float* bias, float* y, int64_t row_begin, int64_t row_end);
 void DequantizeI8Avx2(const int8_t* q, const float* scale, int64_t rows, int64_t in, float* dst);
-// The AVX-512VL table's matrows_i8 (int8_avx512.cc: tiles of four x rows in
-// its 32 registers, bitwise the AVX2 kernel's results); same precondition as
+// The AVX-512VL table's matvec_i8 and matrows_i8 (int8_avx512.cc: 16-wide
+// accumulators holding two of the contract's 8-wide ones, tiles of four x
+// rows; bitwise the AVX2 kernels' results); same precondition as
 // Avx512VlKernels().
+void MatVecI8Avx512(const int8_t* w, const float* scale, int64_t in, const float* x,
+                    const float* bias, float* y, int64_t row_begin, int64_t row_end);
 void MatRowsI8Avx512(const int8_t* w, const float* scale, int64_t in, int64_t out, const float* x,
                      int64_t m, const float* bias, float* y, int64_t row_begin, int64_t row_end);
 

@@ -293,7 +293,7 @@ const DenseKernels& Avx512VlKernels() {
       "avx512vl",      &MatVecF32,       &MatVecBf16,       &PrepareBf16RowsAvx512,
       &MatMulBf16,     &ConvertBf16,     &MatRowsF32Avx512, &MatRowsBf16Avx512,
       &PackedBf16Avx2, &VecMatF32,       &SiluMulAvx2,      &ScoresF32Avx2,
-      &SoftmaxF32Avx2, &MatVecI8Avx2,    &MatRowsI8Avx512,  &DequantizeI8Avx2,
+      &SoftmaxF32Avx2, &MatVecI8Avx512,  &MatRowsI8Avx512,  &DequantizeI8Avx2,
       &MatVecI4Avx512, &MatRowsI4Avx512, &DequantizeI4Avx2};
   return kTable;
 }
