@@ -12,6 +12,7 @@
 #include "daemon/engine/checkpoint.h"
 #include "daemon/engine/device_memory.h"
 #include "daemon/engine/device_name.h"
+#include "daemon/engine/device_quantized.h"
 #include "daemon/engine/fault_injection.h"
 #include "daemon/engine/generate.h"
 #include "daemon/engine/kernels/cpu_linear.h"
@@ -69,21 +70,6 @@ Result<WeightPlacement> Place(const LoadOptions& o, at::Device device, at::Scala
   return p;
 }
 
-// The quantization `name` for a model on `device`: INVALID_REQUEST naming the
-// model where the name is not one or the device cannot run it.
-Result<Quantization> QuantizationFor(const std::string& name, at::Device device,
-                                     const std::filesystem::path& dir) {
-  Quantization q = Quantization::kNone;
-  MEDQ_ASSIGN_OR_RETURN(q, ParseQuantization(name));
-  if (q != Quantization::kNone && !device.is_cpu()) {
-    return Error(ErrorCode::kInvalidRequest,
-                 "model " + dir.filename().string() + ": quantize " + name +
-                     " runs on the CPU only for now (the GPU kernels come later); load it with "
-                     "device = cpu, or with quantize = none on the GPU");
-  }
-  return q;
-}
-
 // Quantizes `model`'s projections as `q` says (int4 in groups of `group`),
 // and its embeddings and lm_head with `embeddings`, and records it in the
 // model and its info (parameter bytes included). INVALID_REQUEST naming the
@@ -107,6 +93,14 @@ Status ApplyQuantization(Model& model, Quantization q, int64_t group, bool embed
   return Status::Ok();
 }
 
+// Moves `model`, quantized in host memory, to `device` in the form its
+// kernels read there (device_quantized.h), and counts its bytes again.
+void PlaceQuantized(Model& model, at::Device device) {
+  MoveQuantizedWeights(model.weights, model.quantization, device);
+  model.device_quantized_form = model.quantization == Quantization::kInt4;
+  model.info.parameter_bytes = ParameterBytes(model.weights);
+}
+
 Result<std::shared_ptr<const Model>> LoadDecoder(const std::filesystem::path& dir,
                                                  const LoadOptions& o) {
   c10::InferenceMode inference_mode;
@@ -116,25 +110,24 @@ Result<std::shared_ptr<const Model>> LoadDecoder(const std::filesystem::path& di
   at::Device device = at::kCPU;
   MEDQ_ASSIGN_OR_RETURN(device, ParseDevice(o.device));
   Quantization quantization = Quantization::kNone;
-  MEDQ_ASSIGN_OR_RETURN(quantization, QuantizationFor(o.quantize, device, dir));
+  MEDQ_ASSIGN_OR_RETURN(quantization, ParseQuantization(o.quantize));
   const PrequantizedConfig& prequantized = model->config.prequantized;
   if (prequantized.format != PrequantizedFormat::kNone) {
     // The checkpoint's own int4 wins over every quantize setting: int8 or
     // none would only re-round or widen the same 4-bit weights.
     quantization = Quantization::kInt4;
-    if (!device.is_cpu()) {
-      return Error(ErrorCode::kInvalidRequest,
-                   "model " + dir.filename().string() + " is a pre-quantized " +
-                       PrequantizedName(prequantized.format) +
-                       " checkpoint, whose int4 weights run on the CPU only for now; load it "
-                       "with device = cpu");
-    }
   }
   std::map<std::string, CheckpointTensor> tensors;
   MEDQ_ASSIGN_OR_RETURN(tensors, ReadCheckpoint(dir));
   WeightPlacement placement;
   const at::ScalarType checkpoint_dtype = CheckpointDtype(model->config, tensors);
   MEDQ_ASSIGN_OR_RETURN(placement, Place(o, device, checkpoint_dtype));
+  // Quantized for a GPU (or in a GPU's form on the CPU, for CI): built and
+  // quantized in host memory, then moved (device_quantized.h).
+  const bool moved_after =
+      quantization != Quantization::kNone &&
+      (device.is_cuda() || (quantization == Quantization::kInt4 && DeviceQuantizedFormOnCpu()));
+  if (moved_after) placement.device = at::kCPU;
   if (prequantized.format != PrequantizedFormat::kNone && o.dtype == "auto" && device.is_cpu() &&
       checkpoint_dtype == at::kHalf) {
     // A 4-bit checkpoint is there to be small: its full-precision matrices
@@ -145,6 +138,10 @@ Result<std::shared_ptr<const Model>> LoadDecoder(const std::filesystem::path& di
   }
   placement.prequantized = prequantized;
   MEDQ_ASSIGN_OR_RETURN(model->weights, BuildWeights(model->config, std::move(tensors), placement));
+  if (moved_after) {
+    MEDQ_RETURN_IF_ERROR(CheckDeviceQuantization(model->weights, quantization, device,
+                                                 o.quantize_embeddings, dir.filename().string()));
+  }
   model->device = device;
   if (device.is_cuda()) model->cuda_presence = CudaPresence();
   model->weight_dtype = placement.weight_dtype;
@@ -189,10 +186,11 @@ Result<std::shared_ptr<const Model>> LoadDecoder(const std::filesystem::path& di
     model->quantization = Quantization::kInt4;
     info.quantization = QuantizationName(Quantization::kInt4);
     info.parameter_bytes = ParameterBytes(model->weights);
-    return std::shared_ptr<const Model>(std::move(model));
+  } else {
+    MEDQ_RETURN_IF_ERROR(
+        ApplyQuantization(*model, quantization, o.quantize_group, o.quantize_embeddings));
   }
-  MEDQ_RETURN_IF_ERROR(
-      ApplyQuantization(*model, quantization, o.quantize_group, o.quantize_embeddings));
+  if (moved_after) PlaceQuantized(*model, device);
   if (device.is_cuda()) {
     WarmUp(*model);
     EmptyDeviceCaches();
@@ -272,7 +270,7 @@ Result<std::shared_ptr<const Model>> ApplyAdapter(std::shared_ptr<const Model> b
                                                   bool quantize_embeddings) {
   if (base == nullptr) return Error(ErrorCode::kInternal, "ApplyAdapter: no base model");
   Quantization quantization = Quantization::kNone;
-  MEDQ_ASSIGN_OR_RETURN(quantization, QuantizationFor(quantize, base->device, base->dir));
+  MEDQ_ASSIGN_OR_RETURN(quantization, ParseQuantization(quantize));
   if (base->config.prequantized.format != PrequantizedFormat::kNone) {
     return Error(ErrorCode::kInvalidRequest,
                  "model " + base->dir.filename().string() + " is a pre-quantized " +
@@ -295,8 +293,18 @@ Result<std::shared_ptr<const Model>> ApplyAdapter(std::shared_ptr<const Model> b
     if (!merged.ok() || quantization == Quantization::kNone) return merged;
     auto model = std::make_shared<Model>(**merged);
     c10::InferenceMode inference_mode;
+    const at::Device device = model->device;
+    if (device.is_cuda()) {
+      // Quantized in host memory (QuantizeProjections' contract), then moved
+      // back in the GPU's form (device_quantized.h).
+      MEDQ_RETURN_IF_ERROR(CheckDeviceQuantization(model->weights, quantization, device,
+                                                   quantize_embeddings,
+                                                   model->dir.filename().string()));
+      MoveQuantizedWeights(model->weights, Quantization::kNone, at::kCPU);
+    }
     MEDQ_RETURN_IF_ERROR(
         ApplyQuantization(*model, quantization, quantize_group, quantize_embeddings));
+    if (device.is_cuda()) PlaceQuantized(*model, device);
     return std::shared_ptr<const Model>(std::move(model));
   } catch (...) {
     return ErrorFromCurrentException("applying adapter " + adapter_dir.string() + " to model " +

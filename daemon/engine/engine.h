@@ -40,10 +40,13 @@ struct LoadOptions {
   // "int8" (symmetric, one float32 scale per output row) or "int4"
   // (asymmetric, groups of `quantize_group` weights along the input with a
   // bf16 scale and minimum each); the embeddings and lm_head (unless
-  // `quantize_embeddings`), norms and biases keep `dtype`. Both run on the
-  // CPU only for now: on a CUDA device the load fails with INVALID_REQUEST
-  // naming the model, as it does where the group does not divide a
-  // projection's input width (nothing is left loaded). A quantized model is
+  // `quantize_embeddings`), norms and biases keep `dtype`. On a CUDA device
+  // the model is built and quantized in host memory, then moved in the form
+  // the GPU's kernels read (device_quantized.h); int4 there needs compute
+  // capability 8.0 and LibTorch 2.6 or later, and quantize_embeddings is
+  // refused. Where the device cannot hold it, or the group does not divide
+  // a projection's input width, the load fails with INVALID_REQUEST naming
+  // the model (nothing is left loaded). A quantized model is
   // not packed for batches (its batched decode step reads the quantized
   // rows).
   std::string quantize = "none";

@@ -123,7 +123,7 @@ void WarmUp(const Model& m) {
 }
 
 bool UsesDeviceLoop(const Model& m) {
-  return !m.device.is_cpu() || g_device_loop_on_cpu.load();
+  return !m.device.is_cpu() || m.device_quantized_form || g_device_loop_on_cpu.load();
 }
 
 Result<GenerateResult> RunGeneration(const Model& m, const GenerateRequest& r,

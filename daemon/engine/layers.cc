@@ -104,7 +104,7 @@ void MlpBlock(const ModelConfig& c, const LayerWeights& l, at::Tensor& x) {
   const at::Tensor h = RmsNorm(x, l.post_norm, c.rms_norm_eps);
   const at::Tensor gate_up =
       Linear(h, l.gate_up_proj, l.gate_up_bias, l.gate_up_scale);  // [B, T, 2 * inter]
-  const int64_t inter = l.gate_up_proj.size(0) / 2;
+  const int64_t inter = gate_up.size(-1) / 2;  // not the matrix's rows: a GPU's int4 is tiled
   LinearAddInto(x, SiluMul(gate_up, inter), l.down_proj, l.down_bias, l.down_scale);
 }
 

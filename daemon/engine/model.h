@@ -70,7 +70,11 @@ class Model {
   at::ScalarType weight_dtype = at::kFloat;         // projections and embeddings in memory
   at::ScalarType compute_dtype = at::kFloat;        // activations, norms, biases, KV cache
   Quantization quantization = Quantization::kNone;  // the projections (LayerWeights)
-  at::Tensor inv_freq;                              // [head_dim / 2] float32 on CPU, scaled
+  // The int4 projections are in LibTorch's layout (device_quantized.h), as
+  // on a GPU: only Linear() reads them, so the model takes the device loop
+  // (generate.h: UsesDeviceLoop) wherever it is.
+  bool device_quantized_form = false;
+  at::Tensor inv_freq;  // [head_dim / 2] float32 on CPU, scaled
   // Held while the weights are on a CUDA device (see CudaPresence); copies
   // of the model share it.
   std::shared_ptr<const void> cuda_presence;

@@ -19,7 +19,7 @@ struct WeightPlacement {
   at::ScalarType compute_dtype = at::kFloat;  // norms and biases
   // Not kNone: the projections come packed in 4 bits (config.json's
   // quantization_config) and are unpacked into medq's int4 (prequantized.h);
-  // CPU only.
+  // on the CPU (a GPU's model is moved there after: device_quantized.h).
   PrequantizedConfig prequantized;
 };
 

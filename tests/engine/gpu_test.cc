@@ -292,22 +292,67 @@ TEST_CASE("fixture models match transformers on cuda:0 in fp32", "[engine][gpu]"
   }
 }
 
-// int8 and int4 weights (LoadOptions::quantize) run on the CPU only for
-// now: on a GPU the load is refused, naming the model and why, and nothing
-// stays on the device.
-TEST_CASE("int8 and int4 on cuda:0 are refused, naming the model", "[engine][gpu][quantize]") {
+// int8 and int4 weights (LoadOptions::quantize) on a GPU
+// (device_quantized.h): quantized in host memory and moved; the int8 GEMV
+// and LibTorch's int4 kernel against the same quantized model on the CPU
+// (medq's kernels, float32 activations), for one row (the decode step), a
+// few (the batch) and a whole prompt (prefill); generation runs, greedy
+// reproduces, and an adapter merges before quantizing. The bound: bf16
+// activations on the GPU against float32 on the CPU, 2e-2 of the largest
+// logit (a wrong code, group, scale or row moves them by their whole size).
+TEST_CASE("int8 and int4 on cuda:0 give the CPU's quantized logits", "[engine][gpu][quantize]") {
   if (!CudaAvailable()) MEDQ_SKIP(kNoCuda);
   for (const std::string q : {"int8", "int4"}) {
-    INFO(q);
-    const int64_t before = AllocatedOnDevice0();
-    LoadOptions o{"cuda:0", "bf16"};
-    o.quantize = q;
-    const auto r = LoadModel(medq::test::ModelFixture("tiny-llama"), o);
-    REQUIRE_FALSE(r.ok());
-    CHECK(r.error().code == ErrorCode::kInvalidRequest);
-    CHECK_THAT(r.error().message, Catch::Contains("tiny-llama") && Catch::Contains("CPU only"));
-    CHECK(AllocatedOnDevice0() == before);
+    for (const char* name : {"tiny-llama", "tiny-qwen2"}) {
+      INFO(q << " " << name);
+      const fs::path dir = medq::test::ModelFixture(name);
+      LoadOptions gpu{"cuda:0", "bf16"};
+      gpu.quantize = q;
+      gpu.quantize_group = 32;
+      LoadOptions cpu = gpu;
+      cpu.device = "cpu";
+      auto on_gpu = LoadModel(dir, gpu);
+      REQUIRE(on_gpu.ok());
+      auto on_cpu = LoadModel(dir, cpu);
+      REQUIRE(on_cpu.ok());
+      CHECK(Info(**on_gpu).quantization == q);
+      CHECK(Info(**on_gpu).parameter_bytes <= Info(**on_cpu).parameter_bytes + 4096);
+      const auto ref = ReadTensors(dir / "reference.safetensors");
+      const at::Tensor ids = ref.at("input_ids_prompt1");
+      const at::Tensor a = AllLogits(**on_gpu, ids).to(at::kCPU, at::kFloat);
+      const at::Tensor b = AllLogits(**on_cpu, ids);
+      INFO("max diff " << MaxAbsDiff(a, b) / b.abs().max().item<double>() << " of the largest");
+      CHECK(MaxAbsDiff(a, b) <= 2e-2 * b.abs().max().item<double>());
+      const std::vector<int32_t> first = Greedy(**on_gpu, ToIds(ids), 16);
+      CHECK(first.size() == 16);
+      CHECK(Greedy(**on_gpu, ToIds(ids), 16) == first);
+    }
   }
+  // An adapter merges in full precision on the device, then quantizes.
+  auto base = LoadModel(medq::test::ModelFixture("tiny-llama"), {"cuda:0", "bf16"});
+  REQUIRE(base.ok());
+  auto adapted =
+      ApplyAdapter(*base, medq::test::ModelFixture("tiny-llama-lora"), "int4", 32, false);
+  REQUIRE(adapted.ok());
+  CHECK(Info(**adapted).quantization == "int4");
+  CHECK(Greedy(**adapted, {1, 6989, 9503, 21829}, 8).size() == 8);
+}
+
+// What a GPU cannot hold is refused, naming the model, and nothing stays on
+// the device: quantize_embeddings (CPU only for now).
+TEST_CASE("quantize_embeddings on cuda:0 is refused, naming the model", "[engine][gpu][quantize]") {
+  if (!CudaAvailable()) MEDQ_SKIP(kNoCuda);
+  const int64_t before = AllocatedOnDevice0();
+  LoadOptions o{"cuda:0", "bf16"};
+  o.quantize = "int4";
+  o.quantize_group = 32;
+  o.quantize_embeddings = true;
+  const auto r = LoadModel(medq::test::ModelFixture("tiny-llama"), o);
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.error().code == ErrorCode::kInvalidRequest);
+  CHECK_THAT(r.error().message,
+             Catch::Contains("tiny-llama") && Catch::Contains("quantize_embeddings"));
+  CHECK(AllocatedOnDevice0() == before);
 }
 
 TEST_CASE("bf16 on cuda:0 runs, seeds reproduce, and memory is returned", "[engine][gpu]") {

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "daemon/engine/kernels/cpu_linear.h"
+#include "daemon/engine/kernels/device_linear.h"
 
 namespace medq::engine {
 namespace {
@@ -62,6 +63,11 @@ bool IsCpuInt4(const torch::Tensor& weight, const torch::Tensor& scale) {
 LinearPath SelectLinearPath(const torch::Tensor& x, const torch::Tensor& weight,
                             const torch::Tensor& bias, const torch::Tensor& scale) {
   if (!x.defined() || !weight.defined()) return LinearPath::kBaseline;
+  const bool bias_fits = !bias.defined() || (bias.dim() == 1 && bias.device() == x.device());
+  if (bias_fits && !NeedsAutograd(x, weight, bias)) {
+    if (kernels::IsTorchInt4(x, weight, scale)) return LinearPath::kTorchInt4;
+    if (kernels::IsDeviceInt8(x, weight, scale)) return LinearPath::kDeviceInt8;
+  }
   if (!x.device().is_cpu() || x.scalar_type() != torch::kFloat || x.dim() < 1) {
     return LinearPath::kBaseline;
   }
@@ -114,6 +120,10 @@ const char* LinearPathName(LinearPath path) {
       return "matrows_int4";
     case LinearPath::kTiledGemmInt4:
       return "tiled_gemm_int4";
+    case LinearPath::kDeviceInt8:
+      return "device_int8";
+    case LinearPath::kTorchInt4:
+      return "torch_int4";
   }
   return "unknown";
 }
@@ -129,6 +139,10 @@ torch::Tensor Linear(const torch::Tensor& x, const torch::Tensor& weight, const 
       return kernels::CpuMatRowsInt4(x, weight, scale, bias);
     case LinearPath::kTiledGemmInt4:
       return kernels::CpuTiledGemmInt4(x, weight, scale, bias);
+    case LinearPath::kDeviceInt8:
+      return kernels::DeviceInt8Linear(x, weight, scale, bias);
+    case LinearPath::kTorchInt4:
+      return kernels::TorchInt4Linear(x, weight, scale, bias);
     case LinearPath::kMatVecF32:
     case LinearPath::kMatVecBf16:
       return kernels::CpuMatVec(x, weight, bias);

@@ -51,6 +51,10 @@ namespace medq::engine {
 // own int4 kernels (each row computed exactly as alone), more rows tiles
 // dequantized to float32 and GEMM, anything else the baseline on the
 // dequantized matrix (CPU only).
+// On a GPU (device_quantized.h in the engine): int8 weights on the device
+// with float32 row scales take medq's int8 GEMV for up to 16 rows and a
+// dequantized GEMM beyond; int4 weights in LibTorch's layout (there, or on
+// the CPU for CI) take LibTorch's _weight_int4pack_mm (kernels/device_linear.h).
 torch::Tensor Linear(const torch::Tensor& x, const torch::Tensor& weight,
                      const torch::Tensor& bias = {}, const torch::Tensor& scale = {});
 
@@ -66,6 +70,8 @@ enum class LinearPath {
   kTiledGemmInt8,  // CPU, int8 weights, kTiledGemmMinRows rows or more: tiles + GEMM
   kMatRowsInt4,    // CPU, int4 weights, 1 .. kTiledGemmMinRows - 1 rows: own kernel
   kTiledGemmInt4,  // CPU, int4 weights, kTiledGemmMinRows rows or more: tiles + GEMM
+  kDeviceInt8,     // CUDA, int8 weights: own GEMV up to 16 rows, else dequantized + GEMM
+  kTorchInt4,      // LibTorch's int4 layout (GPU, or CPU for CI): _weight_int4pack_mm
 };
 
 // From this many rows of x, bf16 weights go through float32 tiles and GEMM

@@ -1,0 +1,204 @@
+#include "daemon/engine/cuda/quantized_kernels.h"
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cstdint>
+#include <type_traits>
+
+namespace medq::engine::cuda {
+namespace {
+
+template <typename T>
+__device__ __forceinline__ float ToFloat(T v);
+template <>
+__device__ __forceinline__ float ToFloat<float>(float v) {
+  return v;
+}
+template <>
+__device__ __forceinline__ float ToFloat<__nv_bfloat16>(__nv_bfloat16 v) {
+  return __bfloat162float(v);
+}
+template <>
+__device__ __forceinline__ float ToFloat<__half>(__half v) {
+  return __half2float(v);
+}
+
+template <typename T>
+__device__ __forceinline__ T FromFloat(float v);
+template <>
+__device__ __forceinline__ float FromFloat<float>(float v) {
+  return v;
+}
+template <>
+__device__ __forceinline__ __nv_bfloat16 FromFloat<__nv_bfloat16>(float v) {
+  return __float2bfloat16(v);
+}
+template <>
+__device__ __forceinline__ __half FromFloat<__half>(float v) {
+  return __float2half(v);
+}
+
+__device__ __forceinline__ float SumOfWarp(float v) {
+  for (int offset = 16; offset > 0; offset /= 2)
+    v += __shfl_xor_sync(0xffffffffu, v, offset);
+  return v;
+}
+
+// The 16 int8 weights of one 16-byte load, as float32 (exact).
+__device__ __forceinline__ void UnpackInt8(const uint4& v, float* out) {
+  const unsigned words[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+#pragma unroll
+    for (int b = 0; b < 4; ++b)
+      out[4 * i + b] = static_cast<float>(static_cast<int8_t>((words[i] >> (8 * b)) & 0xffu));
+  }
+}
+
+// Elements [16 v, 16 v + 16) of the row at x, as float32: 64 bytes of
+// float32 or 32 of bf16/fp16, in 16-byte loads (x on 16 bytes).
+template <typename T>
+__device__ __forceinline__ void LoadSixteen(const T* x, int64_t v, float* out) {
+  constexpr int kPerLoad = 16 / sizeof(T);
+  const uint4* p = reinterpret_cast<const uint4*>(x) + v * (16 / kPerLoad);
+#pragma unroll
+  for (int l = 0; l < 16 / kPerLoad; ++l) {
+    const uint4 raw = __ldg(p + l);
+    const T* e = reinterpret_cast<const T*>(&raw);
+#pragma unroll
+    for (int i = 0; i < kPerLoad; ++i)
+      out[l * kPerLoad + i] = ToFloat(e[i]);
+  }
+}
+
+constexpr int kWarps = 8;   // rows a block
+constexpr int kUnroll = 4;  // weight loads a lane has in flight
+
+// Warp `warp` of block b takes output row b * kWarps + warp: lane l sums the
+// 16-weight vectors l, l + 32, ... of that row against each of the m rows
+// of x, then the warp adds its lanes and lane 0 writes.
+template <typename T, int kM>
+__global__ void GemvInt8Kernel(const T* __restrict__ x, const int8_t* __restrict__ w,
+                               const float* __restrict__ scale, const T* bias, const T* residual,
+                               T* y, int64_t n, int64_t k, int m_rows) {
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const int64_t row = static_cast<int64_t>(blockIdx.x) * kWarps + warp;
+  if (row >= n) return;  // whole warps leave: no barrier below
+  float acc[kM];
+#pragma unroll
+  for (int m = 0; m < kM; ++m)
+    acc[m] = 0.0f;
+  const int64_t vectors = k / 16;
+  const uint4* wr = reinterpret_cast<const uint4*>(w + row * k);
+  for (int64_t v0 = lane; v0 < vectors; v0 += 32 * kUnroll) {
+    uint4 wv[kUnroll];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int64_t v = v0 + 32 * u;
+      wv[u] = v < vectors ? __ldg(wr + v) : make_uint4(0, 0, 0, 0);
+    }
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int64_t v = v0 + 32 * u;
+      if (v >= vectors) break;
+      float wf[16];
+      UnpackInt8(wv[u], wf);
+#pragma unroll
+      for (int m = 0; m < kM; ++m) {
+        if (m >= m_rows) break;
+        float xf[16];
+        LoadSixteen(x + m * k, v, xf);
+        float sum = 0.0f;
+#pragma unroll
+        for (int i = 0; i < 16; ++i)
+          sum = fmaf(wf[i], xf[i], sum);
+        acc[m] += sum;
+      }
+    }
+  }
+  const float s = scale[row];
+  const float b = bias != nullptr ? ToFloat(bias[row]) : 0.0f;
+#pragma unroll
+  for (int m = 0; m < kM; ++m) {
+    const float total = SumOfWarp(acc[m]);
+    if (lane != 0 || m >= m_rows) continue;
+    float value = total * s + b;
+    if (residual != nullptr) value += ToFloat(residual[m * n + row]);
+    y[m * n + row] = FromFloat<T>(value);
+  }
+}
+
+template <typename T>
+__global__ void DequantizeInt8Kernel(const int8_t* w, const float* scale, T* dst, int64_t n,
+                                     int64_t k) {
+  const int64_t total = n * k;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    dst[i] = FromFloat<T>(static_cast<float>(w[i]) * scale[i / k]);
+  }
+}
+
+template <typename F>
+cudaError_t ForType(ElementType type, F&& launch) {
+  switch (type) {
+    case ElementType::kFloat:
+      launch(static_cast<float*>(nullptr));
+      break;
+    case ElementType::kBFloat16:
+      launch(static_cast<__nv_bfloat16*>(nullptr));
+      break;
+    case ElementType::kHalf:
+      launch(static_cast<__half*>(nullptr));
+      break;
+  }
+  return cudaGetLastError();
+}
+
+template <int kM>
+cudaError_t LaunchGemvInt8(const void* x, const int8_t* w, const float* scale, const void* bias,
+                           const void* residual, void* y, int64_t m, int64_t n, int64_t k,
+                           ElementType type, cudaStream_t stream) {
+  const auto blocks = static_cast<unsigned>((n + kWarps - 1) / kWarps);
+  return ForType(type, [&](auto* tag) {
+    using T = std::remove_pointer_t<decltype(tag)>;
+    GemvInt8Kernel<T, kM><<<blocks, 32 * kWarps, 0, stream>>>(
+        static_cast<const T*>(x), w, scale, static_cast<const T*>(bias),
+        static_cast<const T*>(residual), static_cast<T*>(y), n, k, static_cast<int>(m));
+  });
+}
+
+}  // namespace
+
+bool GemvInt8Applies(const void* x, const void* w, int64_t m, int64_t k, ElementType type) {
+  (void)type;  // 16 elements of any type are a whole number of 16-byte loads
+  const auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
+  return m >= 1 && m <= 16 && k > 0 && k % 16 == 0 && aligned(x) && aligned(w);
+}
+
+cudaError_t GemvInt8(const void* x, const int8_t* w, const float* scale, const void* bias,
+                     const void* residual, void* y, int64_t m, int64_t n, int64_t k,
+                     ElementType type, cudaStream_t stream) {
+  if (!GemvInt8Applies(x, w, m, k, type) || n <= 0) return cudaErrorInvalidValue;
+  // The smallest of 1, 2, 4, 8 and 16 that holds m (decode_graph.h's buckets).
+  if (m <= 1) return LaunchGemvInt8<1>(x, w, scale, bias, residual, y, m, n, k, type, stream);
+  if (m <= 2) return LaunchGemvInt8<2>(x, w, scale, bias, residual, y, m, n, k, type, stream);
+  if (m <= 4) return LaunchGemvInt8<4>(x, w, scale, bias, residual, y, m, n, k, type, stream);
+  if (m <= 8) return LaunchGemvInt8<8>(x, w, scale, bias, residual, y, m, n, k, type, stream);
+  return LaunchGemvInt8<16>(x, w, scale, bias, residual, y, m, n, k, type, stream);
+}
+
+cudaError_t DequantizeInt8(const int8_t* w, const float* scale, void* dst, int64_t n, int64_t k,
+                           ElementType type, cudaStream_t stream) {
+  const int64_t total = n * k;
+  if (total == 0) return cudaSuccess;
+  const int threads = 256;
+  const int64_t wanted = (total + threads - 1) / threads;
+  const auto blocks = static_cast<unsigned>(wanted < 8192 ? wanted : 8192);
+  return ForType(type, [&](auto* tag) {
+    using T = std::remove_pointer_t<decltype(tag)>;
+    DequantizeInt8Kernel<T><<<blocks, threads, 0, stream>>>(w, scale, static_cast<T*>(dst), n, k);
+  });
+}
+
+}  // namespace medq::engine::cuda

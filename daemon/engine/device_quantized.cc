@@ -1,0 +1,201 @@
+#include "daemon/engine/device_quantized.h"
+
+#include <atomic>
+#include <utility>
+#include <vector>
+
+#include "daemon/engine/torch_version.h"
+
+#if MEDQ_WITH_CUDA
+#include <ATen/cuda/CUDAContext.h>
+#endif
+
+namespace medq::engine {
+namespace {
+
+std::atomic<bool> g_form_on_cpu{false};
+
+// LibTorch's k-tiles packed together in its layout: the most of 8, 4, 2 whose
+// 16 weights each divide `in` (a multiple of 32: int4's groups are).
+[[maybe_unused]] int64_t InnerKTiles(int64_t in) {
+  for (int64_t t : {8, 4, 2}) {
+    if (in % (16 * t) == 0) return t;
+  }
+  return 2;
+}
+
+// The row multiple LibTorch's layout needs on `device`.
+int64_t RowMultiple(at::Device device) {
+  return device.is_cpu() ? 16 : 8;
+}
+
+}  // namespace
+
+bool TorchInt4Available() {
+  return MEDQ_TORCH_AT_LEAST(2, 6);
+}
+
+TorchInt4Inputs TorchInt4From(const at::Tensor& values, const at::Tensor& params) {
+  const int64_t out = values.size(0), in = 2 * values.size(1);
+  // medq's blocks of 32: byte j holds weight j (low nibble) and j + 16
+  // (high). Unpacked to one code a byte, in k order.
+  const at::Tensor blocks = values.contiguous().view({out, in / 32, 16});
+  const at::Tensor codes =
+      at::cat({blocks.bitwise_and(15), blocks.bitwise_right_shift(4)}, 2).view({out, in});
+  // LibTorch's: two consecutive weights a byte, the first high.
+  const at::Tensor pairs = codes.view({out, in / 2, 2});
+  TorchInt4Inputs r;
+  r.codes = pairs.select(2, 0)
+                .bitwise_left_shift(4)
+                .bitwise_or(pairs.select(2, 1))
+                .to(at::kByte)
+                .contiguous();
+  const at::Tensor p = params.to(at::kFloat);  // bf16 -> float32: exact
+  const at::Tensor s = p.select(2, 0), m = p.select(2, 1);
+  r.scale_zeros = at::stack({s, m + s * 8}, 2).transpose(0, 1).contiguous();
+  return r;
+}
+
+TorchInt4Matrix ToTorchInt4(const TorchInt4Inputs& inputs, at::Device device) {
+#if MEDQ_TORCH_AT_LEAST(2, 6)
+  const int64_t in = 2 * inputs.codes.size(1);
+  const int64_t t = InnerKTiles(in);
+  TorchInt4Matrix m;
+  if (device.is_cpu()) {
+    // The CPU's converter takes one code an int32; its product takes
+    // scale-and-zeros in x's dtype (float32 on the CPU).
+    const at::Tensor codes = inputs.codes.to(at::kInt);
+    const at::Tensor unpacked = at::stack({codes.bitwise_right_shift(4), codes.bitwise_and(15)}, 2)
+                                    .view({codes.size(0), in})
+                                    .contiguous();
+    m.weight = at::_convert_weight_to_int4pack_for_cpu(unpacked, t);
+    m.scale = inputs.scale_zeros;
+    return m;
+  }
+  m.weight = at::_convert_weight_to_int4pack(inputs.codes.to(device), t);
+  m.scale = inputs.scale_zeros.to(device, at::kBFloat16);
+  return m;
+#else
+  (void)inputs;
+  (void)device;
+  TORCH_CHECK(false, "this LibTorch has no int4 matrix product (2.6 and later have)");
+#endif
+}
+
+Status CheckDeviceQuantization(const ModelWeights& w, Quantization q, at::Device device,
+                               bool embeddings, const std::string& model) {
+  if (q == Quantization::kNone) return Status::Ok();
+  const std::string where = device.is_cpu() ? "the CPU" : "a GPU";
+  if (embeddings) {
+    return Error(ErrorCode::kInvalidRequest,
+                 "model " + model + ": quantize_embeddings runs on the CPU only for now; on " +
+                     where + " the embeddings and lm_head stay in the model's dtype (turn it off)");
+  }
+  if (q != Quantization::kInt4) return Status::Ok();
+  if (!TorchInt4Available()) {
+    return Error(ErrorCode::kInvalidRequest,
+                 "model " + model + ": quantize int4 on " + where +
+                     " needs LibTorch 2.6 or later (its int4 matrix product); this build has " +
+                     std::to_string(TORCH_VERSION_MAJOR) + "." +
+                     std::to_string(TORCH_VERSION_MINOR));
+  }
+#if MEDQ_WITH_CUDA
+  if (device.is_cuda()) {
+    const cudaDeviceProp* p = at::cuda::getDeviceProperties(device.index());
+    if (p->major < 8) {
+      return Error(ErrorCode::kInvalidRequest,
+                   "model " + model +
+                       ": quantize int4 on a GPU needs compute capability 8.0 or "
+                       "newer (its tensor-core kernel); this GPU has " +
+                       std::to_string(p->major) + "." + std::to_string(p->minor) +
+                       ": use quantize int8, or device = cpu");
+    }
+  }
+#endif
+  const int64_t rows = RowMultiple(device);
+  for (size_t i = 0; i < w.layers.size(); ++i) {
+    const LayerWeights& l = w.layers[i];
+    for (const auto& [name, matrix] :
+         {std::pair<const char*, const at::Tensor*>{"qkv_proj", &l.qkv_proj},
+          {"o_proj", &l.o_proj},
+          {"gate_up_proj", &l.gate_up_proj},
+          {"down_proj", &l.down_proj}}) {
+      if (matrix->size(0) % rows != 0) {
+        return Error(ErrorCode::kInvalidRequest,
+                     "model " + model + ": quantize int4 on " + where + " needs every " +
+                         "projection's output rows in multiples of " + std::to_string(rows) +
+                         ", and layer " + std::to_string(i) + "'s " + name + " has " +
+                         std::to_string(matrix->size(0)));
+      }
+    }
+  }
+  return Status::Ok();
+}
+
+void MoveQuantizedWeights(ModelWeights& w, Quantization q, at::Device device) {
+  // Everything new first, so that a failed allocation leaves w untouched.
+  const auto move = [device](const at::Tensor& t) {
+    return t.defined() ? t.to(device) : at::Tensor();
+  };
+  ModelWeights moved;
+  moved.embed = move(w.embed);
+  moved.lm_head = w.lm_head.is_same(w.embed) ? moved.embed : move(w.lm_head);
+  moved.norm = move(w.norm);
+  moved.layers.reserve(w.layers.size());
+  for (const LayerWeights& l : w.layers) {
+    LayerWeights d;
+    for (auto [from, to] : {std::pair<const at::Tensor*, at::Tensor*>{&l.qkv_bias, &d.qkv_bias},
+                            {&l.gate_up_bias, &d.gate_up_bias},
+                            {&l.input_norm, &d.input_norm},
+                            {&l.post_norm, &d.post_norm},
+                            {&l.o_bias, &d.o_bias},
+                            {&l.down_bias, &d.down_bias},
+                            {&l.q_norm, &d.q_norm},
+                            {&l.k_norm, &d.k_norm}}) {
+      *to = move(*from);
+    }
+    for (auto [matrix, scale, to, to_scale] :
+         {std::tuple<const at::Tensor*, const at::Tensor*, at::Tensor*, at::Tensor*>{
+              &l.qkv_proj, &l.qkv_scale, &d.qkv_proj, &d.qkv_scale},
+          {&l.o_proj, &l.o_scale, &d.o_proj, &d.o_scale},
+          {&l.gate_up_proj, &l.gate_up_scale, &d.gate_up_proj, &d.gate_up_scale},
+          {&l.down_proj, &l.down_scale, &d.down_proj, &d.down_scale}}) {
+      if (q == Quantization::kInt4) {
+        TorchInt4Matrix t = ToTorchInt4(TorchInt4From(*matrix, *scale), device);
+        *to = std::move(t.weight);
+        *to_scale = std::move(t.scale);
+      } else {
+        *to = move(*matrix);
+        *to_scale = move(*scale);
+      }
+    }
+    if (q != Quantization::kInt4) {
+      // int8 rows: the same views as on the CPU, into the moved stacks.
+      const auto rows = [](const at::Tensor& t) { return t.defined() ? t.size(0) : 0; };
+      const int64_t q_rows = rows(l.q_proj), k_rows = rows(l.k_proj), g_rows = rows(l.gate_proj);
+      if (l.q_proj.defined()) {
+        d.q_proj = d.qkv_proj.narrow(0, 0, q_rows);
+        d.k_proj = d.qkv_proj.narrow(0, q_rows, k_rows);
+        d.v_proj = d.qkv_proj.narrow(0, q_rows + k_rows, rows(l.v_proj));
+      }
+      if (l.gate_proj.defined()) {
+        d.gate_proj = d.gate_up_proj.narrow(0, 0, g_rows);
+        d.up_proj = d.gate_up_proj.narrow(0, g_rows, rows(l.up_proj));
+      }
+    }
+    // The split biases are views of the stacked ones where the model has
+    // them (weights.cc); a quantized step reads the stacked ones only.
+    moved.layers.push_back(std::move(d));
+  }
+  w = std::move(moved);
+}
+
+void SetDeviceQuantizedFormOnCpu(bool enabled) {
+  g_form_on_cpu.store(enabled, std::memory_order_relaxed);
+}
+
+bool DeviceQuantizedFormOnCpu() {
+  return g_form_on_cpu.load(std::memory_order_relaxed) && TorchInt4Available();
+}
+
+}  // namespace medq::engine

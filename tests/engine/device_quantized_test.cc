@@ -1,0 +1,143 @@
+// Quantized weights in the form a GPU holds them (device_quantized.h): the
+// conversion of medq's int4 to LibTorch's, and, where this LibTorch has the
+// int4 ops (2.6 and later: the CUDA build's), the CPU twin of the GPU's
+// path: Linear() through _weight_int4pack_mm and whole models decoding
+// through it, against medq's own int4 kernels. The GPU itself: gpu_test.cc.
+#include <ATen/ATen.h>
+
+#include <catch2/catch.hpp>
+
+#include "daemon/engine/device_quantized.h"
+#include "daemon/engine/kernels/linear.h"
+#include "daemon/engine/quantize.h"
+#include "tests/engine/engine_test_util.h"
+#include "tests/support/skip.h"
+
+namespace medq::engine::test {
+namespace {
+
+constexpr const char* kNoInt4Ops =
+    "this LibTorch has no int4 matrix product (2.6 and later; the CUDA build's has)";
+
+// LibTorch's codes (two a byte, the first high) back to one a byte.
+at::Tensor UnpackTorchCodes(const at::Tensor& codes) {
+  const at::Tensor c = codes.to(at::kInt);
+  return at::stack({c.bitwise_right_shift(4), c.bitwise_and(15)}, 2).view({c.size(0), -1});
+}
+
+// medq's int4 of a random matrix, groups of `group`.
+QuantizedGroups RandomInt4(int64_t out, int64_t in, int64_t group, uint64_t seed) {
+  at::manual_seed(seed);
+  return QuantizeRowsInt4(at::randn({out, in}) * 0.05 + 0.01, group);
+}
+
+TEST_CASE("medq's int4 becomes LibTorch's codes and scale-and-zeros, the same weights",
+          "[engine][quantize][int4]") {
+  for (const int64_t group : {32, 64, 128}) {
+    INFO("group " << group);
+    const QuantizedGroups q = RandomInt4(48, 256, group, 7 + group);
+    const TorchInt4Inputs t = TorchInt4From(q.values, q.params);
+    REQUIRE(t.codes.scalar_type() == at::kByte);
+    REQUIRE(t.codes.sizes() == at::IntArrayRef({48, 128}));
+    REQUIRE(t.scale_zeros.scalar_type() == at::kFloat);
+    REQUIRE(t.scale_zeros.sizes() == at::IntArrayRef({256 / group, 48, 2}));
+    // (q - 8) · s + z, LibTorch's dequantization, against medq's fma(q, s, m):
+    // z = m + 8 s is exact in float32 here, so the two differ by float32's
+    // rounding of two operations, not by a code, a group or a row.
+    const at::Tensor codes = UnpackTorchCodes(t.codes).to(at::kFloat);
+    const at::Tensor s = t.scale_zeros.select(2, 0).t().repeat_interleave(group, 1);
+    const at::Tensor z = t.scale_zeros.select(2, 1).t().repeat_interleave(group, 1);
+    const at::Tensor theirs = (codes - 8) * s + z;
+    const at::Tensor ours = DequantizeRowsInt4(q.values, q.params);
+    CHECK(MaxAbsDiff(theirs, ours) <= 1e-6 * ours.abs().max().item<double>());
+    // And the codes are medq's, each: a shifted nibble would move a weight
+    // by a whole step.
+    const at::Tensor steps = ((ours - z) / s + 8).round();
+    CHECK(at::equal(steps.to(at::kInt), UnpackTorchCodes(t.codes)));
+  }
+}
+
+TEST_CASE("quantize_embeddings and untiled rows are refused for a GPU's form, naming the model",
+          "[engine][quantize][int4]") {
+  const auto full = MustLoad(medq::test::ModelFixture("tiny-llama"), "bf16");
+  const Status embeddings = CheckDeviceQuantization(full->weights, Quantization::kInt4, at::kCPU,
+                                                    /*embeddings=*/true, "tiny-llama");
+  REQUIRE_FALSE(embeddings.ok());
+  CHECK(embeddings.error().code == ErrorCode::kInvalidRequest);
+  CHECK_THAT(embeddings.error().message,
+             Catch::Contains("tiny-llama") && Catch::Contains("quantize_embeddings"));
+  CHECK(CheckDeviceQuantization(full->weights, Quantization::kNone, at::kCPU, true, "m").ok());
+  if (!TorchInt4Available()) MEDQ_SKIP(kNoInt4Ops);
+  CHECK(CheckDeviceQuantization(full->weights, Quantization::kInt4, at::kCPU, false, "m").ok());
+  ModelWeights odd = full->weights;
+  odd.layers[1].o_proj = odd.layers[1].o_proj.narrow(0, 0, 56);  // 56 rows: not a tile's 16
+  const Status rows =
+      CheckDeviceQuantization(odd, Quantization::kInt4, at::kCPU, false, "tiny-llama");
+  REQUIRE_FALSE(rows.ok());
+  CHECK_THAT(rows.error().message,
+             Catch::Contains("tiny-llama") && Catch::Contains("layer 1's o_proj has 56"));
+}
+
+TEST_CASE("Linear through LibTorch's int4 layout gives what medq's int4 kernels give",
+          "[engine][quantize][int4]") {
+  if (!TorchInt4Available()) MEDQ_SKIP(kNoInt4Ops);
+  c10::InferenceMode guard;
+  for (const int64_t in : {64, 128, 384}) {
+    INFO("in " << in);
+    const QuantizedGroups q = RandomInt4(32, in, 32, 11 + in);
+    const TorchInt4Matrix t = ToTorchInt4(TorchInt4From(q.values, q.params), at::kCPU);
+    for (const int64_t rows : {1, 3, 40}) {
+      INFO(rows << " rows");
+      const at::Tensor x = at::randn({rows, in});
+      const at::Tensor bias = at::randn({32});
+      REQUIRE(SelectLinearPath(x, t.weight, bias, t.scale) == LinearPath::kTorchInt4);
+      const at::Tensor theirs = Linear(x, t.weight, bias, t.scale);
+      const at::Tensor ours = Linear(x, q.values, bias, q.params);
+      REQUIRE(theirs.sizes() == ours.sizes());
+      CHECK(MaxAbsDiff(theirs, ours) <= 1e-5 * ours.abs().max().item<double>());
+    }
+  }
+}
+
+TEST_CASE("a model in a GPU's int4 form decodes on the CPU as medq's int4 kernels do",
+          "[engine][quantize][int4]") {
+  if (!TorchInt4Available()) MEDQ_SKIP(kNoInt4Ops);
+  for (const char* name : {"tiny-llama", "tiny-llama3"}) {
+    INFO(name);
+    const fs::path dir = medq::test::ModelFixture(name);
+    LoadOptions o{"cpu", "bf16"};
+    o.quantize = "int4";
+    o.quantize_group = 32;
+    auto own = LoadModel(dir, o);
+    REQUIRE(own.ok());
+    std::shared_ptr<const Model> form;
+    {
+      const ScopedSwitch on(&SetDeviceQuantizedFormOnCpu, true, false);
+      auto loaded = LoadModel(dir, o);
+      REQUIRE(loaded.ok());
+      form = *loaded;
+    }
+    CHECK(form->device_quantized_form);
+    CHECK_FALSE((*own)->device_quantized_form);
+    CHECK(Info(*form).quantization == "int4");
+    // The same codes: LibTorch's layout is as big as medq's, its
+    // scale-and-zeros float32 rather than bf16.
+    const at::Tensor& w = form->weights.layers[0].qkv_proj;
+    CHECK(w.scalar_type() == at::kByte);
+    CHECK(form->weights.layers[0].qkv_scale.scalar_type() == at::kFloat);
+    CHECK_FALSE(form->weights.layers[0].q_proj.defined());
+    const auto ref = ReadTensors(dir / "reference.safetensors");
+    const at::Tensor ids = ref.at("input_ids_prompt1");
+    const at::Tensor a = AllLogits(*form, ids);
+    const at::Tensor b = AllLogits(**own, ids);
+    INFO("max diff " << MaxAbsDiff(a, b) / b.abs().max().item<double>() << " of the largest");
+    CHECK(MaxAbsDiff(a, b) <= 1e-4 * b.abs().max().item<double>());
+    // It takes the device loop (only Linear reads its projections) and
+    // generates through it.
+    c10::InferenceMode guard;
+    CHECK(Greedy(*form, ToIds(ids), 8).size() == 8);
+  }
+}
+
+}  // namespace
+}  // namespace medq::engine::test
