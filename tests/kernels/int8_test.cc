@@ -21,12 +21,16 @@ struct Int8Shape {
   int64_t in;
 };
 
-// in below, at and between the kernels' steps (8, 32) with odd tails, and
-// outputs large enough to be split across threads.
+// in below, at and between the kernels' steps (8, 16, 32) with odd tails,
+// and outputs large enough to be split across threads. The AVX-512 kernels
+// hold two 8-wide accumulators a register: 16 and 24 (no 32-block, only
+// 8-wide groups), 88 (two blocks and three groups) and 1031 (32 blocks, a
+// scalar tail) take every way out of their 16-wide loop.
 const std::vector<Int8Shape>& Int8Shapes() {
   static const std::vector<Int8Shape> shapes = {
-      {1, 1},  {3, 7},  {5, 8},     {4, 15},   {7, 31},    {2, 32},  {3, 33},    {11, 47},
-      {5, 63}, {9, 72}, {1000, 33}, {64, 576}, {257, 130}, {3, 999}, {2051, 40}, {40, 4864},
+      {1, 1},    {3, 7},     {5, 8},   {4, 15},   {6, 16},    {5, 24},    {7, 31},
+      {2, 32},   {3, 33},    {11, 47}, {5, 63},   {9, 72},    {2, 88},    {1000, 33},
+      {64, 576}, {257, 130}, {3, 999}, {3, 1031}, {2051, 40}, {40, 4864},
   };
   return shapes;
 }
