@@ -54,6 +54,12 @@ std::vector<ModelShape> BenchShapes() {
   };
 }
 
+std::vector<ModelShape> LargeShapes() {
+  return {
+      {"Mistral-7B", "LlamaForCausalLM", 4096, 32, 32, 8, 14336, 32768, false, false, 1000000.0},
+  };
+}
+
 Status WriteRandomModel(const ModelShape& s, const std::filesystem::path& dir) {
   std::filesystem::create_directories(dir);
   // model_type too, so that transformers loads the same folder
