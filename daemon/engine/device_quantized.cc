@@ -4,6 +4,7 @@
 #include <utility>
 #include <vector>
 
+#include "daemon/engine/quantize.h"
 #include "daemon/engine/torch_version.h"
 
 #if MEDQ_WITH_CUDA
@@ -114,12 +115,7 @@ Status CheckDeviceQuantization(const ModelWeights& w, Quantization q, at::Device
 #endif
   const int64_t rows = RowMultiple(device);
   for (size_t i = 0; i < w.layers.size(); ++i) {
-    const LayerWeights& l = w.layers[i];
-    for (const auto& [name, matrix] :
-         {std::pair<const char*, const at::Tensor*>{"qkv_proj", &l.qkv_proj},
-          {"o_proj", &l.o_proj},
-          {"gate_up_proj", &l.gate_up_proj},
-          {"down_proj", &l.down_proj}}) {
+    for (const auto& [name, matrix] : NamedProjections(w.layers[i])) {
       if (matrix->size(0) % rows != 0) {
         return Error(ErrorCode::kInvalidRequest,
                      "model " + model + ": quantize int4 on " + where + " needs every " +

@@ -313,6 +313,13 @@ at::Tensor DequantizeRowsInt4(const at::Tensor& values, const at::Tensor& params
   return kernels::DequantizeInt4(values.contiguous(), params.contiguous());
 }
 
+std::array<NamedProjection, 4> NamedProjections(const LayerWeights& l) {
+  return {{{"qkv_proj", &l.qkv_proj},
+           {"o_proj", &l.o_proj},
+           {"gate_up_proj", &l.gate_up_proj},
+           {"down_proj", &l.down_proj}}};
+}
+
 Status CheckInt4Groups(const ModelWeights& w, int64_t group, const std::string& model) {
   if (!IsInt4Group(group)) {
     return Error(ErrorCode::kInvalidRequest, "model " + model + ": int4 groups of " +
@@ -320,12 +327,7 @@ Status CheckInt4Groups(const ModelWeights& w, int64_t group, const std::string& 
                                                  " weights are not one of 32, 64, 128");
   }
   for (size_t i = 0; i < w.layers.size(); ++i) {
-    const LayerWeights& l = w.layers[i];
-    for (const auto& [name, matrix] :
-         {std::pair<const char*, const at::Tensor*>{"qkv_proj", &l.qkv_proj},
-          {"o_proj", &l.o_proj},
-          {"gate_up_proj", &l.gate_up_proj},
-          {"down_proj", &l.down_proj}}) {
+    for (const auto& [name, matrix] : NamedProjections(w.layers[i])) {
       const int64_t in = matrix->size(1);
       if (in % group != 0) {
         return Error(ErrorCode::kInvalidRequest,

@@ -50,6 +50,7 @@
 
 #include <ATen/ATen.h>
 
+#include <array>
 #include <string>
 
 #include "common/result.h"
@@ -101,6 +102,14 @@ QuantizedGroups QuantizeRowsInt4(const at::Tensor& w, int64_t group);
 // The int4 matrix as float32 [out, in], each element fma(q, s, m) (one
 // rounding): what the kernels multiply by, for tests and references.
 at::Tensor DequantizeRowsInt4(const at::Tensor& values, const at::Tensor& params);
+
+// A layer's four projection stacks (qkv_proj, o_proj, gate_up_proj,
+// down_proj) with their names, for the checks that name the one that fails.
+struct NamedProjection {
+  const char* name;
+  const at::Tensor* matrix;
+};
+std::array<NamedProjection, 4> NamedProjections(const LayerWeights& l);
 
 // OK when every projection of `w` can be held as int4 in groups of `group`;
 // otherwise INVALID_REQUEST naming `model`, the matrix and its input width

@@ -8,44 +8,10 @@
 #include <cstdlib>
 #include <type_traits>
 
+#include "daemon/engine/cuda/device_common.cuh"
+
 namespace medq::engine::cuda {
 namespace {
-
-template <typename T>
-__device__ __forceinline__ float Load(const T* p, int64_t i);
-template <>
-__device__ __forceinline__ float Load<float>(const float* p, int64_t i) {
-  return p[i];
-}
-template <>
-__device__ __forceinline__ float Load<__nv_bfloat16>(const __nv_bfloat16* p, int64_t i) {
-  return __bfloat162float(p[i]);
-}
-template <>
-__device__ __forceinline__ float Load<__half>(const __half* p, int64_t i) {
-  return __half2float(p[i]);
-}
-
-template <typename T>
-__device__ __forceinline__ void Store(T* p, int64_t i, float v);
-template <>
-__device__ __forceinline__ void Store<float>(float* p, int64_t i, float v) {
-  p[i] = v;
-}
-template <>
-__device__ __forceinline__ void Store<__nv_bfloat16>(__nv_bfloat16* p, int64_t i, float v) {
-  p[i] = __float2bfloat16(v);
-}
-template <>
-__device__ __forceinline__ void Store<__half>(__half* p, int64_t i, float v) {
-  p[i] = __float2half(v);
-}
-
-__device__ __forceinline__ float WarpSum(float v) {
-  for (int offset = 16; offset > 0; offset /= 2)
-    v += __shfl_xor_sync(0xffffffffu, v, offset);
-  return v;
-}
 
 // Sum over the block (blockDim.x a multiple of 32, at most 1024).
 __device__ float BlockSum(float v) {
@@ -362,22 +328,6 @@ __global__ void GemvKernel(const T* __restrict__ x, const T* __restrict__ w, con
     if (residual != nullptr) value += Load(residual, m * n + row);
     Store(y, m * n + row, value);
   }
-}
-
-template <typename F>
-cudaError_t Dispatch(ElementType type, F&& launch) {
-  switch (type) {
-    case ElementType::kFloat:
-      launch(static_cast<float*>(nullptr));
-      break;
-    case ElementType::kBFloat16:
-      launch(static_cast<__nv_bfloat16*>(nullptr));
-      break;
-    case ElementType::kHalf:
-      launch(static_cast<__half*>(nullptr));
-      break;
-  }
-  return cudaGetLastError();
 }
 
 }  // namespace

@@ -6,44 +6,10 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "daemon/engine/cuda/device_common.cuh"
+
 namespace medq::engine::cuda {
 namespace {
-
-template <typename T>
-__device__ __forceinline__ float ToFloat(T v);
-template <>
-__device__ __forceinline__ float ToFloat<float>(float v) {
-  return v;
-}
-template <>
-__device__ __forceinline__ float ToFloat<__nv_bfloat16>(__nv_bfloat16 v) {
-  return __bfloat162float(v);
-}
-template <>
-__device__ __forceinline__ float ToFloat<__half>(__half v) {
-  return __half2float(v);
-}
-
-template <typename T>
-__device__ __forceinline__ T FromFloat(float v);
-template <>
-__device__ __forceinline__ float FromFloat<float>(float v) {
-  return v;
-}
-template <>
-__device__ __forceinline__ __nv_bfloat16 FromFloat<__nv_bfloat16>(float v) {
-  return __float2bfloat16(v);
-}
-template <>
-__device__ __forceinline__ __half FromFloat<__half>(float v) {
-  return __float2half(v);
-}
-
-__device__ __forceinline__ float SumOfWarp(float v) {
-  for (int offset = 16; offset > 0; offset /= 2)
-    v += __shfl_xor_sync(0xffffffffu, v, offset);
-  return v;
-}
 
 // The 16 int8 weights of one 16-byte load, as float32 (exact).
 __device__ __forceinline__ void UnpackInt8(const uint4& v, float* out) {
@@ -68,7 +34,7 @@ __device__ __forceinline__ void LoadSixteen(const T* x, int64_t v, float* out) {
     const T* e = reinterpret_cast<const T*>(&raw);
 #pragma unroll
     for (int i = 0; i < kPerLoad; ++i)
-      out[l * kPerLoad + i] = ToFloat(e[i]);
+      out[l * kPerLoad + i] = Load(e, i);
   }
 }
 
@@ -118,14 +84,14 @@ __global__ void GemvInt8Kernel(const T* __restrict__ x, const int8_t* __restrict
     }
   }
   const float s = scale[row];
-  const float b = bias != nullptr ? ToFloat(bias[row]) : 0.0f;
+  const float b = bias != nullptr ? Load(bias, row) : 0.0f;
 #pragma unroll
   for (int m = 0; m < kM; ++m) {
-    const float total = SumOfWarp(acc[m]);
+    const float total = WarpSum(acc[m]);
     if (lane != 0 || m >= m_rows) continue;
     float value = total * s + b;
-    if (residual != nullptr) value += ToFloat(residual[m * n + row]);
-    y[m * n + row] = FromFloat<T>(value);
+    if (residual != nullptr) value += Load(residual, m * n + row);
+    Store(y, m * n + row, value);
   }
 }
 
@@ -135,24 +101,8 @@ __global__ void DequantizeInt8Kernel(const int8_t* w, const float* scale, T* dst
   const int64_t total = n * k;
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    dst[i] = FromFloat<T>(static_cast<float>(w[i]) * scale[i / k]);
+    Store(dst, i, static_cast<float>(w[i]) * scale[i / k]);
   }
-}
-
-template <typename F>
-cudaError_t ForType(ElementType type, F&& launch) {
-  switch (type) {
-    case ElementType::kFloat:
-      launch(static_cast<float*>(nullptr));
-      break;
-    case ElementType::kBFloat16:
-      launch(static_cast<__nv_bfloat16*>(nullptr));
-      break;
-    case ElementType::kHalf:
-      launch(static_cast<__half*>(nullptr));
-      break;
-  }
-  return cudaGetLastError();
 }
 
 template <int kM>
@@ -160,7 +110,7 @@ cudaError_t LaunchGemvInt8(const void* x, const int8_t* w, const float* scale, c
                            const void* residual, void* y, int64_t m, int64_t n, int64_t k,
                            ElementType type, cudaStream_t stream) {
   const auto blocks = static_cast<unsigned>((n + kWarps - 1) / kWarps);
-  return ForType(type, [&](auto* tag) {
+  return Dispatch(type, [&](auto* tag) {
     using T = std::remove_pointer_t<decltype(tag)>;
     GemvInt8Kernel<T, kM><<<blocks, 32 * kWarps, 0, stream>>>(
         static_cast<const T*>(x), w, scale, static_cast<const T*>(bias),
@@ -195,7 +145,7 @@ cudaError_t DequantizeInt8(const int8_t* w, const float* scale, void* dst, int64
   const int threads = 256;
   const int64_t wanted = (total + threads - 1) / threads;
   const auto blocks = static_cast<unsigned>(wanted < 8192 ? wanted : 8192);
-  return ForType(type, [&](auto* tag) {
+  return Dispatch(type, [&](auto* tag) {
     using T = std::remove_pointer_t<decltype(tag)>;
     DequantizeInt8Kernel<T><<<blocks, threads, 0, stream>>>(w, scale, static_cast<T*>(dst), n, k);
   });
