@@ -1,7 +1,8 @@
 // The int8 kernels' building blocks (dense_kernels.h, MatVecI8Fn) as
 // templates with internal linkage, for int8_avx2.cc and int8_avx512.cc, the
 // only includers (both built with -mavx2 -mfma; the second with AVX-512VL
-// too, whose 32 vector registers hold a tile of four x rows without spilling).
+// too, which takes only WidenI8, ScaleI8 and the tail from here and holds
+// the accumulators 16 wide itself).
 // Each weight row is widened eight at a time (sign extension to 32 bits, then
 // to float32, both exact) and multiplied into four accumulators per x row, in
 // the order the scalar table's DotI8 spells out, so the results are its bits
