@@ -128,15 +128,24 @@ Status CheckDeviceQuantization(const ModelWeights& w, Quantization q, at::Device
   return Status::Ok();
 }
 
-void MoveQuantizedWeights(ModelWeights& w, Quantization q, at::Device device) {
+void MoveQuantizedWeights(ModelWeights& w, Quantization q, at::Device device,
+                          at::ScalarType weight_dtype, at::ScalarType compute_dtype) {
   // Everything new first, so that a failed allocation leaves w untouched.
   const auto move = [device](const at::Tensor& t) {
     return t.defined() ? t.to(device) : at::Tensor();
   };
+  // Floating-point tensors in `dtype`; quantized ones (int8, int4) as they are.
+  const auto move_as = [device](const at::Tensor& t, at::ScalarType dtype) {
+    if (!t.defined()) return at::Tensor();
+    return at::isFloatingType(t.scalar_type()) ? t.to(device, dtype) : t.to(device);
+  };
   ModelWeights moved;
-  moved.embed = move(w.embed);
-  moved.lm_head = w.lm_head.is_same(w.embed) ? moved.embed : move(w.lm_head);
-  moved.norm = move(w.norm);
+  moved.embed = move_as(w.embed, weight_dtype);
+  moved.lm_head = w.lm_head.is_same(w.embed) ? moved.embed : move_as(w.lm_head, weight_dtype);
+  moved.embed_scale = move(w.embed_scale);
+  moved.lm_head_scale =
+      w.lm_head_scale.is_same(w.embed_scale) ? moved.embed_scale : move(w.lm_head_scale);
+  moved.norm = move_as(w.norm, compute_dtype);
   moved.layers.reserve(w.layers.size());
   for (const LayerWeights& l : w.layers) {
     LayerWeights d;
@@ -148,7 +157,7 @@ void MoveQuantizedWeights(ModelWeights& w, Quantization q, at::Device device) {
                             {&l.down_bias, &d.down_bias},
                             {&l.q_norm, &d.q_norm},
                             {&l.k_norm, &d.k_norm}}) {
-      *to = move(*from);
+      *to = move_as(*from, compute_dtype);
     }
     for (auto [matrix, scale, to, to_scale] :
          {std::tuple<const at::Tensor*, const at::Tensor*, at::Tensor*, at::Tensor*>{
@@ -161,7 +170,7 @@ void MoveQuantizedWeights(ModelWeights& w, Quantization q, at::Device device) {
         *to = std::move(t.weight);
         *to_scale = std::move(t.scale);
       } else {
-        *to = move(*matrix);
+        *to = move_as(*matrix, weight_dtype);  // int8, or full precision (kNone)
         *to_scale = move(*scale);
       }
     }

@@ -66,11 +66,15 @@ Status CheckDeviceQuantization(const ModelWeights& w, Quantization q, at::Device
                                bool embeddings, const std::string& model);
 
 // Moves `w`, quantized on the CPU as `q` (QuantizeProjections), to `device`
-// in the form above; the norms and biases as they are. The row views
+// in the form above, the full-precision matrices (embeddings, lm_head) as
+// `weight_dtype` and the norms and biases as `compute_dtype` (the device's:
+// an adapted model merged in float32 on the CPU goes to a GPU in bf16).
+// With kNone it moves a full-precision model as it is. The row views
 // (q_proj .. up_proj) are left undefined for int4 (LibTorch's layout has no
 // rows to view; an adapter never merges into a quantized model). Either
 // every tensor moves or, when an allocation throws, `w` is left as it was.
-void MoveQuantizedWeights(ModelWeights& w, Quantization q, at::Device device);
+void MoveQuantizedWeights(ModelWeights& w, Quantization q, at::Device device,
+                          at::ScalarType weight_dtype, at::ScalarType compute_dtype);
 
 // Whether a CPU load holds int4 weights in LibTorch's layout, as on a GPU
 // (above). Test switch, off by default, process-wide.

@@ -96,7 +96,8 @@ Status ApplyQuantization(Model& model, Quantization q, int64_t group, bool embed
 // Moves `model`, quantized in host memory, to `device` in the form its
 // kernels read there (device_quantized.h), and counts its bytes again.
 void PlaceQuantized(Model& model, at::Device device) {
-  MoveQuantizedWeights(model.weights, model.quantization, device);
+  MoveQuantizedWeights(model.weights, model.quantization, device, model.weight_dtype,
+                       model.compute_dtype);
   model.device_quantized_form = model.quantization == Quantization::kInt4;
   model.info.parameter_bytes = ParameterBytes(model.weights);
 }
@@ -266,11 +267,20 @@ Result<std::shared_ptr<const Model>> LoadModel(const std::filesystem::path& dir,
 Result<std::shared_ptr<const Model>> ApplyAdapter(std::shared_ptr<const Model> base,
                                                   const std::filesystem::path& adapter_dir,
                                                   const std::string& quantize,
-                                                  int64_t quantize_group,
-                                                  bool quantize_embeddings) {
+                                                  int64_t quantize_group, bool quantize_embeddings,
+                                                  const std::string& device,
+                                                  const std::string& dtype) {
   if (base == nullptr) return Error(ErrorCode::kInternal, "ApplyAdapter: no base model");
   Quantization quantization = Quantization::kNone;
   MEDQ_ASSIGN_OR_RETURN(quantization, ParseQuantization(quantize));
+  at::Device target = base->device;
+  if (!device.empty()) MEDQ_ASSIGN_OR_RETURN(target, ParseDevice(device));
+  if (target != base->device &&
+      (quantization == Quantization::kNone || !base->device.is_cpu() || !target.is_cuda())) {
+    return Error(ErrorCode::kInvalidRequest,
+                 "an adapted model moves only from the CPU to a GPU, and only quantized: "
+                 "load the base on the device the adapted model runs on, or quantize it");
+  }
   if (base->config.prequantized.format != PrequantizedFormat::kNone) {
     return Error(ErrorCode::kInvalidRequest,
                  "model " + base->dir.filename().string() + " is a pre-quantized " +
@@ -293,18 +303,43 @@ Result<std::shared_ptr<const Model>> ApplyAdapter(std::shared_ptr<const Model> b
     if (!merged.ok() || quantization == Quantization::kNone) return merged;
     auto model = std::make_shared<Model>(**merged);
     c10::InferenceMode inference_mode;
-    const at::Device device = model->device;
-    if (device.is_cuda()) {
-      // Quantized in host memory (QuantizeProjections' contract), then moved
-      // back in the GPU's form (device_quantized.h).
-      MEDQ_RETURN_IF_ERROR(CheckDeviceQuantization(model->weights, quantization, device,
+    // Quantized in host memory (QuantizeProjections' contract), then placed
+    // in the GPU's form (device_quantized.h): merged on the GPU and brought
+    // back, or merged on the CPU (a base the GPU could not hold in full
+    // precision) and taken there for the first time.
+    const bool form = target.is_cuda() || (quantization == Quantization::kInt4 &&
+                                           DeviceQuantizedFormOnCpu() && target.is_cpu());
+    if (form) {
+      MEDQ_RETURN_IF_ERROR(CheckDeviceQuantization(model->weights, quantization, target,
                                                    quantize_embeddings,
                                                    model->dir.filename().string()));
-      MoveQuantizedWeights(model->weights, Quantization::kNone, at::kCPU);
+    }
+    if (model->device.is_cuda()) {
+      MoveQuantizedWeights(model->weights, Quantization::kNone, at::kCPU, model->weight_dtype,
+                           model->compute_dtype);
     }
     MEDQ_RETURN_IF_ERROR(
         ApplyQuantization(*model, quantization, quantize_group, quantize_embeddings));
-    if (device.is_cuda()) PlaceQuantized(*model, device);
+    if (target != model->device) {
+      // From the CPU's float32 (a merge's) to the dtypes a load on `target`
+      // gives this checkpoint.
+      WeightPlacement placement;
+      MEDQ_ASSIGN_OR_RETURN(
+          placement, Place(LoadOptions{device, dtype}, target, CheckpointDtype(model->config, {})));
+      model->device = target;
+      model->cuda_presence = CudaPresence();
+      model->weight_dtype = placement.weight_dtype;
+      model->compute_dtype = placement.compute_dtype;
+      model->info.device = "cuda:" + std::to_string(target.index());
+      model->info.dtype = DtypeName(placement.weight_dtype);
+      model->info.compute_element_bytes =
+          static_cast<int64_t>(c10::elementSize(placement.compute_dtype));
+    }
+    if (form) PlaceQuantized(*model, target);
+    if (target.is_cuda()) {
+      WarmUp(*model);
+      EmptyDeviceCaches();
+    }
     return std::shared_ptr<const Model>(std::move(model));
   } catch (...) {
     return ErrorFromCurrentException("applying adapter " + adapter_dir.string() + " to model " +

@@ -105,14 +105,21 @@ Result<std::shared_ptr<const Model>> LoadModel(const std::filesystem::path& dir,
 // which stays usable unchanged. `quantize` (LoadOptions::quantize, int4 in
 // groups of `quantize_group`, the vocabulary matrices too with
 // `quantize_embeddings`) is applied to the merged model, after the
-// merge in full precision; `base` must not be quantized itself. Failure: kModelNotFound (no such
+// merge in full precision; `base` must not be quantized itself. `device`
+// (LoadOptions::device; empty: the base's) may name a GPU for a quantized
+// adapted model whose base is on the CPU: it is merged and quantized in host
+// memory and only its quantized form goes to the GPU, with the dtypes a load
+// there with `dtype` gives (the way a model too big for the GPU in full
+// precision gets its adapter there). Failure: kModelNotFound (no such
 // directory), kInvalidRequest (adapter does not fit the base, unsupported options, a quantized
 // base, a quantization the base's device cannot run), kGpuOom, kInternal.
 Result<std::shared_ptr<const Model>> ApplyAdapter(std::shared_ptr<const Model> base,
                                                   const std::filesystem::path& adapter_dir,
                                                   const std::string& quantize = "none",
                                                   int64_t quantize_group = 64,
-                                                  bool quantize_embeddings = false);
+                                                  bool quantize_embeddings = false,
+                                                  const std::string& device = "",
+                                                  const std::string& dtype = "auto");
 
 // What LoadModel found. The reference lives as long as `model`.
 const ModelInfo& Info(const Model& model);

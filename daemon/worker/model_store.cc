@@ -182,12 +182,27 @@ Result<LoadedModel> ModelStore::Load(const std::string& name, const fs::path& di
   m.key = KeyOf(dir, adapter, quantize, policy_.quantize);
   m.name = adapter.empty() ? name : name + "+" + adapter.filename().string();
 
+  // A quantized adapted model for a GPU is merged and quantized in host
+  // memory and only then goes to the GPU (engine::ApplyAdapter's device):
+  // its base in full precision may not fit there (a 7B model in bf16 on a
+  // 6 GB card). The base is bf16 there unless dtype = fp32 asks for float32:
+  // as PEFT merges into a bf16 base, and half the host memory of float32
+  // (14.5 GB for a 7B model, not 29), for weights quantized right after.
+  const std::string device = ResolveDevice();
+  const bool quantized_for_gpu = !adapter.empty() && quantize != "none" && device != "cpu";
   // The base model may already be loaded for other requests: share it.
   std::shared_ptr<const engine::Model> base;
   for (const LoadedModel& other : models_) {
-    if (other.key == KeyOf(dir, {}, quantize, policy_.quantize)) base = other.model;
+    if (!quantized_for_gpu && other.key == KeyOf(dir, {}, quantize, policy_.quantize)) {
+      base = other.model;
+    }
   }
-  if (!base) {
+  if (quantized_for_gpu) {
+    auto loaded = engine::LoadModel(dir, Options("cpu", policy_.dtype == "fp32" ? "fp32" : "bf16",
+                                                 /*for_merge=*/true, quantize));
+    if (!loaded.ok()) return std::move(loaded).error();
+    base = std::move(*loaded);
+  } else if (!base) {
     auto loaded = LoadWeights(dir, /*for_merge=*/!adapter.empty(), quantize, &m.fell_back_to_cpu);
     if (!loaded.ok()) return std::move(loaded).error();
     base = std::move(*loaded);
@@ -199,14 +214,16 @@ Result<LoadedModel> ModelStore::Load(const std::string& name, const fs::path& di
     // on the CPU, or quantized ones; the adapted model then gets float32 (or
     // unquantized) ones of its own.
     const engine::ModelInfo& info = engine::Info(*base);
-    if ((info.device == "cpu" && info.dtype == "bf16" && CpuDtype(/*for_merge=*/true) == "fp32") ||
-        info.quantization != "none") {
+    if (!quantized_for_gpu &&
+        ((info.device == "cpu" && info.dtype == "bf16" && CpuDtype(/*for_merge=*/true) == "fp32") ||
+         info.quantization != "none")) {
       auto wide = LoadOnCpu(dir, /*for_merge=*/true, quantize);
       if (!wide.ok()) return std::move(wide).error();
       base = std::move(*wide);
     }
     auto adapted = engine::ApplyAdapter(
-        base, adapter, quantize, engine::LoadOptions{}.quantize_group, policy_.quantize_embeddings);
+        base, adapter, quantize, engine::LoadOptions{}.quantize_group, policy_.quantize_embeddings,
+        quantized_for_gpu ? device : "", policy_.dtype);
     if (!adapted.ok() && FallsBackToCpu(adapted.error())) {
       // The merge copies the targeted weights on the device; when that does
       // not fit, the adapted model goes to the CPU like a load that does not
@@ -215,9 +232,11 @@ Result<LoadedModel> ModelStore::Load(const std::string& name, const fs::path& di
           "out of GPU memory merging adapter {} into {}; running the adapted model on the CPU "
           "instead (gpu_fallback = cpu)",
           adapter.filename().string(), name);
-      auto cpu_base = LoadOnCpu(dir, /*for_merge=*/true, quantize);
+      auto cpu_base = quantized_for_gpu ? Result<std::shared_ptr<const engine::Model>>(base)
+                                        : LoadOnCpu(dir, /*for_merge=*/true, quantize);
       if (!cpu_base.ok()) return std::move(cpu_base).error();
       m.fell_back_to_cpu = true;
+      engine::EmptyDeviceCaches();
       adapted =
           engine::ApplyAdapter(*cpu_base, adapter, quantize, engine::LoadOptions{}.quantize_group,
                                policy_.quantize_embeddings);

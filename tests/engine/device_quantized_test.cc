@@ -139,5 +139,34 @@ TEST_CASE("a model in a GPU's int4 form decodes on the CPU as medq's int4 kernel
   }
 }
 
+// The way an adapted model reaches a GPU whose memory cannot hold its base
+// in full precision: merged and quantized on the CPU, then placed in the
+// GPU's form; here that form on the CPU, against the adapted model on
+// medq's own int4 kernels.
+TEST_CASE("an adapter merged on the CPU, quantized, then placed in a GPU's int4 form",
+          "[engine][quantize][int4]") {
+  if (!TorchInt4Available()) MEDQ_SKIP(kNoInt4Ops);
+  const auto base = MustLoad(medq::test::ModelFixture("tiny-llama"), "fp32");
+  const fs::path adapter = medq::test::ModelFixture("tiny-llama-lora");
+  auto own = ApplyAdapter(base, adapter, "int4", 32, false);
+  REQUIRE(own.ok());
+  std::shared_ptr<const Model> form;
+  {
+    const ScopedSwitch on(&SetDeviceQuantizedFormOnCpu, true, false);
+    auto adapted = ApplyAdapter(base, adapter, "int4", 32, false, "cpu");
+    REQUIRE(adapted.ok());
+    form = *adapted;
+  }
+  CHECK(form->device_quantized_form);
+  CHECK(Info(*form).quantization == "int4");
+  const at::Tensor ids = at::tensor({1, 6989, 9503, 21829, 338}, at::kLong);
+  const at::Tensor a = AllLogits(*form, ids);
+  const at::Tensor b = AllLogits(**own, ids);
+  CHECK(MaxAbsDiff(a, b) <= 1e-4 * b.abs().max().item<double>());
+  // Only a quantized model moves, and only from the CPU to a GPU.
+  const auto moved = ApplyAdapter(base, adapter, "none", 32, false, "cpu");
+  CHECK(moved.ok());
+}
+
 }  // namespace
 }  // namespace medq::engine::test

@@ -336,6 +336,20 @@ TEST_CASE("int8 and int4 on cuda:0 give the CPU's quantized logits", "[engine][g
   REQUIRE(adapted.ok());
   CHECK(Info(**adapted).quantization == "int4");
   CHECK(Greedy(**adapted, {1, 6989, 9503, 21829}, 8).size() == 8);
+  // Or merged and quantized on the CPU (a base too big for the GPU in full
+  // precision), and only the quantized model placed on the GPU, in bf16.
+  const auto cpu_base = MustLoad(medq::test::ModelFixture("tiny-llama"), "fp32");
+  auto placed = ApplyAdapter(cpu_base, medq::test::ModelFixture("tiny-llama-lora"), "int4", 32,
+                             false, "cuda:0", "bf16");
+  REQUIRE(placed.ok());
+  CHECK(Info(**placed).device == "cuda:0");
+  CHECK(Info(**placed).dtype == "bf16");
+  auto on_cpu = ApplyAdapter(cpu_base, medq::test::ModelFixture("tiny-llama-lora"), "int4", 32);
+  REQUIRE(on_cpu.ok());
+  const at::Tensor ids = at::tensor({1, 6989, 9503, 21829, 338}, at::kLong);
+  const at::Tensor a = AllLogits(**placed, ids).to(at::kCPU, at::kFloat);
+  const at::Tensor b = AllLogits(**on_cpu, ids);
+  CHECK(MaxAbsDiff(a, b) <= 2e-2 * b.abs().max().item<double>());
 }
 
 // What a GPU cannot hold is refused, naming the model, and nothing stays on
