@@ -10,13 +10,19 @@ llama-bench never tokenizes), converted to GGUF BF16 (the weights exactly,
 convert_to_gguf.py) and quantized by llama-quantize to Q8_0, Q4_0 and Q4_K_M
 with its own choice for the tied embedding (as users run them).
 
-Each round runs, for each shape, engine_bench (bf16, int8, int4 in groups of
-64: 128-token prompt, then 128 new tokens, decode tok/s after the prefill)
+Each round runs, for each shape, engine_bench (bf16; int8 and int4 in groups
+of 64 for the projections only; int8+emb and int4+emb, lm_head and the
+embeddings quantized too (LoadOptions::quantize_embeddings), as llama.cpp's
+default mixes quantize the tied embedding: 128-token prompt, then 128 new
+tokens, decode tok/s after the prefill)
 and then llama-bench on the three GGUFs (tg128 at depth 128: 128 tokens
 generated after a 128-token context, one repetition, weights repacked as
 llama.cpp does by default), all with 2 threads;
 --rounds rounds, so that a machine whose speed drifts moves both alike.
-Medians and ranges per configuration, and the ratios of the medians.
+Medians and ranges per configuration, and the ratios of the medians: each
+medq quantization against medq bf16 and against the llama.cpp type of the
+same width (int8 against Q8_0, int4 against Q4_0 and Q4_K_M), projections
+only and +emb. The load average at the start and at the end goes with them.
 
   .venv/bin/python bench/quality/speed.py [--rounds 3] [--build build]
 """
@@ -33,6 +39,10 @@ WORK = ".llama-cpp/work/speed"
 LLAMA_SOURCE = ".llama-cpp/llama_cpp_python-0.3.36/vendor/llama.cpp"
 SHAPES = ["SmolLM-135M", "Qwen2.5-0.5B"]
 GGUF_TYPES = ["Q8_0", "Q4_0", "Q4_K_M"]
+# engine_bench --quantize names; "none" is bf16 as it is.
+QUANTIZE = ["int8", "int4", "int8+emb", "int4+emb"]
+# Each medq quantization against the llama.cpp types of the same width.
+PEERS = {"int8": ["Q8_0"], "int4": ["Q4_0", "Q4_K_M"]}
 
 
 def sh(cmd):
@@ -87,6 +97,7 @@ def main():
     os.makedirs(WORK, exist_ok=True)
     bin_dir = sh(["bench/quality/setup-llama-cpp"]).stdout.strip().splitlines()[-1]
     ggufs = prepare(a, bin_dir)
+    load_start = os.getloadavg()
 
     medq, llama = {}, {}
     extra = {}
@@ -95,11 +106,13 @@ def main():
             log(f"round {r + 1}: medq {shape}")
             doc = json.loads(sh([f"{a.build}/bench/engine/engine_bench", "--keep", WORK,
                                  "--models", shape, "--dtypes", "bf16", "--quantize",
-                                 "int8,int4", "--threads", str(a.threads)]).stdout)
+                                 ",".join(QUANTIZE), "--threads", str(a.threads)]).stdout)
             extra["read_bandwidth_gb_s"] = doc["read_bandwidth_gb_s"]
             for res in doc["results"]:
-                key = (shape, res.get("quantize", "none"))
+                q = res.get("quantize", "none")
+                key = (shape, q + ("+emb" if res.get("quantized_embeddings") else ""))
                 medq.setdefault(key, []).append(res["decode_tok_s"])
+                log(f"  medq {key[1]}: {res['decode_tok_s']:.1f} tok/s")
                 extra.setdefault(f"{shape}/{key[1]}/weight_bytes", res.get("parameter_bytes"))
             log(f"round {r + 1}: llama.cpp {shape}")
             out = sh([f"{bin_dir}/llama-bench", "-m", ",".join(ggufs[shape][t] for t in GGUF_TYPES),
@@ -108,30 +121,33 @@ def main():
             for res in json.loads(out):
                 t = next(t for t in GGUF_TYPES if res["model_filename"].endswith(f"-{t}.gguf"))
                 llama.setdefault((shape, t), []).append(res["avg_ts"])
+                log(f"  llama.cpp {t}: {res['avg_ts']:.1f} tok/s")
                 extra[f"{shape}/{t}/model_size"] = res.get("model_size")
 
     results = []
     for shape in SHAPES:
-        m = {q: summary(medq[(shape, q)]) for q in ("none", "int8", "int4")}
+        m = {q: summary(medq[(shape, q)]) for q in ["none"] + QUANTIZE}
         l = {t: summary(llama[(shape, t)]) for t in GGUF_TYPES}
         ratio = lambda x, y: x["median"] / y["median"]
+        ratios = {}
+        for q in QUANTIZE:
+            ratios[f"{q}/bf16"] = ratio(m[q], m["none"])
+        for q in QUANTIZE:
+            for t in PEERS[q.split("+")[0]]:
+                ratios[f"{q}/{t}"] = ratio(m[q], l[t])
+        ratios["bf16/Q8_0"] = ratio(m["none"], l["Q8_0"])
         results.append({
             "model": shape,
             "medq_decode_tok_s": m,
             "llama_cpp_decode_tok_s": l,
             "bytes": {k.split("/", 1)[1]: v for k, v in extra.items() if k.startswith(shape + "/")},
-            "ratios": {
-                "int8/bf16": ratio(m["int8"], m["none"]),
-                "int4/bf16": ratio(m["int4"], m["none"]),
-                "int8/Q8_0": ratio(m["int8"], l["Q8_0"]),
-                "int4/Q4_0": ratio(m["int4"], l["Q4_0"]),
-                "int4/Q4_K_M": ratio(m["int4"], l["Q4_K_M"]),
-                "bf16/Q8_0": ratio(m["none"], l["Q8_0"]),
-            }})
+            "ratios": ratios})
     print(json.dumps({"benchmark": "quantized_decode_vs_llama_cpp", "threads": a.threads,
                       "rounds": a.rounds, "prompt_tokens": 128, "new_tokens": 128,
                       "read_bandwidth_gb_s": extra.get("read_bandwidth_gb_s"),
                       "llama_bench": {"test": "tg128 @ d128", "repack": a.repack},
+                      "load_average_1min": {"start": load_start[0],
+                                            "end": os.getloadavg()[0]},
                       "results": results}, indent=2))
 
 
