@@ -87,11 +87,6 @@ Status CheckDeviceQuantization(const ModelWeights& w, Quantization q, at::Device
                                bool embeddings, const std::string& model) {
   if (q == Quantization::kNone) return Status::Ok();
   const std::string where = device.is_cpu() ? "the CPU" : "a GPU";
-  if (embeddings) {
-    return Error(ErrorCode::kInvalidRequest,
-                 "model " + model + ": quantize_embeddings runs on the CPU only for now; on " +
-                     where + " the embeddings and lm_head stay in the model's dtype (turn it off)");
-  }
   if (q != Quantization::kInt4) return Status::Ok();
   if (!TorchInt4Available()) {
     return Error(ErrorCode::kInvalidRequest,
@@ -125,6 +120,13 @@ Status CheckDeviceQuantization(const ModelWeights& w, Quantization q, at::Device
       }
     }
   }
+  if (embeddings && w.lm_head.size(0) % rows != 0) {
+    return Error(ErrorCode::kInvalidRequest,
+                 "model " + model + ": quantize_embeddings with int4 on " + where +
+                     " needs the vocabulary in multiples of " + std::to_string(rows) +
+                     " rows, and lm_head has " + std::to_string(w.lm_head.size(0)) +
+                     "; turn quantize_embeddings off");
+  }
   return Status::Ok();
 }
 
@@ -145,6 +147,15 @@ void MoveQuantizedWeights(ModelWeights& w, Quantization q, at::Device device,
   moved.embed_scale = move(w.embed_scale);
   moved.lm_head_scale =
       w.lm_head_scale.is_same(w.embed_scale) ? moved.embed_scale : move(w.lm_head_scale);
+  if (w.lm_head.scalar_type() == at::kByte) {
+    // int4 vocabulary matrices (quantize_embeddings): the input embeddings
+    // stay in medq's layout, whose rows a lookup gathers (EmbedTokens);
+    // lm_head takes LibTorch's, which has no rows: a tied pair becomes two
+    // tensors, each 0.28 of the bf16 matrix.
+    TorchInt4Matrix t = ToTorchInt4(TorchInt4From(w.lm_head, w.lm_head_scale), device);
+    moved.lm_head = std::move(t.weight);
+    moved.lm_head_scale = std::move(t.scale);
+  }
   moved.norm = move_as(w.norm, compute_dtype);
   moved.layers.reserve(w.layers.size());
   for (const LayerWeights& l : w.layers) {

@@ -17,8 +17,11 @@
 //    (q - 8) · s + z; medq's fma(q, s, m) is the same weight with
 //    z = m + 8 s, rounded to bf16 (one rounding of z: at most 2^-9 of |z|,
 //    against the quantization's own s / 2);
-//  - the embeddings and lm_head stay in the weight dtype (quantize_embeddings
-//    is refused on a GPU for now), norms and biases in the compute dtype.
+//  - the embeddings and lm_head stay in the weight dtype, or with
+//    quantize_embeddings go as the projections do, except that an int4 input
+//    embedding keeps medq's layout (a lookup gathers its rows) beside an int4
+//    lm_head in LibTorch's (a tied pair becomes two tensors); norms and
+//    biases in the compute dtype.
 // The same layout exists on the CPU in LibTorch 2.6 and later
 // (_convert_weight_to_int4pack_for_cpu, scale-and-zeros in x's dtype):
 // SetDeviceQuantizedFormOnCpu makes a CPU load take it, so that CI runs the
@@ -61,7 +64,7 @@ TorchInt4Matrix ToTorchInt4(const TorchInt4Inputs& inputs, at::Device device);
 // (the CPU only where SetDeviceQuantizedFormOnCpu asked for it); otherwise
 // INVALID_REQUEST naming `model` and the reason: a LibTorch without the int4
 // ops, a GPU older than compute capability 8.0 for int4, a matrix whose
-// rows do not fill the layout's tiles, quantize_embeddings.
+// rows do not fill the layout's tiles (lm_head's too with `embeddings`).
 Status CheckDeviceQuantization(const ModelWeights& w, Quantization q, at::Device device,
                                bool embeddings, const std::string& model);
 

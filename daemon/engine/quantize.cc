@@ -310,7 +310,17 @@ QuantizedGroups QuantizeRowsInt4(const at::Tensor& w, int64_t group) {
 }
 
 at::Tensor DequantizeRowsInt4(const at::Tensor& values, const at::Tensor& params) {
-  return kernels::DequantizeInt4(values.contiguous(), params.contiguous());
+  if (values.device().is_cpu()) {
+    return kernels::DequantizeInt4(values.contiguous(), params.contiguous());
+  }
+  // Elsewhere (a GPU's quantized embeddings) with LibTorch's ops: q · s + m
+  // in float32, two roundings where the CPU's kernels fuse them.
+  const int64_t out = values.size(0), in = 2 * values.size(1), groups = params.size(1);
+  const at::Tensor blocks = values.view({out, in / 32, 16});
+  const at::Tensor q =
+      at::cat({blocks.bitwise_and(15), blocks.bitwise_right_shift(4)}, 2).to(at::kFloat);
+  const at::Tensor p = params.to(at::kFloat).view({out, groups, 1, 2});
+  return (q.view({out, groups, in / groups}) * p.select(3, 0) + p.select(3, 1)).view({out, in});
 }
 
 std::array<NamedProjection, 4> NamedProjections(const LayerWeights& l) {

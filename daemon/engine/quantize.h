@@ -100,7 +100,8 @@ struct QuantizedGroups {
 QuantizedGroups QuantizeRowsInt4(const at::Tensor& w, int64_t group);
 
 // The int4 matrix as float32 [out, in], each element fma(q, s, m) (one
-// rounding): what the kernels multiply by, for tests and references.
+// rounding): what the kernels multiply by, for tests and references. On
+// another device than the CPU (a GPU's quantized embeddings), q · s + m.
 at::Tensor DequantizeRowsInt4(const at::Tensor& values, const at::Tensor& params);
 
 // A layer's four projection stacks (qkv_proj, o_proj, gate_up_proj,

@@ -57,25 +57,38 @@ TEST_CASE("medq's int4 becomes LibTorch's codes and scale-and-zeros, the same we
   }
 }
 
-TEST_CASE("quantize_embeddings and untiled rows are refused for a GPU's form, naming the model",
+TEST_CASE("what a GPU's int4 form cannot hold is refused, naming the model and the matrix",
           "[engine][quantize][int4]") {
   const auto full = MustLoad(medq::test::ModelFixture("tiny-llama"), "bf16");
-  const Status embeddings = CheckDeviceQuantization(full->weights, Quantization::kInt4, at::kCPU,
-                                                    /*embeddings=*/true, "tiny-llama");
-  REQUIRE_FALSE(embeddings.ok());
-  CHECK(embeddings.error().code == ErrorCode::kInvalidRequest);
-  CHECK_THAT(embeddings.error().message,
-             Catch::Contains("tiny-llama") && Catch::Contains("quantize_embeddings"));
   CHECK(CheckDeviceQuantization(full->weights, Quantization::kNone, at::kCPU, true, "m").ok());
-  if (!TorchInt4Available()) MEDQ_SKIP(kNoInt4Ops);
-  CHECK(CheckDeviceQuantization(full->weights, Quantization::kInt4, at::kCPU, false, "m").ok());
+  CHECK(CheckDeviceQuantization(full->weights, Quantization::kInt8, at::kCPU, true, "m").ok());
+  const Status int4 =
+      CheckDeviceQuantization(full->weights, Quantization::kInt4, at::kCPU, true, "tiny-llama");
+  if (!TorchInt4Available()) {
+    REQUIRE_FALSE(int4.ok());
+    CHECK(int4.error().code == ErrorCode::kInvalidRequest);
+    CHECK_THAT(int4.error().message,
+               Catch::Contains("tiny-llama") && Catch::Contains("LibTorch 2.6"));
+    return;
+  }
+  CHECK(int4.ok());
   ModelWeights odd = full->weights;
   odd.layers[1].o_proj = odd.layers[1].o_proj.narrow(0, 0, 56);  // 56 rows: not a tile's 16
   const Status rows =
       CheckDeviceQuantization(odd, Quantization::kInt4, at::kCPU, false, "tiny-llama");
   REQUIRE_FALSE(rows.ok());
+  CHECK(rows.error().code == ErrorCode::kInvalidRequest);
   CHECK_THAT(rows.error().message,
              Catch::Contains("tiny-llama") && Catch::Contains("layer 1's o_proj has 56"));
+  ModelWeights vocab = full->weights;
+  vocab.lm_head = vocab.lm_head.narrow(0, 0, 1000);  // 1000 rows: not a tile's 16
+  CHECK(CheckDeviceQuantization(vocab, Quantization::kInt4, at::kCPU, false, "m").ok());
+  const Status lm_head =
+      CheckDeviceQuantization(vocab, Quantization::kInt4, at::kCPU, true, "tiny-llama");
+  REQUIRE_FALSE(lm_head.ok());
+  CHECK_THAT(lm_head.error().message, Catch::Contains("tiny-llama") &&
+                                          Catch::Contains("quantize_embeddings") &&
+                                          Catch::Contains("lm_head has 1000"));
 }
 
 TEST_CASE("Linear through LibTorch's int4 layout gives what medq's int4 kernels give",
@@ -102,40 +115,49 @@ TEST_CASE("Linear through LibTorch's int4 layout gives what medq's int4 kernels 
 TEST_CASE("a model in a GPU's int4 form decodes on the CPU as medq's int4 kernels do",
           "[engine][quantize][int4]") {
   if (!TorchInt4Available()) MEDQ_SKIP(kNoInt4Ops);
-  for (const char* name : {"tiny-llama", "tiny-llama3"}) {
-    INFO(name);
-    const fs::path dir = medq::test::ModelFixture(name);
-    LoadOptions o{"cpu", "bf16"};
-    o.quantize = "int4";
-    o.quantize_group = 32;
-    auto own = LoadModel(dir, o);
-    REQUIRE(own.ok());
-    std::shared_ptr<const Model> form;
-    {
-      const ScopedSwitch on(&SetDeviceQuantizedFormOnCpu, true, false);
-      auto loaded = LoadModel(dir, o);
-      REQUIRE(loaded.ok());
-      form = *loaded;
+  for (const bool embeddings : {false, true}) {
+    for (const char* name : {"tiny-llama", "tiny-llama3"}) {
+      INFO(name << (embeddings ? " with quantize_embeddings" : ""));
+      const fs::path dir = medq::test::ModelFixture(name);
+      LoadOptions o{"cpu", "bf16"};
+      o.quantize = "int4";
+      o.quantize_group = 32;
+      o.quantize_embeddings = embeddings;
+      auto own = LoadModel(dir, o);
+      REQUIRE(own.ok());
+      std::shared_ptr<const Model> form;
+      {
+        const ScopedSwitch on(&SetDeviceQuantizedFormOnCpu, true, false);
+        auto loaded = LoadModel(dir, o);
+        REQUIRE(loaded.ok());
+        form = *loaded;
+      }
+      CHECK(form->device_quantized_form);
+      CHECK_FALSE((*own)->device_quantized_form);
+      CHECK(Info(*form).quantization == "int4");
+      // The same codes: LibTorch's layout is as big as medq's, its
+      // scale-and-zeros float32 rather than bf16.
+      const at::Tensor& w = form->weights.layers[0].qkv_proj;
+      CHECK(w.scalar_type() == at::kByte);
+      CHECK(form->weights.layers[0].qkv_scale.scalar_type() == at::kFloat);
+      CHECK_FALSE(form->weights.layers[0].q_proj.defined());
+      const auto ref = ReadTensors(dir / "reference.safetensors");
+      const at::Tensor ids = ref.at("input_ids_prompt1");
+      const at::Tensor a = AllLogits(*form, ids);
+      const at::Tensor b = AllLogits(**own, ids);
+      INFO("max diff " << MaxAbsDiff(a, b) / b.abs().max().item<double>() << " of the largest");
+      CHECK(MaxAbsDiff(a, b) <= 1e-4 * b.abs().max().item<double>());
+      // It takes the device loop (only Linear reads its projections) and
+      // generates through it.
+      if (embeddings) {
+        // The input embeddings in medq's layout, lm_head in LibTorch's.
+        CHECK(form->weights.embed.scalar_type() == at::kByte);
+        CHECK(form->weights.lm_head_scale.scalar_type() == at::kFloat);
+        CHECK(form->weights.embed_scale.scalar_type() == at::kBFloat16);
+      }
+      c10::InferenceMode guard;
+      CHECK(Greedy(*form, ToIds(ids), 8).size() == 8);
     }
-    CHECK(form->device_quantized_form);
-    CHECK_FALSE((*own)->device_quantized_form);
-    CHECK(Info(*form).quantization == "int4");
-    // The same codes: LibTorch's layout is as big as medq's, its
-    // scale-and-zeros float32 rather than bf16.
-    const at::Tensor& w = form->weights.layers[0].qkv_proj;
-    CHECK(w.scalar_type() == at::kByte);
-    CHECK(form->weights.layers[0].qkv_scale.scalar_type() == at::kFloat);
-    CHECK_FALSE(form->weights.layers[0].q_proj.defined());
-    const auto ref = ReadTensors(dir / "reference.safetensors");
-    const at::Tensor ids = ref.at("input_ids_prompt1");
-    const at::Tensor a = AllLogits(*form, ids);
-    const at::Tensor b = AllLogits(**own, ids);
-    INFO("max diff " << MaxAbsDiff(a, b) / b.abs().max().item<double>() << " of the largest");
-    CHECK(MaxAbsDiff(a, b) <= 1e-4 * b.abs().max().item<double>());
-    // It takes the device loop (only Linear reads its projections) and
-    // generates through it.
-    c10::InferenceMode guard;
-    CHECK(Greedy(*form, ToIds(ids), 8).size() == 8);
   }
 }
 

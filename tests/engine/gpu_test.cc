@@ -352,21 +352,30 @@ TEST_CASE("int8 and int4 on cuda:0 give the CPU's quantized logits", "[engine][g
   CHECK(MaxAbsDiff(a, b) <= 2e-2 * b.abs().max().item<double>());
 }
 
-// What a GPU cannot hold is refused, naming the model, and nothing stays on
-// the device: quantize_embeddings (CPU only for now).
-TEST_CASE("quantize_embeddings on cuda:0 is refused, naming the model", "[engine][gpu][quantize]") {
+// quantize_embeddings on a GPU: int8 vocabulary matrices as the
+// projections, int4 ones as medq's layout for the lookup and LibTorch's for
+// lm_head; the logits against the same model on the CPU.
+TEST_CASE("quantize_embeddings on cuda:0 gives the CPU's logits", "[engine][gpu][quantize]") {
   if (!CudaAvailable()) MEDQ_SKIP(kNoCuda);
-  const int64_t before = AllocatedOnDevice0();
-  LoadOptions o{"cuda:0", "bf16"};
-  o.quantize = "int4";
-  o.quantize_group = 32;
-  o.quantize_embeddings = true;
-  const auto r = LoadModel(medq::test::ModelFixture("tiny-llama"), o);
-  REQUIRE_FALSE(r.ok());
-  CHECK(r.error().code == ErrorCode::kInvalidRequest);
-  CHECK_THAT(r.error().message,
-             Catch::Contains("tiny-llama") && Catch::Contains("quantize_embeddings"));
-  CHECK(AllocatedOnDevice0() == before);
+  for (const std::string q : {"int8", "int4"}) {
+    INFO(q);
+    const fs::path dir = medq::test::ModelFixture("tiny-llama");
+    LoadOptions gpu{"cuda:0", "bf16"};
+    gpu.quantize = q;
+    gpu.quantize_group = 32;
+    gpu.quantize_embeddings = true;
+    LoadOptions cpu = gpu;
+    cpu.device = "cpu";
+    auto on_gpu = LoadModel(dir, gpu);
+    REQUIRE(on_gpu.ok());
+    auto on_cpu = LoadModel(dir, cpu);
+    REQUIRE(on_cpu.ok());
+    CHECK(Info(**on_gpu).quantized_embeddings);
+    const at::Tensor ids = at::tensor({1, 6989, 9503, 21829, 338}, at::kLong);
+    const at::Tensor a = AllLogits(**on_gpu, ids).to(at::kCPU, at::kFloat);
+    const at::Tensor b = AllLogits(**on_cpu, ids);
+    CHECK(MaxAbsDiff(a, b) <= 2e-2 * b.abs().max().item<double>());
+  }
 }
 
 TEST_CASE("bf16 on cuda:0 runs, seeds reproduce, and memory is returned", "[engine][gpu]") {
