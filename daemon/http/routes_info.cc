@@ -6,6 +6,8 @@
 
 #include <algorithm>
 
+#include "daemon/model_resolver.h"
+
 namespace medq::daemon::http {
 namespace {
 
@@ -44,7 +46,11 @@ void RetrieveModel(DaemonState& s, const HttpRequest& request, std::shared_ptr<H
   ListAvailableModels(s, [&s, ex, id = *id](Result<std::vector<std::string>> available) {
     Count(s, "models", available);
     if (!available.ok()) return ex->RespondError(available.error());
-    if (std::find(available->begin(), available->end(), id) != available->end()) {
+    // "qwen:int4" names the folder "qwen" loaded in 4 bits (model_resolver.h):
+    // it exists where the folder does, as every route that takes it agrees.
+    const Result<ModelName> name = SplitModelName(id);
+    if (name.ok() &&
+        std::find(available->begin(), available->end(), name->folder) != available->end()) {
       return ex->RespondJson(200, ModelObject(id));
     }
     ex->RespondError(

@@ -199,6 +199,12 @@ TEST_CASE("http: GET /v1/models/{id} answers a model, and 404 for another", "[e2
         json{{"id", "tiny-llama"}, {"object", "model"}, {"created", 0}, {"owned_by", "medq"}});
   CHECK(HttpCall(port, "GET", "/v1/models/tiny%2Dllama").status == 200);  // percent-decoded
   RequireError(HttpCall(port, "GET", "/v1/models/no-such-model"), 404, "model");
+  // A quantization suffix names the same folder loaded so (model_resolver.h).
+  const HttpResponse suffixed = HttpCall(port, "GET", "/v1/models/tiny-llama:int4");
+  REQUIRE(suffixed.status == 200);
+  CHECK(Body(suffixed)["id"] == "tiny-llama:int4");
+  RequireError(HttpCall(port, "GET", "/v1/models/tiny-llama:int9"), 404, "model");
+  RequireError(HttpCall(port, "GET", "/v1/models/no-such-model:int4"), 404, "model");
   RequireError(HttpCall(port, "GET", "/v1/models/a/b"), 404, "model");
   RequireError(HttpCall(port, "GET", "/v1/models/%ff"), 404, "model");
   CHECK(HttpCall(port, "DELETE", "/v1/models/tiny-llama").status == 405);
