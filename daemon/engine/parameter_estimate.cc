@@ -27,7 +27,10 @@ int64_t EstimateParameterBytes(const ModelConfig& c, const WeightLayout& layout)
   };
 
   int64_t total = MatrixBytes(c.vocab_size, h, layout, vocab_quantized) + h * v;  // embed, norm
-  if (!c.tie_word_embeddings) total += MatrixBytes(c.vocab_size, h, layout, vocab_quantized);
+  if (!c.tie_word_embeddings ||
+      (layout.gpu_layout && vocab_quantized && layout.quantize == "int4")) {
+    total += MatrixBytes(c.vocab_size, h, layout, vocab_quantized);
+  }
   if (packed) total += kernels::PackedTiles(c.vocab_size) * kernels::kPackedTileRows * h * 2;
 
   int64_t layer = projection(q_out + 2 * kv_out, h) + projection(h, q_out) +

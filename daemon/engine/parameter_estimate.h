@@ -24,6 +24,10 @@ struct WeightLayout {
   // A second, packed copy of the projections and lm_head (CPU, bf16,
   // LoadOptions::pack_for_batches, unquantized: packed_weights.h).
   bool packed = false;
+  // On a GPU (device_quantized.h): an int4 lm_head is held in LibTorch's
+  // layout beside the input embeddings in medq's, so a tied int4
+  // vocabulary matrix counts twice.
+  bool gpu_layout = false;
 };
 
 // The bytes of one [out, in] matrix held as `layout` says: out · in ·
@@ -36,7 +40,8 @@ int64_t MatrixBytes(int64_t out, int64_t in, const WeightLayout& layout, bool qu
 // tied, each layer's stacked q/k/v, o, stacked gate/up and down projections,
 // the norms, the biases and q/k norms the config has), the projections
 // quantized as `layout` says, the vocabulary matrices too with
-// quantize_embeddings, plus the packed copies. A tied lm_head counts once.
+// quantize_embeddings, plus the packed copies. A tied lm_head counts once
+// (twice in int4 on a GPU: gpu_layout).
 int64_t EstimateParameterBytes(const ModelConfig& config, const WeightLayout& layout);
 
 }  // namespace medq::engine

@@ -13,6 +13,7 @@
 #include "daemon/engine/device_memory.h"
 #include "daemon/engine/embedding.h"
 #include "daemon/engine/fused_ops.h"
+#include "daemon/engine/parameter_estimate.h"
 #include "daemon/engine/static_rows.h"
 #include "daemon/engine/transformer.h"
 #include "tests/engine/batch_test_util.h"
@@ -358,23 +359,35 @@ TEST_CASE("int8 and int4 on cuda:0 give the CPU's quantized logits", "[engine][g
 TEST_CASE("quantize_embeddings on cuda:0 gives the CPU's logits", "[engine][gpu][quantize]") {
   if (!CudaAvailable()) MEDQ_SKIP(kNoCuda);
   for (const std::string q : {"int8", "int4"}) {
-    INFO(q);
-    const fs::path dir = medq::test::ModelFixture("tiny-llama");
-    LoadOptions gpu{"cuda:0", "bf16"};
-    gpu.quantize = q;
-    gpu.quantize_group = 32;
-    gpu.quantize_embeddings = true;
-    LoadOptions cpu = gpu;
-    cpu.device = "cpu";
-    auto on_gpu = LoadModel(dir, gpu);
-    REQUIRE(on_gpu.ok());
-    auto on_cpu = LoadModel(dir, cpu);
-    REQUIRE(on_cpu.ok());
-    CHECK(Info(**on_gpu).quantized_embeddings);
-    const at::Tensor ids = at::tensor({1, 6989, 9503, 21829, 338}, at::kLong);
-    const at::Tensor a = AllLogits(**on_gpu, ids).to(at::kCPU, at::kFloat);
-    const at::Tensor b = AllLogits(**on_cpu, ids);
-    CHECK(MaxAbsDiff(a, b) <= 2e-2 * b.abs().max().item<double>());
+    for (const char* name : {"tiny-llama", "tiny-qwen2"}) {  // untied, tied
+      INFO(q << " " << name);
+      const fs::path dir = medq::test::ModelFixture(name);
+      LoadOptions gpu{"cuda:0", "bf16"};
+      gpu.quantize = q;
+      gpu.quantize_group = 32;
+      gpu.quantize_embeddings = true;
+      LoadOptions cpu = gpu;
+      cpu.device = "cpu";
+      auto on_gpu = LoadModel(dir, gpu);
+      REQUIRE(on_gpu.ok());
+      auto on_cpu = LoadModel(dir, cpu);
+      REQUIRE(on_cpu.ok());
+      CHECK(Info(**on_gpu).quantized_embeddings);
+      // The estimate before a load counts what the GPU holds, to the byte.
+      const auto config = LoadModelConfig(dir);
+      REQUIRE(config.ok());
+      WeightLayout layout;
+      layout.vector_element_bytes = 2;  // bf16 norms
+      layout.quantize = q;
+      layout.quantize_group = 32;
+      layout.quantize_embeddings = true;
+      layout.gpu_layout = true;
+      CHECK(EstimateParameterBytes(*config, layout) == Info(**on_gpu).parameter_bytes);
+      const at::Tensor ids = at::tensor({1, 6989, 9503, 21829, 338}, at::kLong);
+      const at::Tensor a = AllLogits(**on_gpu, ids).to(at::kCPU, at::kFloat);
+      const at::Tensor b = AllLogits(**on_cpu, ids);
+      CHECK(MaxAbsDiff(a, b) <= 2e-2 * b.abs().max().item<double>());
+    }
   }
 }
 

@@ -56,5 +56,25 @@ TEST_CASE("a matrix's bytes: element bytes, int8 rows with a scale, int4 groups 
   CHECK(MatrixBytes(10, 64, int4, true) == 10 * 32 + 10 * 2 * 4);
 }
 
+TEST_CASE("on a GPU a tied int4 vocabulary matrix counts twice, int8 and untied ones once",
+          "[engine][quantize][estimate]") {
+  const auto config = LoadModelConfig(medq::test::ModelFixture("tiny-qwen2"));  // tied
+  REQUIRE(config.ok());
+  REQUIRE(config->tie_word_embeddings);
+  WeightLayout cpu;
+  cpu.quantize = "int4";
+  cpu.quantize_group = 32;
+  cpu.quantize_embeddings = true;
+  WeightLayout gpu = cpu;
+  gpu.gpu_layout = true;
+  const int64_t vocab = MatrixBytes(config->vocab_size, config->hidden_size, cpu, true);
+  CHECK(EstimateParameterBytes(*config, gpu) == EstimateParameterBytes(*config, cpu) + vocab);
+  cpu.quantize = gpu.quantize = "int8";
+  CHECK(EstimateParameterBytes(*config, gpu) == EstimateParameterBytes(*config, cpu));
+  cpu.quantize = gpu.quantize = "int4";
+  cpu.quantize_embeddings = gpu.quantize_embeddings = false;
+  CHECK(EstimateParameterBytes(*config, gpu) == EstimateParameterBytes(*config, cpu));
+}
+
 }  // namespace
 }  // namespace medq::engine::test
