@@ -294,39 +294,53 @@ TEST_CASE("fixture models match transformers on cuda:0 in fp32", "[engine][gpu]"
 }
 
 // int8 and int4 weights (LoadOptions::quantize) on a GPU
-// (device_quantized.h): quantized in host memory and moved; the int8 GEMV
+// (device_quantized.h), with and without quantize_embeddings: quantized in
+// host memory and moved, the bytes the estimate counts; the int8 GEMV
 // and LibTorch's int4 kernel against the same quantized model on the CPU
-// (medq's kernels, float32 activations), for one row (the decode step), a
-// few (the batch) and a whole prompt (prefill); generation runs, greedy
-// reproduces, and an adapter merges before quantizing. The bound: bf16
+// (medq's kernels, float32 activations) over a whole prompt (prefill's
+// GEMM paths); greedy generation (the GEMV, one row a step) runs and
+// reproduces; and an adapter merges before quantizing. The bound: bf16
 // activations on the GPU against float32 on the CPU, 2e-2 of the largest
 // logit (a wrong code, group, scale or row moves them by their whole size).
 TEST_CASE("int8 and int4 on cuda:0 give the CPU's quantized logits", "[engine][gpu][quantize]") {
   if (!CudaAvailable()) MEDQ_SKIP(kNoCuda);
   for (const std::string q : {"int8", "int4"}) {
-    for (const char* name : {"tiny-llama", "tiny-qwen2"}) {
-      INFO(q << " " << name);
-      const fs::path dir = medq::test::ModelFixture(name);
-      LoadOptions gpu{"cuda:0", "bf16"};
-      gpu.quantize = q;
-      gpu.quantize_group = 32;
-      LoadOptions cpu = gpu;
-      cpu.device = "cpu";
-      auto on_gpu = LoadModel(dir, gpu);
-      REQUIRE(on_gpu.ok());
-      auto on_cpu = LoadModel(dir, cpu);
-      REQUIRE(on_cpu.ok());
-      CHECK(Info(**on_gpu).quantization == q);
-      CHECK(Info(**on_gpu).parameter_bytes <= Info(**on_cpu).parameter_bytes + 4096);
-      const auto ref = ReadTensors(dir / "reference.safetensors");
-      const at::Tensor ids = ref.at("input_ids_prompt1");
-      const at::Tensor a = AllLogits(**on_gpu, ids).to(at::kCPU, at::kFloat);
-      const at::Tensor b = AllLogits(**on_cpu, ids);
-      INFO("max diff " << MaxAbsDiff(a, b) / b.abs().max().item<double>() << " of the largest");
-      CHECK(MaxAbsDiff(a, b) <= 2e-2 * b.abs().max().item<double>());
-      const std::vector<int32_t> first = Greedy(**on_gpu, ToIds(ids), 16);
-      CHECK(first.size() == 16);
-      CHECK(Greedy(**on_gpu, ToIds(ids), 16) == first);
+    for (const char* name : {"tiny-llama", "tiny-qwen2"}) {  // untied, tied
+      for (const bool embeddings : {false, true}) {
+        INFO(q << " " << name << (embeddings ? " with quantize_embeddings" : ""));
+        const fs::path dir = medq::test::ModelFixture(name);
+        LoadOptions gpu{"cuda:0", "bf16"};
+        gpu.quantize = q;
+        gpu.quantize_group = 32;
+        gpu.quantize_embeddings = embeddings;
+        LoadOptions cpu = gpu;
+        cpu.device = "cpu";
+        auto on_gpu = LoadModel(dir, gpu);
+        REQUIRE(on_gpu.ok());
+        auto on_cpu = LoadModel(dir, cpu);
+        REQUIRE(on_cpu.ok());
+        CHECK(Info(**on_gpu).quantization == q);
+        CHECK(Info(**on_gpu).quantized_embeddings == embeddings);
+        // The estimate before a load counts what the GPU holds, to the byte.
+        const auto config = LoadModelConfig(dir);
+        REQUIRE(config.ok());
+        WeightLayout layout;
+        layout.vector_element_bytes = 2;  // bf16 norms and biases
+        layout.quantize = q;
+        layout.quantize_group = 32;
+        layout.quantize_embeddings = embeddings;
+        layout.gpu_layout = true;
+        CHECK(EstimateParameterBytes(*config, layout) == Info(**on_gpu).parameter_bytes);
+        const auto ref = ReadTensors(dir / "reference.safetensors");
+        const at::Tensor ids = ref.at("input_ids_prompt1");
+        const at::Tensor a = AllLogits(**on_gpu, ids).to(at::kCPU, at::kFloat);
+        const at::Tensor b = AllLogits(**on_cpu, ids);
+        INFO("max diff " << MaxAbsDiff(a, b) / b.abs().max().item<double>() << " of the largest");
+        CHECK(MaxAbsDiff(a, b) <= 2e-2 * b.abs().max().item<double>());
+        const std::vector<int32_t> first = Greedy(**on_gpu, ToIds(ids), 16);
+        CHECK(first.size() == 16);
+        CHECK(Greedy(**on_gpu, ToIds(ids), 16) == first);
+      }
     }
   }
   // An adapter merges in full precision on the device, then quantizes.
@@ -351,44 +365,6 @@ TEST_CASE("int8 and int4 on cuda:0 give the CPU's quantized logits", "[engine][g
   const at::Tensor a = AllLogits(**placed, ids).to(at::kCPU, at::kFloat);
   const at::Tensor b = AllLogits(**on_cpu, ids);
   CHECK(MaxAbsDiff(a, b) <= 2e-2 * b.abs().max().item<double>());
-}
-
-// quantize_embeddings on a GPU: int8 vocabulary matrices as the
-// projections, int4 ones as medq's layout for the lookup and LibTorch's for
-// lm_head; the logits against the same model on the CPU.
-TEST_CASE("quantize_embeddings on cuda:0 gives the CPU's logits", "[engine][gpu][quantize]") {
-  if (!CudaAvailable()) MEDQ_SKIP(kNoCuda);
-  for (const std::string q : {"int8", "int4"}) {
-    for (const char* name : {"tiny-llama", "tiny-qwen2"}) {  // untied, tied
-      INFO(q << " " << name);
-      const fs::path dir = medq::test::ModelFixture(name);
-      LoadOptions gpu{"cuda:0", "bf16"};
-      gpu.quantize = q;
-      gpu.quantize_group = 32;
-      gpu.quantize_embeddings = true;
-      LoadOptions cpu = gpu;
-      cpu.device = "cpu";
-      auto on_gpu = LoadModel(dir, gpu);
-      REQUIRE(on_gpu.ok());
-      auto on_cpu = LoadModel(dir, cpu);
-      REQUIRE(on_cpu.ok());
-      CHECK(Info(**on_gpu).quantized_embeddings);
-      // The estimate before a load counts what the GPU holds, to the byte.
-      const auto config = LoadModelConfig(dir);
-      REQUIRE(config.ok());
-      WeightLayout layout;
-      layout.vector_element_bytes = 2;  // bf16 norms
-      layout.quantize = q;
-      layout.quantize_group = 32;
-      layout.quantize_embeddings = true;
-      layout.gpu_layout = true;
-      CHECK(EstimateParameterBytes(*config, layout) == Info(**on_gpu).parameter_bytes);
-      const at::Tensor ids = at::tensor({1, 6989, 9503, 21829, 338}, at::kLong);
-      const at::Tensor a = AllLogits(**on_gpu, ids).to(at::kCPU, at::kFloat);
-      const at::Tensor b = AllLogits(**on_cpu, ids);
-      CHECK(MaxAbsDiff(a, b) <= 2e-2 * b.abs().max().item<double>());
-    }
-  }
 }
 
 TEST_CASE("bf16 on cuda:0 runs, seeds reproduce, and memory is returned", "[engine][gpu]") {
