@@ -9,6 +9,7 @@
 #include <immintrin.h>
 
 #include <cstdint>
+#include <type_traits>
 
 namespace medq::engine::kernels {
 namespace {
@@ -163,6 +164,17 @@ inline __m256 Exp8(__m256 x) {
       _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
   return _mm256_blendv_ps(_mm256_mul_ps(p, _mm256_castsi256_ps(bits)),
                           _mm256_set1_ps(__builtin_inff()), overflow);
+}
+
+// Calls f(std::integral_constant<int64_t, G>{}) for int4's group size G =
+// `group` (32, 64 or 128: dense_kernels.h), so that each size is an instance
+// of its own: with a runtime group, finding where a group starts cost an
+// integer division every 32 weights, more than the block's arithmetic.
+template <typename F>
+inline void WithInt4Group(int64_t group, F&& f) {
+  if (group == 32) return f(std::integral_constant<int64_t, 32>{});
+  if (group == 64) return f(std::integral_constant<int64_t, 64>{});
+  f(std::integral_constant<int64_t, 128>{});
 }
 
 }  // namespace

@@ -111,21 +111,17 @@ void MatRowsI4Avx2Group(const uint8_t* w, const uint16_t* params, int64_t in, in
 // group is 32, 64 or 128 (dense_kernels.h), each its own instance.
 void MatVecI4Avx2(const uint8_t* w, const uint16_t* params, int64_t in, int64_t group,
                   const float* x, const float* bias, float* y, int64_t row_begin, int64_t row_end) {
-  if (group == 32) return MatVecI4Avx2Group<32>(w, params, in, x, bias, y, row_begin, row_end);
-  if (group == 64) return MatVecI4Avx2Group<64>(w, params, in, x, bias, y, row_begin, row_end);
-  MatVecI4Avx2Group<128>(w, params, in, x, bias, y, row_begin, row_end);
+  WithInt4Group(group, [&](auto g) {
+    MatVecI4Avx2Group<decltype(g)::value>(w, params, in, x, bias, y, row_begin, row_end);
+  });
 }
 
 void MatRowsI4Avx2(const uint8_t* w, const uint16_t* params, int64_t in, int64_t group, int64_t out,
                    const float* x, int64_t m, const float* bias, float* y, int64_t row_begin,
                    int64_t row_end) {
-  if (group == 32) {
-    return MatRowsI4Avx2Group<32>(w, params, in, out, x, m, bias, y, row_begin, row_end);
-  }
-  if (group == 64) {
-    return MatRowsI4Avx2Group<64>(w, params, in, out, x, m, bias, y, row_begin, row_end);
-  }
-  MatRowsI4Avx2Group<128>(w, params, in, out, x, m, bias, y, row_begin, row_end);
+  WithInt4Group(group, [&](auto g) {
+    MatRowsI4Avx2Group<decltype(g)::value>(w, params, in, out, x, m, bias, y, row_begin, row_end);
+  });
 }
 
 void DequantizeI4Avx2(const uint8_t* w, const uint16_t* params, int64_t rows, int64_t in,

@@ -9,11 +9,7 @@ namespace medq::engine::kernels {
 
 void MatVecI8Avx2(const int8_t* w, const float* scale, int64_t in, const float* x,
                   const float* bias, float* y, int64_t row_begin, int64_t row_end) {
-  for (int64_t r = row_begin; r < row_end; ++r) {
-    float dot;
-    DotsI8<1, true>(w + r * in, in, x, &dot);
-    y[r] = ScaleI8(dot, scale, bias, r);
-  }
+  MatVecI8Rows<DotsI8x8>(w, scale, in, x, bias, y, row_begin, row_end);
 }
 
 void MatRowsI8Avx2(const int8_t* w, const float* scale, int64_t in, int64_t out, const float* x,

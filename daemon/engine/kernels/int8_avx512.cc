@@ -76,40 +76,24 @@ inline void DotsI8x16(const int8_t* w, int64_t in, const float* x, float* dots) 
   }
 }
 
+struct DotsI8x16Rows {
+  template <int M, bool kStream>
+  static void Run(const int8_t* w, int64_t in, const float* x, float* dots) {
+    DotsI8x16<M, kStream>(w, in, x, dots);
+  }
+};
+
 }  // namespace
 
 void MatVecI8Avx512(const int8_t* w, const float* scale, int64_t in, const float* x,
                     const float* bias, float* y, int64_t row_begin, int64_t row_end) {
-  for (int64_t r = row_begin; r < row_end; ++r) {
-    float dot;
-    DotsI8x16<1, true>(w + r * in, in, x, &dot);
-    y[r] = ScaleI8(dot, scale, bias, r);
-  }
+  MatVecI8Rows<DotsI8x16Rows>(w, scale, in, x, bias, y, row_begin, row_end);
 }
 
 void MatRowsI8Avx512(const int8_t* w, const float* scale, int64_t in, int64_t out, const float* x,
                      int64_t m, const float* bias, float* y, int64_t row_begin, int64_t row_end) {
-  for (int64_t r = row_begin; r < row_end; ++r) {
-    const int8_t* wr = w + r * in;
-    float dots[4];
-    int64_t i = 0;
-    // The first tile reads the row from memory (and prefetches ahead), the
-    // later ones find it in L1.
-    const auto tile = [&]<int T>() {
-      if (i == 0) {
-        DotsI8x16<T, true>(wr, in, x, dots);
-      } else {
-        DotsI8x16<T, false>(wr, in, x + i * in, dots);
-      }
-      for (int j = 0; j < T; ++j)
-        y[(i + j) * out + r] = ScaleI8(dots[j], scale, bias, r);
-      i += T;
-    };
-    while (i + 4 <= m)
-      tile.template operator()<4>();
-    if (i + 2 <= m) tile.template operator()<2>();
-    if (i < m) tile.template operator()<1>();
-  }
+  // Tiles of four x rows: eight 16-wide accumulators.
+  MatRowsI8Tiles<4, DotsI8x16Rows>(w, scale, in, out, x, m, bias, y, row_begin, row_end);
 }
 
 }  // namespace medq::engine::kernels

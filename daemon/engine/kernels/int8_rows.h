@@ -1,8 +1,8 @@
 // The int8 kernels' building blocks (dense_kernels.h, MatVecI8Fn) as
 // templates with internal linkage, for int8_avx2.cc and int8_avx512.cc, the
 // only includers (both built with -mavx2 -mfma; the second with AVX-512VL
-// too, which takes only WidenI8, ScaleI8 and the tail from here and holds
-// the accumulators 16 wide itself).
+// too, which takes WidenI8, ScaleI8, the tail and the row loops from here
+// and holds the accumulators 16 wide itself).
 // Each weight row is widened eight at a time (sign extension to 32 bits, then
 // to float32, both exact) and multiplied into four accumulators per x row, in
 // the order the scalar table's DotI8 spells out, so the results are its bits
@@ -72,9 +72,28 @@ inline float ScaleI8(float dot, const float* scale, const float* bias, int64_t r
   return _mm_cvtss_f32(_mm_fmadd_ss(_mm_set_ss(dot), _mm_set_ss(scale[r]), _mm_set_ss(bias[r])));
 }
 
+// DotsI8 as the Dots of the loops below (int8_avx512.cc has a 16-wide one).
+struct DotsI8x8 {
+  template <int M, bool kStream>
+  static void Run(const int8_t* w, int64_t in, const float* x, float* dots) {
+    DotsI8<M, kStream>(w, in, x, dots);
+  }
+};
+
+// Rows [row_begin, row_end) of w against one x row: matvec_i8.
+template <typename Dots>
+inline void MatVecI8Rows(const int8_t* w, const float* scale, int64_t in, const float* x,
+                         const float* bias, float* y, int64_t row_begin, int64_t row_end) {
+  for (int64_t r = row_begin; r < row_end; ++r) {
+    float dot;
+    Dots::template Run<1, true>(w + r * in, in, x, &dot);
+    y[r] = ScaleI8(dot, scale, bias, r);
+  }
+}
+
 // Rows [row_begin, row_end) of w against the m x rows, kMaxTile x rows at a
 // time (kMaxTile 4, 2 or 1), then the rest in tiles of two and one.
-template <int kMaxTile>
+template <int kMaxTile, typename Dots = DotsI8x8>
 inline void MatRowsI8Tiles(const int8_t* w, const float* scale, int64_t in, int64_t out,
                            const float* x, int64_t m, const float* bias, float* y,
                            int64_t row_begin, int64_t row_end) {
@@ -84,9 +103,9 @@ inline void MatRowsI8Tiles(const int8_t* w, const float* scale, int64_t in, int6
     int64_t i = 0;
     const auto tile = [&]<int M>() {
       if (i == 0) {
-        DotsI8<M, true>(wr, in, x, dots);
+        Dots::template Run<M, true>(wr, in, x, dots);
       } else {
-        DotsI8<M, false>(wr, in, x + i * in, dots);
+        Dots::template Run<M, false>(wr, in, x + i * in, dots);
       }
       for (int j = 0; j < M; ++j)
         y[(i + j) * out + r] = ScaleI8(dots[j], scale, bias, r);
