@@ -19,4 +19,7 @@ Result<at::Device> ParseDevice(const std::string& text);
 // EmbeddingModelInfo's dtype.
 std::string DtypeName(at::ScalarType t);
 
+// "cpu" or "cuda:N": ModelInfo's and EmbeddingModelInfo's device.
+std::string DeviceName(at::Device device);
+
 }  // namespace medq::engine

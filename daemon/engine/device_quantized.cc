@@ -38,11 +38,7 @@ bool TorchInt4Available() {
 
 TorchInt4Inputs TorchInt4From(const at::Tensor& values, const at::Tensor& params) {
   const int64_t out = values.size(0), in = 2 * values.size(1);
-  // medq's blocks of 32: byte j holds weight j (low nibble) and j + 16
-  // (high). Unpacked to one code a byte, in k order.
-  const at::Tensor blocks = values.contiguous().view({out, in / 32, 16});
-  const at::Tensor codes =
-      at::cat({blocks.bitwise_and(15), blocks.bitwise_right_shift(4)}, 2).view({out, in});
+  const at::Tensor codes = Int4Codes(values);
   // LibTorch's: two consecutive weights a byte, the first high.
   const at::Tensor pairs = codes.view({out, in / 2, 2});
   TorchInt4Inputs r;
@@ -186,24 +182,24 @@ void MoveQuantizedWeights(ModelWeights& w, Quantization q, at::Device device,
       }
     }
     if (q != Quantization::kInt4) {
-      // int8 rows: the same views as on the CPU, into the moved stacks.
-      const auto rows = [](const at::Tensor& t) { return t.defined() ? t.size(0) : 0; };
-      const int64_t q_rows = rows(l.q_proj), k_rows = rows(l.k_proj), g_rows = rows(l.gate_proj);
-      if (l.q_proj.defined()) {
-        d.q_proj = d.qkv_proj.narrow(0, 0, q_rows);
-        d.k_proj = d.qkv_proj.narrow(0, q_rows, k_rows);
-        d.v_proj = d.qkv_proj.narrow(0, q_rows + k_rows, rows(l.v_proj));
-      }
-      if (l.gate_proj.defined()) {
-        d.gate_proj = d.gate_up_proj.narrow(0, 0, g_rows);
-        d.up_proj = d.gate_up_proj.narrow(0, g_rows, rows(l.up_proj));
-      }
+      // int8 (or full-precision) rows: the same views, into the moved stacks.
+      d.q_proj = l.q_proj;
+      d.k_proj = l.k_proj;
+      d.v_proj = l.v_proj;
+      d.gate_proj = l.gate_proj;
+      d.up_proj = l.up_proj;
+      PointRowViews(d);
     }
-    // The split biases are views of the stacked ones where the model has
-    // them (weights.cc); a quantized step reads the stacked ones only.
+    // The split biases (q_bias .., views of the stacked ones, weights.cc)
+    // are left undefined: the forward passes read the stacked ones only.
     moved.layers.push_back(std::move(d));
   }
   w = std::move(moved);
+}
+
+bool HoldsDeviceForm(Quantization q, at::Device device) {
+  if (q == Quantization::kNone) return false;
+  return device.is_cuda() || (q == Quantization::kInt4 && DeviceQuantizedFormOnCpu());
 }
 
 void SetDeviceQuantizedFormOnCpu(bool enabled) {

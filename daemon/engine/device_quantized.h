@@ -79,6 +79,11 @@ Status CheckDeviceQuantization(const ModelWeights& w, Quantization q, at::Device
 void MoveQuantizedWeights(ModelWeights& w, Quantization q, at::Device device,
                           at::ScalarType weight_dtype, at::ScalarType compute_dtype);
 
+// Whether a model quantized as `q` on `device` is held in the form above:
+// on a GPU whenever it is quantized; on the CPU only int4, and only where
+// SetDeviceQuantizedFormOnCpu asked for it.
+bool HoldsDeviceForm(Quantization q, at::Device device);
+
 // Whether a CPU load holds int4 weights in LibTorch's layout, as on a GPU
 // (above). Test switch, off by default, process-wide.
 void SetDeviceQuantizedFormOnCpu(bool enabled);

@@ -109,7 +109,7 @@ Result<std::shared_ptr<const EmbeddingModel>> LoadEmbedding(const fs::path& dir,
 
   EmbeddingInfo& info = model->info;
   info.architecture = c.architecture;
-  info.device = device.is_cpu() ? "cpu" : "cuda:" + std::to_string(device.index());
+  info.device = DeviceName(device);
   info.dtype = DtypeName(dtype);
   info.dims = c.hidden_size * static_cast<int64_t>(layout.pooling.modes.size());
   info.vocab_size = c.vocab_size;

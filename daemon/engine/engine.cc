@@ -93,6 +93,17 @@ Status ApplyQuantization(Model& model, Quantization q, int64_t group, bool embed
   return Status::Ok();
 }
 
+// Where `model` runs and in which dtypes, in the model and in its info.
+void SetPlacement(Model& model, at::Device device, const WeightPlacement& p) {
+  model.device = device;
+  model.cuda_presence = device.is_cuda() ? CudaPresence() : nullptr;
+  model.weight_dtype = p.weight_dtype;
+  model.compute_dtype = p.compute_dtype;
+  model.info.device = DeviceName(device);
+  model.info.dtype = DtypeName(p.weight_dtype);
+  model.info.compute_element_bytes = static_cast<int64_t>(c10::elementSize(p.compute_dtype));
+}
+
 // Moves `model`, quantized in host memory, to `device` in the form its
 // kernels read there (device_quantized.h), and counts its bytes again.
 void PlaceQuantized(Model& model, at::Device device) {
@@ -125,9 +136,7 @@ Result<std::shared_ptr<const Model>> LoadDecoder(const std::filesystem::path& di
   MEDQ_ASSIGN_OR_RETURN(placement, Place(o, device, checkpoint_dtype));
   // Quantized for a GPU (or in a GPU's form on the CPU, for CI): built and
   // quantized in host memory, then moved (device_quantized.h).
-  const bool moved_after =
-      quantization != Quantization::kNone &&
-      (device.is_cuda() || (quantization == Quantization::kInt4 && DeviceQuantizedFormOnCpu()));
+  const bool moved_after = HoldsDeviceForm(quantization, device);
   if (moved_after) placement.device = at::kCPU;
   if (prequantized.format != PrequantizedFormat::kNone && o.dtype == "auto" && device.is_cpu() &&
       checkpoint_dtype == at::kHalf) {
@@ -143,10 +152,7 @@ Result<std::shared_ptr<const Model>> LoadDecoder(const std::filesystem::path& di
     MEDQ_RETURN_IF_ERROR(CheckDeviceQuantization(model->weights, quantization, device,
                                                  o.quantize_embeddings, dir.filename().string()));
   }
-  model->device = device;
-  if (device.is_cuda()) model->cuda_presence = CudaPresence();
-  model->weight_dtype = placement.weight_dtype;
-  model->compute_dtype = placement.compute_dtype;
+  SetPlacement(*model, device, placement);
   model->inv_freq = RopeInvFreq(model->config);
   if (quantization == Quantization::kNone && o.pack_for_batches &&
       PackableProjections(model->weights)) {
@@ -155,8 +161,6 @@ Result<std::shared_ptr<const Model>> LoadDecoder(const std::filesystem::path& di
 
   ModelInfo& info = model->info;
   info.architecture = model->config.architecture;
-  info.device = device.is_cpu() ? "cpu" : "cuda:" + std::to_string(device.index());
-  info.dtype = DtypeName(placement.weight_dtype);
   info.vocab_size = model->config.vocab_size;
   info.max_context = model->config.max_position_embeddings;
   info.parameter_bytes = ParameterBytes(model->weights);
@@ -168,11 +172,11 @@ Result<std::shared_ptr<const Model>> LoadDecoder(const std::filesystem::path& di
   info.head_dim = model->config.head_dim;
   info.hidden_size = model->config.hidden_size;
   info.intermediate_size = model->config.intermediate_size;
-  info.compute_element_bytes = static_cast<int64_t>(c10::elementSize(placement.compute_dtype));
   info.fused_causal_attention = FusedCausalAttention();
   if (prequantized.format != PrequantizedFormat::kNone) {
-    // Its projections are int4 already (BuildWeights); on the CPU only. Its
-    // embeddings and lm_head become int4 as any int4 model's do.
+    // Its projections are int4 already (BuildWeights, in host memory; a
+    // GPU's model is moved below). Its embeddings and lm_head become int4 as
+    // any int4 model's do.
     if (o.quantize_embeddings) {
       if (!IsInt4Group(o.quantize_group) || model->config.hidden_size % o.quantize_group != 0) {
         return Error(ErrorCode::kInvalidRequest,
@@ -227,6 +231,10 @@ std::string DtypeName(at::ScalarType t) {
     default:
       return "fp32";
   }
+}
+
+std::string DeviceName(at::Device device) {
+  return device.is_cpu() ? "cpu" : "cuda:" + std::to_string(device.index());
 }
 
 Result<at::Device> ParseDevice(const std::string& text) {
@@ -307,8 +315,7 @@ Result<std::shared_ptr<const Model>> ApplyAdapter(std::shared_ptr<const Model> b
     // in the GPU's form (device_quantized.h): merged on the GPU and brought
     // back, or merged on the CPU (a base the GPU could not hold in full
     // precision) and taken there for the first time.
-    const bool form = target.is_cuda() || (quantization == Quantization::kInt4 &&
-                                           DeviceQuantizedFormOnCpu() && target.is_cpu());
+    const bool form = HoldsDeviceForm(quantization, target);
     if (form) {
       MEDQ_RETURN_IF_ERROR(CheckDeviceQuantization(model->weights, quantization, target,
                                                    quantize_embeddings,
@@ -326,14 +333,7 @@ Result<std::shared_ptr<const Model>> ApplyAdapter(std::shared_ptr<const Model> b
       WeightPlacement placement;
       MEDQ_ASSIGN_OR_RETURN(
           placement, Place(LoadOptions{device, dtype}, target, CheckpointDtype(model->config, {})));
-      model->device = target;
-      model->cuda_presence = CudaPresence();
-      model->weight_dtype = placement.weight_dtype;
-      model->compute_dtype = placement.compute_dtype;
-      model->info.device = "cuda:" + std::to_string(target.index());
-      model->info.dtype = DtypeName(placement.weight_dtype);
-      model->info.compute_element_bytes =
-          static_cast<int64_t>(c10::elementSize(placement.compute_dtype));
+      SetPlacement(*model, target, placement);
     }
     if (form) PlaceQuantized(*model, target);
     if (target.is_cuda()) {

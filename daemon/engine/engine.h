@@ -43,12 +43,10 @@ struct LoadOptions {
   // `quantize_embeddings`), norms and biases keep `dtype`. On a CUDA device
   // the model is built and quantized in host memory, then moved in the form
   // the GPU's kernels read (device_quantized.h); int4 there needs compute
-  // capability 8.0 and LibTorch 2.6 or later, and quantize_embeddings is
-  // refused. Where the device cannot hold it, or the group does not divide
-  // a projection's input width, the load fails with INVALID_REQUEST naming
-  // the model (nothing is left loaded). A quantized model is
-  // not packed for batches (its batched decode step reads the quantized
-  // rows).
+  // capability 8.0 and LibTorch 2.6 or later. Where the device cannot hold it, or the group does
+  // not divide a projection's input width, the load fails with INVALID_REQUEST naming the model
+  // (nothing is left loaded). A quantized model is not packed for batches (its batched decode step
+  // reads the quantized rows).
   std::string quantize = "none";
   // int4's group size: 32, 64 (the default) or 128 weights.
   int64_t quantize_group = 64;
@@ -112,7 +110,8 @@ Result<std::shared_ptr<const Model>> LoadModel(const std::filesystem::path& dir,
 // there with `dtype` gives (the way a model too big for the GPU in full
 // precision gets its adapter there). Failure: kModelNotFound (no such
 // directory), kInvalidRequest (adapter does not fit the base, unsupported options, a quantized
-// base, a quantization the base's device cannot run), kGpuOom, kInternal.
+// base, a quantization the target device cannot hold, a move other than a
+// quantized model's from the CPU to a GPU), kGpuOom, kInternal.
 Result<std::shared_ptr<const Model>> ApplyAdapter(std::shared_ptr<const Model> base,
                                                   const std::filesystem::path& adapter_dir,
                                                   const std::string& quantize = "none",

@@ -309,6 +309,13 @@ QuantizedGroups QuantizeRowsInt4(const at::Tensor& w, int64_t group) {
   return q;
 }
 
+at::Tensor Int4Codes(const at::Tensor& values) {
+  // Blocks of 32: byte j holds code j (low nibble) and j + 16 (high).
+  const int64_t out = values.size(0), in = 2 * values.size(1);
+  const at::Tensor blocks = values.contiguous().view({out, in / 32, 16});
+  return at::cat({blocks.bitwise_and(15), blocks.bitwise_right_shift(4)}, 2).view({out, in});
+}
+
 at::Tensor DequantizeRowsInt4(const at::Tensor& values, const at::Tensor& params) {
   if (values.device().is_cpu()) {
     return kernels::DequantizeInt4(values.contiguous(), params.contiguous());
@@ -316,9 +323,7 @@ at::Tensor DequantizeRowsInt4(const at::Tensor& values, const at::Tensor& params
   // Elsewhere (a GPU's quantized embeddings) with LibTorch's ops: q · s + m
   // in float32, two roundings where the CPU's kernels fuse them.
   const int64_t out = values.size(0), in = 2 * values.size(1), groups = params.size(1);
-  const at::Tensor blocks = values.view({out, in / 32, 16});
-  const at::Tensor q =
-      at::cat({blocks.bitwise_and(15), blocks.bitwise_right_shift(4)}, 2).to(at::kFloat);
+  const at::Tensor q = Int4Codes(values).to(at::kFloat);
   const at::Tensor p = params.to(at::kFloat).view({out, groups, 1, 2});
   return (q.view({out, groups, in / groups}) * p.select(3, 0) + p.select(3, 1)).view({out, in});
 }
@@ -367,6 +372,11 @@ void PointAt(std::initializer_list<at::Tensor*> parts, const at::Tensor& stacked
 
 }  // namespace
 
+void PointRowViews(LayerWeights& l) {
+  PointAt({&l.q_proj, &l.k_proj, &l.v_proj}, l.qkv_proj);
+  PointAt({&l.gate_proj, &l.up_proj}, l.gate_up_proj);
+}
+
 void QuantizeProjections(ModelWeights& w, Quantization q, int64_t group) {
   // Everything new first, so that a failed allocation leaves w untouched.
   std::vector<LayerWeights> layers = w.layers;
@@ -386,8 +396,7 @@ void QuantizeProjections(ModelWeights& w, Quantization q, int64_t group) {
     quantize(l.o_proj, l.o_scale);
     quantize(l.gate_up_proj, l.gate_up_scale);
     quantize(l.down_proj, l.down_scale);
-    PointAt({&l.q_proj, &l.k_proj, &l.v_proj}, l.qkv_proj);
-    PointAt({&l.gate_proj, &l.up_proj}, l.gate_up_proj);
+    PointRowViews(l);
     // The bf16 tiles were copies of the full-precision matrices.
     l.qkv_packed = at::Tensor();
     l.o_packed = at::Tensor();

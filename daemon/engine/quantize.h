@@ -99,10 +99,18 @@ struct QuantizedGroups {
 };
 QuantizedGroups QuantizeRowsInt4(const at::Tensor& w, int64_t group);
 
+// The codes of the int4 matrix `values` (uint8 [out, in / 2], the kernels'
+// blocks of 32) one a byte in k order, uint8 [out, in], on its device.
+at::Tensor Int4Codes(const at::Tensor& values);
+
 // The int4 matrix as float32 [out, in], each element fma(q, s, m) (one
 // rounding): what the kernels multiply by, for tests and references. On
 // another device than the CPU (a GPU's quantized embeddings), q · s + m.
 at::Tensor DequantizeRowsInt4(const at::Tensor& values, const at::Tensor& params);
+
+// Points a layer's row views (q_proj, k_proj, v_proj; gate_proj, up_proj:
+// as many rows each as they have now) at qkv_proj and gate_up_proj.
+void PointRowViews(LayerWeights& l);
 
 // A layer's four projection stacks (qkv_proj, o_proj, gate_up_proj,
 // down_proj) with their names, for the checks that name the one that fails.
