@@ -94,7 +94,10 @@ TEST_CASE("what a GPU's int4 form cannot hold is refused, naming the model and t
                                           Catch::Contains("lm_head has 1000"));
 }
 
-TEST_CASE("Linear through LibTorch's int4 layout gives what medq's int4 kernels give",
+// Against the dequantized weights with x as it is: medq's own int4 products
+// below 32 rows quantize x to int8 blocks first (dense_kernels.h), which
+// LibTorch's do not.
+TEST_CASE("Linear through LibTorch's int4 layout gives the product of medq's int4 weights",
           "[engine][quantize][int4]") {
   if (!TorchInt4Available()) MEDQ_SKIP(kNoInt4Ops);
   c10::InferenceMode guard;
@@ -108,7 +111,7 @@ TEST_CASE("Linear through LibTorch's int4 layout gives what medq's int4 kernels 
       const at::Tensor bias = at::randn({32});
       REQUIRE(SelectLinearPath(x, t.weight, bias, t.scale) == LinearPath::kTorchInt4);
       const at::Tensor theirs = Linear(x, t.weight, bias, t.scale);
-      const at::Tensor ours = Linear(x, q.values, bias, q.params);
+      const at::Tensor ours = at::linear(x, DequantizeRowsInt4(q.values, q.params), bias);
       REQUIRE(theirs.sizes() == ours.sizes());
       CHECK(MaxAbsDiff(theirs, ours) <= 1e-5 * ours.abs().max().item<double>());
     }
@@ -148,8 +151,12 @@ TEST_CASE("a model in a GPU's int4 form decodes on the CPU as medq's int4 kernel
       const at::Tensor ids = ref.at("input_ids_prompt1");
       const at::Tensor a = AllLogits(*form, ids);
       const at::Tensor b = AllLogits(**own, ids);
-      INFO("max diff " << MaxAbsDiff(a, b) / b.abs().max().item<double>() << " of the largest");
-      CHECK(MaxAbsDiff(a, b) <= 1e-4 * b.abs().max().item<double>());
+      // LibTorch's products take x as it is, medq's round it (engine_test_util.h).
+      INFO("max diff " << MaxAbsDiff(a, b) / b.abs().max().item<double>()
+                       << " of the largest, relative L2 "
+                       << (a - b).norm().item<double>() / b.norm().item<double>());
+      CHECK(MaxAbsDiff(a, b) <= kXRoundingMaxDiff * b.abs().max().item<double>());
+      CHECK((a - b).norm().item<double>() <= kXRoundingRelL2 * b.norm().item<double>());
       // It takes the device loop (only Linear reads its projections) and
       // generates through it.
       if (embeddings) {
@@ -187,7 +194,8 @@ TEST_CASE("an adapter merged on the CPU, quantized, then placed in a GPU's int4 
   const at::Tensor ids = at::tensor({1, 6989, 9503, 21829, 338}, at::kLong);
   const at::Tensor a = AllLogits(*form, ids);
   const at::Tensor b = AllLogits(**own, ids);
-  CHECK(MaxAbsDiff(a, b) <= 1e-4 * b.abs().max().item<double>());
+  CHECK(MaxAbsDiff(a, b) <= kXRoundingMaxDiff * b.abs().max().item<double>());
+  CHECK((a - b).norm().item<double>() <= kXRoundingRelL2 * b.norm().item<double>());
   // A target that is the base's own device is no move: it takes any
   // quantization (the refusal of other moves needs a GPU to name).
   CHECK(ApplyAdapter(base, adapter, "none", 32, false, "cpu").ok());

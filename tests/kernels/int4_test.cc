@@ -1,16 +1,21 @@
 // The int4 weight kernels (groups of 32 to 128 weights with a bf16 scale and
 // minimum each, dense_kernels.h MatVecI4Fn): the layout read back by an
-// independent unpacking, every SIMD table bitwise equal to the scalar
-// reference, the several-row kernel bitwise the one-row kernel per row
-// (batch invariance), and Linear()'s int4 paths against at::linear on the
-// dequantized matrix.
+// independent unpacking, x's int8 blocks (prepare_i4) against an independent
+// quantization, every SIMD table bitwise equal to the scalar reference, the
+// several-row kernel bitwise the one-row kernel per row (batch invariance),
+// and Linear()'s int4 paths against at::linear on the dequantized matrix
+// (and, below 32 rows, x as quantized).
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <vector>
 
+#include "daemon/engine/kernels/cpu_features.h"
 #include "daemon/engine/kernels/cpu_linear.h"
+#include "daemon/engine/kernels/dense_kernels.h"
 #include "daemon/engine/kernels/linear.h"
 #include "tests/kernels/kernel_tables.h"
 #include "tests/support/skip.h"
@@ -80,6 +85,57 @@ bool SameBits(const float* a, const float* b, int64_t n) {
   return std::memcmp(a, b, static_cast<size_t>(n) * sizeof(float)) == 0;
 }
 
+// x's blocks of 32 as dense_kernels.h's prepare_i4 documents them, written
+// here from the text: d = amax / 127, xq = x · (127 / amax) rounded to
+// nearest even (float32 arithmetic), d = 0 and xq = 0 for amax < 1e-30.
+struct QuantizedBlock {
+  float d;
+  int values[32];
+};
+QuantizedBlock QuantizeBlock(const float* x) {
+  QuantizedBlock b{};
+  float amax = 0.0f;
+  for (int t = 0; t < 32; ++t)
+    amax = std::max(amax, std::fabs(x[t]));
+  if (amax < 1e-30f) return b;
+  b.d = amax / 127.0f;
+  const float id = 127.0f / amax;
+  for (int t = 0; t < 32; ++t)
+    b.values[t] = static_cast<int>(std::nearbyint(x[t] * id));
+  return b;
+}
+
+// x [m, in] as the int4 products read it: d · xq, in double.
+torch::Tensor QuantizedXDouble(const torch::Tensor& x) {
+  const torch::Tensor xc = x.reshape({-1, x.size(-1)}).contiguous();
+  torch::Tensor out = torch::empty(xc.sizes(), torch::kDouble);
+  const int64_t rows = xc.size(0), in = xc.size(1);
+  for (int64_t i = 0; i < rows; ++i) {
+    for (int64_t b = 0; b < in / 32; ++b) {
+      const QuantizedBlock q = QuantizeBlock(xc.data_ptr<float>() + i * in + 32 * b);
+      for (int t = 0; t < 32; ++t)
+        out.data_ptr<double>()[i * in + 32 * b + t] = static_cast<double>(q.d) * q.values[t];
+    }
+  }
+  return out.view(x.sizes());
+}
+
+// One table's prepare_i4 output for x [m, in].
+struct Prepared {
+  std::vector<int8_t> q;
+  std::vector<float> lane_scale, group_sum;
+};
+Prepared Prepare(const torch::Tensor& x, int64_t group) {
+  const int64_t m = x.size(0), in = x.size(1);
+  Prepared p;
+  p.q.assign(static_cast<size_t>(m * kernels::I4RowBytes(in)), 99);
+  p.lane_scale.assign(static_cast<size_t>(m * kernels::I4RowLaneScales(in)), 99.0f);
+  p.group_sum.assign(static_cast<size_t>(m * kernels::I4RowGroupSums(in, group)), 99.0f);
+  kernels::ActiveKernels().prepare_i4(x.data_ptr<float>(), m, in, group, p.q.data(),
+                                      p.lane_scale.data(), p.group_sum.data());
+  return p;
+}
+
 std::vector<float> RunRows(Tables tables, const Int4Weight& w, const torch::Tensor& x, int64_t m,
                            const float* bias) {
   KernelMode mode(tables);
@@ -100,6 +156,77 @@ TEST_CASE("int4 dequantization reads the documented layout, every table", "[line
       // fma(q, s, m) in float32 is the exact value rounded once.
       const torch::Tensor exact = DequantizedDouble(w);
       REQUIRE(d.to(torch::kDouble).equal(exact.to(torch::kFloat).to(torch::kDouble)));
+    }
+  }
+}
+
+TEST_CASE("prepare_i4 writes x's int8 blocks in the documented layout, every table",
+          "[linear][int4]") {
+  torch::manual_seed(24);
+  for (Tables tables : {Tables::kAvx512, Tables::kAvx2, Tables::kScalar}) {
+    KernelMode mode(tables);
+    if (ActiveKernelsName() != std::string(TableName(tables))) continue;
+    for (const Int4Shape& s : Int4Shapes()) {
+      const int64_t m = 3, in = s.in;
+      torch::Tensor x = torch::randn({m, in}).mul_(3.0f);
+      x[1].narrow(0, 0, 32).zero_();       // a block of zeros: d = 0
+      x[2].narrow(0, 0, 32).mul_(1e-32f);  // below 1e-30: d = 0
+      const Prepared p = Prepare(x, s.group);
+      INFO(s.in << " group " << s.group << " " << ActiveKernelsName());
+      const int64_t row_bytes = kernels::I4RowBytes(in), lanes = kernels::I4RowLaneScales(in);
+      const int64_t sums = kernels::I4RowGroupSums(in, s.group);
+      for (int64_t i = 0; i < m; ++i) {
+        const float* xi = x.data_ptr<float>() + i * in;
+        std::vector<float> group_sum(static_cast<size_t>(sums), 0.0f);
+        std::vector<bool> written(static_cast<size_t>(row_bytes), false);
+        for (int64_t b = 0; b < in / 32; ++b) {
+          const QuantizedBlock q = QuantizeBlock(xi + 32 * b);
+          int sum = 0;
+          for (int t = 0; t < 32; ++t) {
+            // Byte 16c + j of chunk b / 4 (c = b % 4) for j < 16, 64 + 16c + j - 16 after.
+            const int64_t at = (b / 4) * 128 + (t < 16 ? 0 : 64) + (b % 4) * 16 + t % 16;
+            written[static_cast<size_t>(at)] = true;
+            REQUIRE(p.q[static_cast<size_t>(i * row_bytes + at)] == q.values[t]);
+            REQUIRE(std::abs(q.values[t]) <= 127);
+            // Round to nearest: within half a step (and a rounding of x · id);
+            // a block below 1e-30 is all zeros.
+            const float error = std::fabs(xi[32 * b + t] - q.d * q.values[t]);
+            REQUIRE(error <= (q.d > 0.0f ? q.d * 0.5f * 1.0001f : 1e-30f));
+            sum += q.values[t];
+          }
+          for (int l = 0; l < 4; ++l)
+            REQUIRE(p.lane_scale[static_cast<size_t>(i * lanes + (b / 4) * 16 + (b % 4) * 4 + l)] ==
+                    q.d);
+          float& g = group_sum[static_cast<size_t>(32 * b / s.group)];
+          g = std::fma(q.d, static_cast<float>(sum), g);
+        }
+        if (i == 1 || i == 2) REQUIRE(p.lane_scale[static_cast<size_t>(i * lanes)] == 0.0f);
+        // Past in: zeros, to a whole chunk and to a multiple of 16 sums.
+        for (int64_t k = 0; k < row_bytes; ++k) {
+          if (!written[static_cast<size_t>(k)])
+            REQUIRE(p.q[static_cast<size_t>(i * row_bytes + k)] == 0);
+        }
+        for (int64_t l = in / 8; l < lanes; ++l)
+          REQUIRE(p.lane_scale[static_cast<size_t>(i * lanes + l)] == 0.0f);
+        REQUIRE(SameBits(p.group_sum.data() + i * sums, group_sum.data(), sums));
+      }
+    }
+  }
+}
+
+TEST_CASE("a NaN or an infinity in x makes the int4 product NaN, every table", "[linear][int4]") {
+  const Int4Weight w = RandomInt4({5, 128, 64});
+  for (Tables tables : {Tables::kAvx512, Tables::kAvx2, Tables::kScalar}) {
+    for (float bad :
+         {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity()}) {
+      INFO(TableName(tables) << " " << bad);
+      torch::Tensor x = torch::randn({2, 128});
+      x[1][70] = bad;
+      const std::vector<float> y = RunRows(tables, w, x, 2, nullptr);
+      for (int64_t r = 0; r < 5; ++r) {
+        CHECK(std::isfinite(y[static_cast<size_t>(r)]));
+        CHECK(std::isnan(y[static_cast<size_t>(5 + r)]));
+      }
     }
   }
 }
@@ -174,11 +301,11 @@ TEST_CASE("int4 rows are bitwise the one-row kernel per row, scalar", "[linear][
 
 // |y - ref| <= 1e-5 · (|x| · |W|ᵀ + |b|) against at::linear on the
 // dequantized matrix in float64: the bound of float32 summation (and of the
-// one rounding of each dequantized weight).
-void RequireCloseToDequantized(const torch::Tensor& y, const torch::Tensor& x, const Int4Weight& w,
+// one rounding of each dequantized weight, and of each lane's scale s · d).
+// x is in double: as it is (prefill's GEMM) or as quantized (the products).
+void RequireCloseToDequantized(const torch::Tensor& y, const torch::Tensor& xd, const Int4Weight& w,
                                const torch::Tensor& bias) {
   const torch::Tensor wd = DequantizedDouble(w);
-  const torch::Tensor xd = x.to(torch::kDouble);
   const torch::Tensor bd = bias.defined() ? bias.to(torch::kDouble) : bias;
   const torch::Tensor ref = bd.defined() ? at::linear(xd, wd, bd) : at::linear(xd, wd);
   const torch::Tensor bound =
@@ -203,14 +330,15 @@ TEST_CASE("Linear with int4 weights equals the dequantized product on every path
         const LinearPath path = SelectLinearPath(x, w.packed, bias, w.params);
         INFO(s.out << "x" << s.in << " m=" << m << " " << LinearPathName(path) << " "
                    << ActiveKernelsName());
-        REQUIRE(path ==
-                (m < kTiledGemmMinRows ? LinearPath::kMatRowsInt4 : LinearPath::kTiledGemmInt4));
-        RequireCloseToDequantized(Linear(x, w.packed, bias, w.params), x, w, bias);
-        RequireCloseToDequantized(Linear(x, w.packed, {}, w.params), x, w, {});
+        const bool rows = m < kTiledGemmMinRows;
+        REQUIRE(path == (rows ? LinearPath::kMatRowsInt4 : LinearPath::kTiledGemmInt4));
+        const torch::Tensor xd = rows ? QuantizedXDouble(x) : x.to(torch::kDouble);
+        RequireCloseToDequantized(Linear(x, w.packed, bias, w.params), xd, w, bias);
+        RequireCloseToDequantized(Linear(x, w.packed, {}, w.params), xd, w, {});
         torch::Tensor residual = torch::randn({1, m, s.out});
         const torch::Tensor before = residual.clone();
         LinearAddInto(residual, x, w.packed, {}, w.params);
-        RequireCloseToDequantized(residual - before, x, w, {});
+        RequireCloseToDequantized(residual - before, xd, w, {});
       }
     }
   }

@@ -30,6 +30,15 @@ bool DetectAvx512Vl() {
 #endif
 }
 
+bool DetectAvx512Vnni() {
+#if MEDQ_KERNELS_HAVE_AVX2
+  __builtin_cpu_init();
+  return DetectAvx512Vl() && __builtin_cpu_supports("avx512vnni");
+#else
+  return false;
+#endif
+}
+
 }  // namespace
 
 bool CpuSupportsAvx2Fma() {
@@ -39,6 +48,11 @@ bool CpuSupportsAvx2Fma() {
 
 bool CpuSupportsAvx512Vl() {
   static const bool supported = DetectAvx512Vl();
+  return supported;
+}
+
+bool CpuSupportsAvx512Vnni() {
+  static const bool supported = DetectAvx512Vnni();
   return supported;
 }
 

@@ -13,6 +13,11 @@ bool CpuSupportsAvx2Fma();
 // Checked once, on the first call; thread-safe.
 bool CpuSupportsAvx512Vl();
 
+// True when CpuSupportsAvx512Vl() and the CPU has AVX-512 VNNI (vpdpbusd),
+// which the AVX-512VL table's int4 products use where present. Checked once;
+// thread-safe.
+bool CpuSupportsAvx512Vnni();
+
 // The kernel table Linear() uses now: AVX-512VL when the CPU supports it, else
 // AVX2+FMA when it supports that, else scalar; the test switches in
 // kernel_choice.h (SetSimdKernelsEnabled, SetAvx512KernelsEnabled) take

@@ -331,12 +331,21 @@ void MatRowsInt4Into(const torch::Tensor& packed, const torch::Tensor& params, c
                      int64_t m, const float* bias, float* y) {
   const Int4Matrix q = Int4Of(packed, params);
   const DenseKernels& k = ActiveKernels();
+  // x quantized once a product (dense_kernels.h, prepare_i4), on this thread,
+  // into buffers this thread keeps for its next product.
+  thread_local std::vector<int8_t> xq;
+  thread_local std::vector<float> lane_scale, group_sum;
+  xq.resize(static_cast<size_t>(m * I4RowBytes(q.in)));
+  lane_scale.resize(static_cast<size_t>(m * I4RowLaneScales(q.in)));
+  group_sum.resize(static_cast<size_t>(m * I4RowGroupSums(q.in, q.group)));
+  k.prepare_i4(x, m, q.in, q.group, xq.data(), lane_scale.data(), group_sum.data());
+  const I4Rows rows{xq.data(), lane_scale.data(), group_sum.data(), q.in, q.group};
   // The split by the weight bytes, half a byte a weight: rows of in / 2.
   ParallelOverRows(q.out, q.in / 2, sizeof(uint8_t), [&](int64_t begin, int64_t end) {
     if (m == 1) {
-      k.matvec_i4(q.w, q.params, q.in, q.group, x, bias, y, begin, end);
+      k.matvec_i4(q.w, q.params, rows, bias, y, begin, end);
     } else {
-      k.matrows_i4(q.w, q.params, q.in, q.group, q.out, x, m, bias, y, begin, end);
+      k.matrows_i4(q.w, q.params, rows, q.out, m, bias, y, begin, end);
     }
   });
 }

@@ -90,12 +90,15 @@ torch::Tensor CpuTiledGemmInt8(const torch::Tensor& x, const torch::Tensor& weig
 // contiguous on the CPU; in is 2 · packed.size(1), the group in /
 // params.size(1), a multiple of 32 dividing in.
 // MatRowsInt4Into: y [m, out] = x [m, in] · wᵀ + bias on raw buffers as
-// MatRowsInto, row i of y bitwise what it is for m = 1 (matvec_i4 for one
-// row, matrows_i4 for several), rows split over KernelThreads() threads.
+// MatRowsInto, with x quantized to int8 in blocks of 32 first (prepare_i4,
+// dense_kernels.h: integer products, as llama.cpp's Q4 kernels), row i of y
+// bitwise what it is for m = 1 (matvec_i4 for one row, matrows_i4 for
+// several), rows split over KernelThreads() threads.
 // CpuMatRowsInt4: the same on tensors, x [..., in] float32.
 // CpuTiledGemmInt4: tiles of rows dequantized to float32 (bitwise the
-// weights the kernels multiply by) and multiplied with BLAS GEMM, as
-// CpuTiledGemmBf16; within float32 rounding of CpuMatRowsInt4, not bitwise.
+// weights the kernels multiply by) and multiplied with BLAS GEMM on x as it
+// is, as CpuTiledGemmBf16: prefill's path (32 rows and more), which does not
+// quantize x.
 // DequantizeInt4: the whole matrix as float32 [out, in], for the baseline
 // path and for tests.
 void MatRowsInt4Into(const torch::Tensor& packed, const torch::Tensor& params, const float* x,

@@ -135,26 +135,72 @@ using DequantizeI8Fn = void (*)(const int8_t* q, const float* scale, int64_t row
 // minimum m. A weight dequantizes to w[k] = fma(float(q[k]), s, m) (one
 // rounding), 0 <= q <= 15. in is a multiple of 32 and of group, and group
 // is 32, 64 or 128.
-// For r in [row_begin, row_end): dot = Σ_k w[r, k] · x[k], summed in 64
-// float32 lanes, lane k % 64 taking one fused multiply-add a weight in k
-// order (four 16-wide accumulators A, B, C, D over each 64 weights: four
-// chains of AVX-512 FMAs, eight of AVX2's), folded as ((A + B) + (C + D)),
-// that 16's halves [0, 8) + [8, 16), and its eight lanes as HorizontalSum
-// (avx2_common.h) folds them; y[r] = dot + bias[r] with a bias, dot
-// without. Every table computes exactly this, so the tables agree bitwise
-// with the scalar reference.
+//
+// The products (matvec_i4, matrows_i4) read x quantized to int8 in blocks of
+// 32, as llama.cpp's Q4 kernels read its Q8 activations, so that a product
+// is integer multiply-adds (VNNI's vpdpbusd, AVX2's vpmaddubsw): four to
+// eight times the weights a cycle of float32 FMAs, which four sequences'
+// rows need (bench/engine/README.md). prepare_i4 writes, for each x row:
+// - per block b of x[32b .. 32b + 32): amax = max |x|; d = amax / 127 and
+//   xq[k] = round-to-nearest-even(x[k] · (127 / amax)) in [-127, 127] (d = 0
+//   and xq = 0 where amax < 1e-30; d = NaN and xq = 0 where a value is not
+//   finite, so that a NaN or an infinity still poisons the product);
+// - q: xq in chunks of 128 bytes (4 blocks): bytes 16c .. 16c + 16 of the
+//   chunk hold x[32b + j] of its block c for j < 16, bytes 64 + 16c .. the
+//   j >= 16 half, the order of the weights' low and high nibbles; zeros
+//   past in, to a whole chunk;
+// - lane_scale: 16 floats a chunk, lane l = d of the chunk's block l / 4
+//   (0 past in);
+// - group_sum: per weight group g, S_g = Σ_{blocks b of g, in order}
+//   fma(d_b, float(Σ xq of b), S) from S = 0, i.e. Σ x as quantized; zeros
+//   to a multiple of 16.
+// For r in [row_begin, row_end): 16 float32 lanes A (from 0) take, chunk by
+// chunk, lane l = 4i + j (block b = 4c + i of chunk c, present if 32b < in):
+//   P = Σ_{t < 4} q[4j + t] · xq[4j + t] + q[16 + 4j + t] · xq[16 + 4j + t]
+//   (int32, exact: weight indices within block b),
+//   A_l = fma(float(P), s_b · lane_scale_l, A_l)   (s_b · d one rounding),
+// then the same lanes take the minimums, A_{g % 16} = fma(m_g, S_g,
+// A_{g % 16}) for the groups g in order; A's halves [0, 8) + [8, 16), and
+// those eight lanes as HorizontalSum (avx2_common.h) folds them: dot.
+// y[r] = dot + bias[r] with a bias, dot without. Every table computes
+// exactly this (integer sums are exact in any order), so the tables agree
+// bitwise with the scalar reference; the product is that of the dequantized
+// weights with x as quantized, to float32 rounding.
 inline constexpr int64_t kInt4Block = 32;
-using MatVecI4Fn = void (*)(const uint8_t* w, const uint16_t* params, int64_t in, int64_t group,
-                            const float* x, const float* bias, float* y, int64_t row_begin,
-                            int64_t row_end);
+inline constexpr int64_t kInt4Chunk = 128;
+// Sizes of one x row's prepared buffers (prepare_i4), in elements.
+inline constexpr int64_t I4RowBytes(int64_t in) {
+  return (in + kInt4Chunk - 1) / kInt4Chunk * kInt4Chunk;
+}
+inline constexpr int64_t I4RowLaneScales(int64_t in) {
+  return I4RowBytes(in) / 8;
+}
+inline constexpr int64_t I4RowGroupSums(int64_t in, int64_t group) {
+  return (in / group + 15) / 16 * 16;
+}
+// x rows as prepare_i4 wrote them: row i's buffers start at q + i *
+// I4RowBytes(in), lane_scale + i * I4RowLaneScales(in) and group_sum + i *
+// I4RowGroupSums(in, group).
+struct I4Rows {
+  const int8_t* q;
+  const float* lane_scale;
+  const float* group_sum;
+  int64_t in;
+  int64_t group;
+};
+using PrepareI4Fn = void (*)(const float* x, int64_t m, int64_t in, int64_t group, int8_t* q,
+                             float* lane_scale, float* group_sum);
+// One x row (row 0 of x) against the rows [row_begin, row_end) of w.
+using MatVecI4Fn = void (*)(const uint8_t* w, const uint16_t* params, const I4Rows& x,
+                            const float* bias, float* y, int64_t row_begin, int64_t row_end);
 
 // Several x rows against int4 weights: y[i * out + r] holds, bitwise, what
 // matvec_i4 writes to y[r] for x row i, whatever m and the other rows are
-// (batch invariance); each weight row is read from memory and dequantized
-// once for all m. x is [m, in], y is [m, out].
-using MatRowsI4Fn = void (*)(const uint8_t* w, const uint16_t* params, int64_t in, int64_t group,
-                             int64_t out, const float* x, int64_t m, const float* bias, float* y,
-                             int64_t row_begin, int64_t row_end);
+// (batch invariance); each weight row is read from memory and unpacked
+// once for all m. y is [m, out].
+using MatRowsI4Fn = void (*)(const uint8_t* w, const uint16_t* params, const I4Rows& x, int64_t out,
+                             int64_t m, const float* bias, float* y, int64_t row_begin,
+                             int64_t row_end);
 
 // dst[r, k] = fma(float(q[r, k]), s, m) for the rows [0, rows) of w and
 // params as above: the int4 weights dequantized to float32, bitwise what the
@@ -179,6 +225,7 @@ struct DenseKernels {
   MatVecI8Fn matvec_i8;
   MatRowsI8Fn matrows_i8;
   DequantizeI8Fn dequantize_i8;
+  PrepareI4Fn prepare_i4;
   MatVecI4Fn matvec_i4;
   MatRowsI4Fn matrows_i4;
   DequantizeI4Fn dequantize_i4;
@@ -257,25 +304,26 @@ void MatRowsI8Avx512(const int8_t* w, const float* scale, int64_t in, int64_t ou
                      int64_t m, const float* bias, float* y, int64_t row_begin, int64_t row_end);
 
 // The AVX2+FMA table's int4 entries (int4_avx2.cc, built with -mavx2
-// -mfma); same precondition as Avx2FmaKernels(). The AVX-512VL table shares
-// dequantize_i4.
-void MatVecI4Avx2(const uint8_t* w, const uint16_t* params, int64_t in, int64_t group,
-                  const float* x, const float* bias, float* y, int64_t row_begin, int64_t row_end);
-void MatRowsI4Avx2(const uint8_t* w, const uint16_t* params, int64_t in, int64_t group, int64_t out,
-                   const float* x, int64_t m, const float* bias, float* y, int64_t row_begin,
-                   int64_t row_end);
+// -mfma: vpmaddubsw and vpmaddwd for the integer sums); same precondition as
+// Avx2FmaKernels(). The AVX-512VL table shares prepare_i4 and
+// dequantize_i4, and its matvec_i4 and matrows_i4 are these where the CPU
+// lacks AVX-512 VNNI.
+void PrepareI4Avx2(const float* x, int64_t m, int64_t in, int64_t group, int8_t* q,
+                   float* lane_scale, float* group_sum);
+void MatVecI4Avx2(const uint8_t* w, const uint16_t* params, const I4Rows& x, const float* bias,
+                  float* y, int64_t row_begin, int64_t row_end);
+void MatRowsI4Avx2(const uint8_t* w, const uint16_t* params, const I4Rows& x, int64_t out,
+                   int64_t m, const float* bias, float* y, int64_t row_begin, int64_t row_end);
 void DequantizeI4Avx2(const uint8_t* w, const uint16_t* params, int64_t rows, int64_t in,
                       int64_t group, float* dst);
-// The AVX-512VL table's matvec_i4 and matrows_i4 (int4_avx512.cc, built with
-// AVX-512F/VL too: 16 weights a register, dequantized by a permute through
-// the group's 16 values, tiles of up to four x rows); bitwise the AVX2
-// kernels' results; same precondition as Avx512VlKernels().
-void MatVecI4Avx512(const uint8_t* w, const uint16_t* params, int64_t in, int64_t group,
-                    const float* x, const float* bias, float* y, int64_t row_begin,
-                    int64_t row_end);
-void MatRowsI4Avx512(const uint8_t* w, const uint16_t* params, int64_t in, int64_t group,
-                     int64_t out, const float* x, int64_t m, const float* bias, float* y,
-                     int64_t row_begin, int64_t row_end);
+// The int4 products with AVX-512 VNNI (int4_avx512.cc, built with
+// -mavx512f -mavx512vl -mavx512vnni too: a chunk of 128 weights a register,
+// two vpdpbusd an x row, tiles of up to four x rows); bitwise the AVX2
+// kernels' results. Precondition: CpuSupportsAvx512Vnni() (cpu_features.h).
+void MatVecI4Vnni(const uint8_t* w, const uint16_t* params, const I4Rows& x, const float* bias,
+                  float* y, int64_t row_begin, int64_t row_end);
+void MatRowsI4Vnni(const uint8_t* w, const uint16_t* params, const I4Rows& x, int64_t out,
+                   int64_t m, const float* bias, float* y, int64_t row_begin, int64_t row_end);
 
 // Weight rows converted per step by MatMulBf16Fn kernels: a block of this many
 // rows, converted to float32, is reused for every input row.

@@ -1,7 +1,9 @@
 // Portable dense kernels: plain C++, no intrinsics. Used on CPUs without
 // AVX2/FMA and, through the test switch, to check the SIMD kernels against.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 
 #include "daemon/engine/kernels/dense_kernels.h"
 
@@ -228,40 +230,102 @@ inline float Int4Weight(const uint8_t* w, const uint16_t* params, int64_t group,
   return std::fma(static_cast<float>(Int4At(w, k)), Bf16ToF32(p[0]), Bf16ToF32(p[1]));
 }
 
-// The int4 dot product in the order every table's int4 kernels sum it
-// (dense_kernels.h, MatVecI4Fn): lane k % 64, then the folds of the 16- and
-// 8-wide registers and HorizontalSum's.
-float DotI4(const uint8_t* w, const uint16_t* params, int64_t in, int64_t group, const float* x) {
-  float lanes[64] = {};
-  for (int64_t k = 0; k < in; ++k)
-    lanes[k % 64] = std::fma(Int4Weight(w, params, group, k), x[k], lanes[k % 64]);
-  float v16[16];
-  for (int l = 0; l < 16; ++l)
-    v16[l] = (lanes[l] + lanes[16 + l]) + (lanes[32 + l] + lanes[48 + l]);
+// One value of x as prepare_i4 quantizes it (dense_kernels.h): v = x · (127
+// / amax) rounded to nearest even, as vcvtps2dq and the saturating packs to
+// int8 give it (the block's values are finite here, so |v| <= 127).
+inline int8_t QuantizeI4X(float v) {
+  return static_cast<int8_t>(std::clamp(std::lrint(v), -128L, 127L));
+}
+
+void PrepareI4(const float* x, int64_t m, int64_t in, int64_t group, int8_t* q, float* lane_scale,
+               float* group_sum) {
+  const int64_t row_bytes = I4RowBytes(in), lanes = I4RowLaneScales(in);
+  const int64_t sums = I4RowGroupSums(in, group);
+  for (int64_t i = 0; i < m; ++i) {
+    const float* xi = x + i * in;
+    int8_t* qi = q + i * row_bytes;
+    float* li = lane_scale + i * lanes;
+    float* gi = group_sum + i * sums;
+    std::fill(qi, qi + row_bytes, int8_t{0});
+    std::fill(li, li + lanes, 0.0f);
+    std::fill(gi, gi + sums, 0.0f);
+    for (int64_t b = 0; b < in / kInt4Block; ++b) {
+      const float* xb = xi + b * kInt4Block;
+      float amax = 0.0f;
+      bool finite = true;
+      for (int64_t t = 0; t < kInt4Block; ++t) {
+        finite = finite && std::fabs(xb[t]) <= std::numeric_limits<float>::max();
+        amax = std::max(amax, std::fabs(xb[t]));
+      }
+      float d = 0.0f, id = 0.0f;
+      if (!finite) {
+        d = std::numeric_limits<float>::quiet_NaN();
+      } else if (amax >= 1e-30f) {
+        d = amax / 127.0f;
+        id = 127.0f / amax;
+      }
+      int8_t* chunk = qi + (b / 4) * kInt4Chunk + (b % 4) * 16;
+      int32_t sum = 0;
+      for (int64_t t = 0; t < kInt4Block; ++t) {
+        const int8_t v = finite ? QuantizeI4X(xb[t] * id) : int8_t{0};
+        chunk[t < 16 ? t : 64 + t - 16] = v;
+        sum += v;
+      }
+      for (int64_t l = 0; l < 4; ++l)
+        li[(b / 4) * 16 + (b % 4) * 4 + l] = d;
+      float& s = gi[b * kInt4Block / group];
+      s = std::fma(d, static_cast<float>(sum), s);
+    }
+  }
+}
+
+// The int4 dot product of weight row w with prepared x row i, in the order
+// every table's int4 kernels sum it (dense_kernels.h, MatVecI4Fn).
+float DotI4(const uint8_t* w, const uint16_t* params, const I4Rows& x, int64_t i) {
+  const int64_t in = x.in, group = x.group;
+  const int8_t* q = x.q + i * I4RowBytes(in);
+  const float* ls = x.lane_scale + i * I4RowLaneScales(in);
+  const float* gs = x.group_sum + i * I4RowGroupSums(in, group);
+  float a[16] = {};
+  for (int64_t b = 0; b < in / kInt4Block; ++b) {
+    const uint8_t* wb = w + b * (kInt4Block / 2);
+    const int8_t* lo = q + (b / 4) * kInt4Chunk + (b % 4) * 16;
+    const int8_t* hi = lo + 64;
+    const float s = Bf16ToF32(params[2 * (b * kInt4Block / group)]);
+    for (int64_t j = 0; j < 4; ++j) {
+      int32_t p = 0;
+      for (int64_t t = 4 * j; t < 4 * j + 4; ++t)
+        p += (wb[t] & 0xF) * lo[t] + (wb[t] >> 4) * hi[t];
+      const int64_t l = (b % 4) * 4 + j;
+      a[l] = std::fma(static_cast<float>(p), s * ls[(b / 4) * 16 + l], a[l]);
+    }
+  }
+  for (int64_t g = 0; g < in / group; ++g)
+    a[g % 16] = std::fma(Bf16ToF32(params[2 * g + 1]), gs[g], a[g % 16]);
   float v[8];
   for (int l = 0; l < 8; ++l)
-    v[l] = v16[l] + v16[l + 8];
+    v[l] = a[l] + a[l + 8];
   float h[4];
   for (int l = 0; l < 4; ++l)
     h[l] = v[l] + v[l + 4];
   return (h[0] + h[2]) + (h[1] + h[3]);
 }
 
-void MatVecI4(const uint8_t* w, const uint16_t* params, int64_t in, int64_t group, const float* x,
-              const float* bias, float* y, int64_t row_begin, int64_t row_end) {
+void MatVecI4(const uint8_t* w, const uint16_t* params, const I4Rows& x, const float* bias,
+              float* y, int64_t row_begin, int64_t row_end) {
+  const int64_t groups = x.in / x.group;
   for (int64_t r = row_begin; r < row_end; ++r) {
-    const float dot = DotI4(w + r * (in / 2), params + r * 2 * (in / group), in, group, x);
+    const float dot = DotI4(w + r * (x.in / 2), params + r * 2 * groups, x, 0);
     y[r] = bias != nullptr ? dot + bias[r] : dot;
   }
 }
 
-void MatRowsI4(const uint8_t* w, const uint16_t* params, int64_t in, int64_t group, int64_t out,
-               const float* x, int64_t m, const float* bias, float* y, int64_t row_begin,
-               int64_t row_end) {
+void MatRowsI4(const uint8_t* w, const uint16_t* params, const I4Rows& x, int64_t out, int64_t m,
+               const float* bias, float* y, int64_t row_begin, int64_t row_end) {
+  const int64_t groups = x.in / x.group;
   for (int64_t r = row_begin; r < row_end; ++r) {
     for (int64_t i = 0; i < m; ++i) {
-      const float dot =
-          DotI4(w + r * (in / 2), params + r * 2 * (in / group), in, group, x + i * in);
+      const float dot = DotI4(w + r * (x.in / 2), params + r * 2 * groups, x, i);
       y[i * out + r] = bias != nullptr ? dot + bias[r] : dot;
     }
   }
@@ -283,11 +347,11 @@ void PrepareBf16Rows(const float* x, int64_t m, int64_t in, float* prepared) {
 }  // namespace
 
 const DenseKernels& ScalarKernels() {
-  static constexpr DenseKernels kTable{"scalar",    &MatVecF32,   &MatVecBf16,  &PrepareBf16Rows,
-                                       &MatMulBf16, &ConvertBf16, &MatRowsF32,  &MatRowsBf16,
-                                       &PackedBf16, &VecMatF32,   &SiluMulF32,  &ScoresF32,
-                                       &SoftmaxF32, &MatVecI8,    &MatRowsI8,   &DequantizeI8,
-                                       &MatVecI4,   &MatRowsI4,   &DequantizeI4};
+  static constexpr DenseKernels kTable{"scalar",    &MatVecF32,   &MatVecBf16, &PrepareBf16Rows,
+                                       &MatMulBf16, &ConvertBf16, &MatRowsF32, &MatRowsBf16,
+                                       &PackedBf16, &VecMatF32,   &SiluMulF32, &ScoresF32,
+                                       &SoftmaxF32, &MatVecI8,    &MatRowsI8,  &DequantizeI8,
+                                       &PrepareI4,  &MatVecI4,    &MatRowsI4,  &DequantizeI4};
   return kTable;
 }
 

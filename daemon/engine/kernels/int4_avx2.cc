@@ -1,18 +1,22 @@
 // AVX2+FMA kernels for int4 weights in groups with a bf16 scale and minimum
 // each (the int4 entries of dense_kernels.h, MatVecI4Fn). Built with -mavx2
 // -mfma like the other *_avx2.cc files, called only after the runtime check
-// in cpu_features.cc; everything but the three entries has internal linkage.
+// in cpu_features.cc; everything but the entries has internal linkage.
 //
-// A block of 32 weights is 16 bytes: its first 8 bytes widened to eight
-// 32-bit lanes give weights 0..7 in their low nibbles and 16..23 in their
-// high ones, its last 8 bytes weights 8..15 and 24..31, so an AND or a shift
-// and a conversion make eight float32 weights in order; each is dequantized
-// with one FMA (q · s + m) and multiplied into one of eight accumulators
-// (lanes k % 64, the order dense_kernels.h spells out). Eight accumulators a
-// row leave no registers for a second x row, so the several-row kernel runs
-// the rows one at a time over a weight row it reads from memory once (the
-// later rows find it in L1).
+// A product reads x as prepare_i4 quantized it: 32 bytes of a weight row
+// (two blocks, 64 weights) split into their low and high nibbles are 32
+// unsigned bytes each, which vpmaddubsw multiplies by the 32 int8 values of
+// x in the same places and adds in pairs (at most 2 · 15 · 128, no
+// saturation), and vpmaddwd by ones sums to eight 32-bit lanes of four
+// weights each: half of the 16 lanes of dense_kernels.h's contract, the
+// same integers as AVX-512's vpdpbusd. Each lane's sum is scaled (the
+// group's s times the block's d) into a float32 accumulator. Tiles of up to
+// four x rows share each unpacked weight half.
 #include <immintrin.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
 
 #include "daemon/engine/kernels/avx2_common.h"
 #include "daemon/engine/kernels/dense_kernels.h"
@@ -20,107 +24,211 @@
 namespace medq::engine::kernels {
 namespace {
 
-// The group's scale and minimum, broadcast, where a group starts at k. The
-// group size G is a template argument: a runtime one cost an integer division
-// every 32 weights (int4_avx512.cc).
-template <int64_t G>
-inline void GroupAt(const uint16_t* params, int64_t k, __m256& s, __m256& m) {
-  if (k % G != 0) return;
-  const uint16_t* p = params + 2 * (k / G);
-  s = _mm256_set1_ps(Scalar(p[0]));
-  m = _mm256_set1_ps(Scalar(p[1]));
-}
-
-// The 32 weights of the block at `block` dequantized, each times its x and
-// added into a0 (weights 0..7), a1, a2, a3 (24..31).
-inline void BlockI4(const uint8_t* block, __m256 s, __m256 m, const float* x, __m256& a0,
-                    __m256& a1, __m256& a2, __m256& a3) {
-  const __m256i nibble = _mm256_set1_epi32(0xF);
-  const __m256i v0 = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(block)));
-  const __m256i v1 =
-      _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(block + 8)));
-  const __m256 q0 = _mm256_cvtepi32_ps(_mm256_and_si256(v0, nibble));
-  const __m256 q1 = _mm256_cvtepi32_ps(_mm256_and_si256(v1, nibble));
-  const __m256 q2 = _mm256_cvtepi32_ps(_mm256_srli_epi32(v0, 4));
-  const __m256 q3 = _mm256_cvtepi32_ps(_mm256_srli_epi32(v1, 4));
-  a0 = _mm256_fmadd_ps(_mm256_fmadd_ps(q0, s, m), _mm256_loadu_ps(x), a0);
-  a1 = _mm256_fmadd_ps(_mm256_fmadd_ps(q1, s, m), _mm256_loadu_ps(x + 8), a1);
-  a2 = _mm256_fmadd_ps(_mm256_fmadd_ps(q2, s, m), _mm256_loadu_ps(x + 16), a2);
-  a3 = _mm256_fmadd_ps(_mm256_fmadd_ps(q3, s, m), _mm256_loadu_ps(x + 24), a3);
-}
-
-// One row's dot product (dense_kernels.h's order: lanes k % 64 are a0..a7).
-// Stream: the row comes from memory, so a line kStreamPrefetchBytes ahead is
-// asked for into L2 once a 64-byte line (128 weights).
-template <int64_t G, bool kStream>
-inline float DotI4(const uint8_t* w, const uint16_t* params, int64_t in, const float* x) {
-  __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps(), a2 = _mm256_setzero_ps(),
-         a3 = _mm256_setzero_ps(), a4 = _mm256_setzero_ps(), a5 = _mm256_setzero_ps(),
-         a6 = _mm256_setzero_ps(), a7 = _mm256_setzero_ps();
-  __m256 s = _mm256_setzero_ps(), m = _mm256_setzero_ps();
-  int64_t k = 0;
-  for (; k + 64 <= in; k += 64) {
-    if constexpr (kStream) {
-      if ((k & 64) == 0) PrefetchAt<_MM_HINT_T1>(w + k / 2, kStreamPrefetchBytes);
-    }
-    GroupAt<G>(params, k, s, m);
-    BlockI4(w + k / 2, s, m, x + k, a0, a1, a2, a3);
-    GroupAt<G>(params, k + 32, s, m);
-    BlockI4(w + k / 2 + 16, s, m, x + k + 32, a4, a5, a6, a7);
-  }
-  if (k < in) {  // in % 64 == 32: lanes 0..31 take the last block
-    GroupAt<G>(params, k, s, m);
-    BlockI4(w + k / 2, s, m, x + k, a0, a1, a2, a3);
-  }
-  // The 16-wide accumulators A..D are (a0, a1) .. (a6, a7).
-  const __m256 low = _mm256_add_ps(_mm256_add_ps(a0, a2), _mm256_add_ps(a4, a6));
-  const __m256 high = _mm256_add_ps(_mm256_add_ps(a1, a3), _mm256_add_ps(a5, a7));
-  return HorizontalSum(_mm256_add_ps(low, high));
-}
-
 // dot + bias, spelled out so that the compiler cannot fuse it differently.
 inline float AddBias(float dot, const float* bias, int64_t r) {
   if (bias == nullptr) return dot;
   return _mm_cvtss_f32(_mm_add_ss(_mm_set_ss(dot), _mm_set_ss(bias[r])));
 }
 
+// The largest |x| of the 32 values at x, and whether all are finite.
+inline float BlockAbsMax(const float* x, bool& finite) {
+  const __m256 abs = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
+  const __m256 largest = _mm256_set1_ps(std::numeric_limits<float>::max());
+  __m256 mx = _mm256_setzero_ps();
+  __m256 bad = _mm256_setzero_ps();
+  for (int t = 0; t < 32; t += 8) {
+    const __m256 a = _mm256_and_ps(_mm256_loadu_ps(x + t), abs);
+    bad = _mm256_or_ps(bad, _mm256_cmp_ps(a, largest, _CMP_NLE_UQ));
+    mx = _mm256_max_ps(mx, a);
+  }
+  finite = _mm256_movemask_ps(bad) == 0;
+  __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(mx), _mm256_extractf128_ps(mx, 1));
+  m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+  m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
+  return _mm_cvtss_f32(m4);
+}
+
+// The 32 values at x times id, rounded to nearest even and saturated to
+// int8, in order at lo (the first 16) and hi (the last 16); returns their sum.
+inline int32_t QuantizeBlock(const float* x, float id, int8_t* lo, int8_t* hi) {
+  const __m256 f = _mm256_set1_ps(id);
+  const __m256i v0 = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x), f));
+  const __m256i v1 = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + 8), f));
+  const __m256i v2 = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + 16), f));
+  const __m256i v3 = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + 24), f));
+  // The packs work within 128-bit lanes; the permute puts the dwords back
+  // in order.
+  const __m256i bytes = _mm256_permutevar8x32_epi32(
+      _mm256_packs_epi16(_mm256_packs_epi32(v0, v1), _mm256_packs_epi32(v2, v3)),
+      _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(lo), _mm256_castsi256_si128(bytes));
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(hi), _mm256_extracti128_si256(bytes, 1));
+  // The int8 values' sum (exact): sign-extended back from the packed bytes.
+  const __m256i wide =
+      _mm256_add_epi32(_mm256_cvtepi8_epi32(_mm256_castsi256_si128(bytes)),
+                       _mm256_cvtepi8_epi32(_mm_srli_si128(_mm256_castsi256_si128(bytes), 8)));
+  const __m128i high = _mm256_extracti128_si256(bytes, 1);
+  const __m256i wide2 =
+      _mm256_add_epi32(_mm256_cvtepi8_epi32(high), _mm256_cvtepi8_epi32(_mm_srli_si128(high, 8)));
+  __m256i sum8 = _mm256_add_epi32(wide, wide2);
+  __m128i sum4 = _mm_add_epi32(_mm256_castsi256_si128(sum8), _mm256_extracti128_si256(sum8, 1));
+  sum4 = _mm_add_epi32(sum4, _mm_shuffle_epi32(sum4, _MM_SHUFFLE(1, 0, 3, 2)));
+  sum4 = _mm_add_epi32(sum4, _mm_shuffle_epi32(sum4, _MM_SHUFFLE(2, 3, 0, 1)));
+  return _mm_cvtsi128_si32(sum4);
+}
+
+// The group's bf16 scale of block b as float32.
 template <int64_t G>
-void MatVecI4Avx2Group(const uint8_t* w, const uint16_t* params, int64_t in, const float* x,
-                       const float* bias, float* y, int64_t row_begin, int64_t row_end) {
-  const int64_t groups = in / G;
-  for (int64_t r = row_begin; r < row_end; ++r)
-    y[r] = AddBias(DotI4<G, true>(w + r * (in / 2), params + r * 2 * groups, in, x), bias, r);
+inline float BlockScale(const uint16_t* params, int64_t b) {
+  return Scalar(params[2 * (b * kInt4Block / G)]);
+}
+
+// M x rows (from row i0 of x) against one weight row: the lanes [0, 8) and
+// [8, 16) of each row's A, chunk by chunk, each half of a chunk (two
+// blocks) unpacked once for the M rows.
+template <int64_t G, int M, bool kStream>
+inline void DotsI4(const uint8_t* w, const uint16_t* params, const I4Rows& x, int64_t i0,
+                   float* dots) {
+  const int64_t in = x.in, blocks = in / kInt4Block;
+  const int64_t row_bytes = I4RowBytes(in), row_lanes = I4RowLaneScales(in);
+  const __m256i nibble = _mm256_set1_epi8(0x0F);
+  const __m256i ones = _mm256_set1_epi16(1);
+  __m256 acc[M][2];
+  for (int i = 0; i < M; ++i)
+    acc[i][0] = acc[i][1] = _mm256_setzero_ps();
+  for (int64_t c = 0; c * 4 < blocks; ++c) {
+    if constexpr (kStream) PrefetchAt<_MM_HINT_T1>(w + c * 64, kStreamPrefetchBytes);
+    for (int h = 0; h < 2; ++h) {
+      const int64_t b0 = 4 * c + 2 * h;
+      if (b0 >= blocks) break;
+      const bool two = b0 + 1 < blocks;
+      const uint8_t* wb = w + b0 * (kInt4Block / 2);
+      const __m256i v =
+          two ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb))
+              : _mm256_zextsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(wb)));
+      const __m256i lo = _mm256_and_si256(v, nibble);
+      const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), nibble);
+      const __m256 s =
+          _mm256_insertf128_ps(_mm256_castps128_ps256(_mm_set1_ps(BlockScale<G>(params, b0))),
+                               _mm_set1_ps(two ? BlockScale<G>(params, b0 + 1) : 0.0f), 1);
+      for (int i = 0; i < M; ++i) {
+        const int8_t* q = x.q + (i0 + i) * row_bytes + c * kInt4Chunk + 32 * h;
+        const __m256i pairs = _mm256_add_epi16(
+            _mm256_maddubs_epi16(lo, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q))),
+            _mm256_maddubs_epi16(hi, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + 64))));
+        const __m256i p = _mm256_madd_epi16(pairs, ones);
+        const __m256 scale =
+            _mm256_mul_ps(s, _mm256_loadu_ps(x.lane_scale + (i0 + i) * row_lanes + c * 16 + 8 * h));
+        acc[i][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), scale, acc[i][h]);
+      }
+    }
+  }
+  // The minimums: M_{g % 16} += m_g · S_g, lanes [0, 8) then [8, 16).
+  const int64_t groups = in / G, row_sums = I4RowGroupSums(in, G);
+  const __m256i high_half = _mm256_set1_epi32(kBf16HighHalf);
+  for (int64_t g0 = 0; g0 < groups; g0 += 8) {
+    const int64_t n = std::min<int64_t>(8, groups - g0);
+    const __m256i mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(n)),
+                                            _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+    const __m256 mins = _mm256_castsi256_ps(_mm256_and_si256(
+        _mm256_maskload_epi32(reinterpret_cast<const int*>(params + 2 * g0), mask), high_half));
+    const int h = static_cast<int>((g0 / 8) % 2);
+    for (int i = 0; i < M; ++i) {
+      const __m256 sums = _mm256_loadu_ps(x.group_sum + (i0 + i) * row_sums + g0);
+      acc[i][h] = _mm256_fmadd_ps(mins, sums, acc[i][h]);
+    }
+  }
+  for (int i = 0; i < M; ++i)
+    dots[i] = HorizontalSum(_mm256_add_ps(acc[i][0], acc[i][1]));
 }
 
 template <int64_t G>
-void MatRowsI4Avx2Group(const uint8_t* w, const uint16_t* params, int64_t in, int64_t out,
-                        const float* x, int64_t m, const float* bias, float* y, int64_t row_begin,
-                        int64_t row_end) {
-  const int64_t groups = in / G;
+void MatVecI4Avx2Group(const uint8_t* w, const uint16_t* params, const I4Rows& x, const float* bias,
+                       float* y, int64_t row_begin, int64_t row_end) {
+  const int64_t groups = x.in / G;
   for (int64_t r = row_begin; r < row_end; ++r) {
-    const uint8_t* wr = w + r * (in / 2);
+    float dot;
+    DotsI4<G, 1, true>(w + r * (x.in / 2), params + r * 2 * groups, x, 0, &dot);
+    y[r] = AddBias(dot, bias, r);
+  }
+}
+
+template <int64_t G>
+void MatRowsI4Avx2Group(const uint8_t* w, const uint16_t* params, const I4Rows& x, int64_t out,
+                        int64_t m, const float* bias, float* y, int64_t row_begin,
+                        int64_t row_end) {
+  const int64_t groups = x.in / G;
+  for (int64_t r = row_begin; r < row_end; ++r) {
+    const uint8_t* wr = w + r * (x.in / 2);
     const uint16_t* pr = params + r * 2 * groups;
-    y[r] = AddBias(DotI4<G, true>(wr, pr, in, x), bias, r);
-    for (int64_t i = 1; i < m; ++i)
-      y[i * out + r] = AddBias(DotI4<G, false>(wr, pr, in, x + i * in), bias, r);
+    float dots[4];
+    int64_t i = 0;
+    // The first tile reads the row from memory (and prefetches ahead), the
+    // later ones find it in L1.
+    const auto tile = [&]<int T>() {
+      if (i == 0) {
+        DotsI4<G, T, true>(wr, pr, x, i, dots);
+      } else {
+        DotsI4<G, T, false>(wr, pr, x, i, dots);
+      }
+      for (int j = 0; j < T; ++j)
+        y[(i + j) * out + r] = AddBias(dots[j], bias, r);
+      i += T;
+    };
+    while (i + 4 <= m)
+      tile.template operator()<4>();
+    if (i + 2 <= m) tile.template operator()<2>();
+    if (i < m) tile.template operator()<1>();
   }
 }
 
 }  // namespace
 
+void PrepareI4Avx2(const float* x, int64_t m, int64_t in, int64_t group, int8_t* q,
+                   float* lane_scale, float* group_sum) {
+  const int64_t row_bytes = I4RowBytes(in), lanes = I4RowLaneScales(in);
+  const int64_t sums = I4RowGroupSums(in, group);
+  for (int64_t i = 0; i < m; ++i) {
+    const float* xi = x + i * in;
+    int8_t* qi = q + i * row_bytes;
+    float* li = lane_scale + i * lanes;
+    float* gi = group_sum + i * sums;
+    std::fill(qi, qi + row_bytes, int8_t{0});
+    std::fill(li, li + lanes, 0.0f);
+    std::fill(gi, gi + sums, 0.0f);
+    for (int64_t b = 0; b < in / kInt4Block; ++b) {
+      const float* xb = xi + b * kInt4Block;
+      bool finite = true;
+      const float amax = BlockAbsMax(xb, finite);
+      float d = 0.0f;
+      int32_t sum = 0;
+      int8_t* chunk = qi + (b / 4) * kInt4Chunk + (b % 4) * 16;
+      if (!finite) {
+        d = std::numeric_limits<float>::quiet_NaN();
+      } else if (amax >= 1e-30f) {
+        d = amax / 127.0f;
+        sum = QuantizeBlock(xb, 127.0f / amax, chunk, chunk + 64);
+      }
+      for (int64_t l = 0; l < 4; ++l)
+        li[(b / 4) * 16 + (b % 4) * 4 + l] = d;
+      float& s = gi[b * kInt4Block / group];
+      s = std::fma(d, static_cast<float>(sum), s);
+    }
+  }
+}
+
 // group is 32, 64 or 128 (dense_kernels.h), each its own instance.
-void MatVecI4Avx2(const uint8_t* w, const uint16_t* params, int64_t in, int64_t group,
-                  const float* x, const float* bias, float* y, int64_t row_begin, int64_t row_end) {
-  WithInt4Group(group, [&](auto g) {
-    MatVecI4Avx2Group<decltype(g)::value>(w, params, in, x, bias, y, row_begin, row_end);
+void MatVecI4Avx2(const uint8_t* w, const uint16_t* params, const I4Rows& x, const float* bias,
+                  float* y, int64_t row_begin, int64_t row_end) {
+  WithInt4Group(x.group, [&](auto g) {
+    MatVecI4Avx2Group<decltype(g)::value>(w, params, x, bias, y, row_begin, row_end);
   });
 }
 
-void MatRowsI4Avx2(const uint8_t* w, const uint16_t* params, int64_t in, int64_t group, int64_t out,
-                   const float* x, int64_t m, const float* bias, float* y, int64_t row_begin,
-                   int64_t row_end) {
-  WithInt4Group(group, [&](auto g) {
-    MatRowsI4Avx2Group<decltype(g)::value>(w, params, in, out, x, m, bias, y, row_begin, row_end);
+void MatRowsI4Avx2(const uint8_t* w, const uint16_t* params, const I4Rows& x, int64_t out,
+                   int64_t m, const float* bias, float* y, int64_t row_begin, int64_t row_end) {
+  WithInt4Group(x.group, [&](auto g) {
+    MatRowsI4Avx2Group<decltype(g)::value>(w, params, x, out, m, bias, y, row_begin, row_end);
   });
 }
 

@@ -1,17 +1,16 @@
-// The AVX-512VL table's int4 kernels (dense_kernels.h, MatVecI4Fn): a block
-// of 32 weights is 16 bytes, widened to sixteen 32-bit lanes whose low
-// nibbles are weights 0..15 and, shifted by four, 16..31. A permute takes
-// only an index's low four bits, so each nibble picks its dequantized value
-// (fma(q, s, m), one rounding, the AVX2 kernels' bits) straight from a
-// register of the group's 16 values: one shift, two permutes and two FMAs a
-// block, where AVX2 converts and dequantizes every weight. Four 16-wide
-// accumulators a row (lanes k % 64) give four FMA chains; tiles of up to
-// four x rows (16 accumulators) share each dequantized block. Built with
-// -mavx2 -mfma -mavx512f -mavx512vl, called only where cpu_features.cc found
-// AVX-512VL.
+// The int4 products with AVX-512 VNNI (dense_kernels.h, MatVecI4Fn): a
+// chunk of 128 weights is one 64-byte load, its low and high nibbles two
+// registers of 64 unsigned bytes, and each x row two vpdpbusd against the
+// 128 int8 values prepare_i4 laid out in the same places: the 16 lanes of
+// the contract, four weights of a half block each, in two instructions where
+// float32 FMAs took sixteen. The group scales come in by one permute a chunk
+// and the lane's scale (s · d) by a multiply, shared by nothing but one FMA.
+// Tiles of up to four x rows share the unpacked chunk. Built with -mavx2
+// -mfma -mavx512f -mavx512vl -mavx512vnni, called only where cpu_features.cc
+// found AVX-512 VNNI (dense_kernels_avx2.cc's table chooses).
 #include <immintrin.h>
 
-#include <cstring>
+#include <algorithm>
 
 #include "daemon/engine/kernels/avx2_common.h"
 #include "daemon/engine/kernels/dense_kernels.h"
@@ -27,88 +26,101 @@
 namespace medq::engine::kernels {
 namespace {
 
-// The 16 values fma(q, s, m) for q = 0..15 of the group whose scale and
-// minimum are at p: the pair is one 32-bit load (scale in the low half, the
-// minimum in the high one), broadcast once; a shift and a mask make the two
-// bf16 values float32, as Scalar() does.
-inline __m512 GroupTable(const uint16_t* p) {
-  const __m512 iota = _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-  int32_t pair;
-  std::memcpy(&pair, p, sizeof(pair));
-  const __m512i both = _mm512_set1_epi32(pair);
-  const __m512 s = _mm512_castsi512_ps(_mm512_slli_epi32(both, 16));
-  const __m512 m = _mm512_castsi512_ps(_mm512_and_si512(both, _mm512_set1_epi32(kBf16HighHalf)));
-  return _mm512_fmadd_ps(iota, s, m);
-}
-
-// dots[i] = the dot product of the row at w with x row i (row stride in),
-// for the M x rows at x, in dense_kernels.h's order. The group size G is a
-// template argument: with a runtime group, finding where a group starts cost
-// an integer division every 32 weights, more than the block's arithmetic
-// (kernels_bench --only quantized, bench/kernels/README.md).
-template <int64_t G, int M, bool kStream>
-inline void DotsI4(const uint8_t* w, const uint16_t* params, int64_t in, const float* x,
-                   float* dots) {
-  __m512 a[M], b[M], c[M], d[M];
-  for (int i = 0; i < M; ++i) {
-    a[i] = _mm512_setzero_ps();
-    b[i] = _mm512_setzero_ps();
-    c[i] = _mm512_setzero_ps();
-    d[i] = _mm512_setzero_ps();
-  }
-  __m512 table = _mm512_setzero_ps();
-  const auto block = [&](int64_t k, __m512* lo, __m512* hi) {
-    if (k % G == 0) table = GroupTable(params + 2 * (k / G));
-    const __m512i v =
-        _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w + k / 2)));
-    const __m512 w0 = _mm512_permutexvar_ps(v, table);
-    const __m512 w1 = _mm512_permutexvar_ps(_mm512_srli_epi32(v, 4), table);
-    for (int i = 0; i < M; ++i) {
-      const float* xi = x + i * in + k;
-      lo[i] = _mm512_fmadd_ps(w0, _mm512_loadu_ps(xi), lo[i]);
-      hi[i] = _mm512_fmadd_ps(w1, _mm512_loadu_ps(xi + 16), hi[i]);
-    }
-  };
-  int64_t k = 0;
-  for (; k + 64 <= in; k += 64) {
-    if constexpr (kStream) {
-      if ((k & 64) == 0) PrefetchAt<_MM_HINT_T1>(w + k / 2, kStreamPrefetchBytes);
-    }
-    block(k, a, b);
-    block(k + 32, c, d);
-  }
-  if (k < in) block(k, a, b);  // in % 64 == 32
-  for (int i = 0; i < M; ++i) {
-    const __m512 sum = _mm512_add_ps(_mm512_add_ps(a[i], b[i]), _mm512_add_ps(c[i], d[i]));
-    const __m256 low = _mm512_castps512_ps256(sum);
-    const __m256 high = _mm512_castps512_ps256(_mm512_shuffle_f32x4(sum, sum, 0xEE));
-    dots[i] = HorizontalSum(_mm256_add_ps(low, high));
-  }
-}
-
 inline float AddBias(float dot, const float* bias, int64_t r) {
   if (bias == nullptr) return dot;
   return _mm_cvtss_f32(_mm_add_ss(_mm_set_ss(dot), _mm_set_ss(bias[r])));
 }
 
+// Lane l of a chunk belongs to block l / 4, whose group is pair (l / 4) /
+// (G / 32) of the chunk's parameters.
 template <int64_t G>
-void MatVecI4Avx512Group(const uint8_t* w, const uint16_t* params, int64_t in, const float* x,
-                         const float* bias, float* y, int64_t row_begin, int64_t row_end) {
-  const int64_t groups = in / G;
+inline __m512i PairIndex() {
+  constexpr int kPerGroup = static_cast<int>(G / kInt4Block) * 4;
+  return _mm512_setr_epi32(0 / kPerGroup, 1 / kPerGroup, 2 / kPerGroup, 3 / kPerGroup,
+                           4 / kPerGroup, 5 / kPerGroup, 6 / kPerGroup, 7 / kPerGroup,
+                           8 / kPerGroup, 9 / kPerGroup, 10 / kPerGroup, 11 / kPerGroup,
+                           12 / kPerGroup, 13 / kPerGroup, 14 / kPerGroup, 15 / kPerGroup);
+}
+
+// Each lane's group scale, as float32, for the chunk whose parameter pairs
+// (scale low, minimum high) are the `pairs` dwords at p (missing ones 0).
+template <int64_t G>
+inline __m512 ChunkScales(const uint16_t* p, int pairs) {
+  const __m512i raw = _mm512_maskz_loadu_epi32(static_cast<__mmask16>((1u << pairs) - 1), p);
+  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_permutexvar_epi32(PairIndex<G>(), raw), 16));
+}
+
+template <int64_t G, int M, bool kStream>
+inline void DotsI4(const uint8_t* w, const uint16_t* params, const I4Rows& x, int64_t i0,
+                   float* dots) {
+  constexpr int64_t kPairsPerChunk = kInt4Chunk / G;
+  const int64_t in = x.in, blocks = in / kInt4Block;
+  const int64_t row_bytes = I4RowBytes(in), row_lanes = I4RowLaneScales(in);
+  const __m512i nibble = _mm512_set1_epi8(0x0F);
+  __m512 acc[M];
+  for (int i = 0; i < M; ++i)
+    acc[i] = _mm512_setzero_ps();
+  const auto chunk = [&](int64_t c, __m512i v, __m512 s) {
+    const __m512i lo = _mm512_and_si512(v, nibble);
+    const __m512i hi = _mm512_and_si512(_mm512_srli_epi32(v, 4), nibble);
+    for (int i = 0; i < M; ++i) {
+      const int8_t* q = x.q + (i0 + i) * row_bytes + c * kInt4Chunk;
+      __m512i p = _mm512_dpbusd_epi32(_mm512_setzero_si512(), lo, _mm512_loadu_si512(q));
+      p = _mm512_dpbusd_epi32(p, hi, _mm512_loadu_si512(q + 64));
+      const __m512 scale =
+          _mm512_mul_ps(s, _mm512_loadu_ps(x.lane_scale + (i0 + i) * row_lanes + c * 16));
+      acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), scale, acc[i]);
+    }
+  };
+  const int64_t full = blocks / 4;
+  for (int64_t c = 0; c < full; ++c) {
+    if constexpr (kStream) PrefetchAt<_MM_HINT_T1>(w + c * 64, kStreamPrefetchBytes);
+    chunk(c, _mm512_loadu_si512(w + c * 64),
+          ChunkScales<G>(params + 2 * c * kPairsPerChunk, static_cast<int>(kPairsPerChunk)));
+  }
+  if (const int64_t rest = blocks - 4 * full; rest > 0) {  // 1 to 3 blocks
+    const int pairs = static_cast<int>((rest * kInt4Block + G - 1) / G);
+    chunk(full,
+          _mm512_maskz_loadu_epi32(static_cast<__mmask16>((1u << (4 * rest)) - 1), w + full * 64),
+          ChunkScales<G>(params + 2 * full * kPairsPerChunk, pairs));
+  }
+  // The minimums: A_{g % 16} += m_g · S_g.
+  const int64_t groups = in / G, row_sums = I4RowGroupSums(in, G);
+  const __m512i high_half = _mm512_set1_epi32(kBf16HighHalf);
+  for (int64_t g0 = 0; g0 < groups; g0 += 16) {
+    const int64_t n = std::min<int64_t>(16, groups - g0);
+    const __m512 mins = _mm512_castsi512_ps(_mm512_and_si512(
+        _mm512_maskz_loadu_epi32(static_cast<__mmask16>((1u << n) - 1), params + 2 * g0),
+        high_half));
+    for (int i = 0; i < M; ++i)
+      acc[i] =
+          _mm512_fmadd_ps(mins, _mm512_loadu_ps(x.group_sum + (i0 + i) * row_sums + g0), acc[i]);
+  }
+  for (int i = 0; i < M; ++i) {
+    const __m256 low = _mm512_castps512_ps256(acc[i]);
+    const __m256 high = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc[i]), 1));
+    dots[i] = HorizontalSum(_mm256_add_ps(low, high));
+  }
+}
+
+template <int64_t G>
+void MatVecI4VnniGroup(const uint8_t* w, const uint16_t* params, const I4Rows& x, const float* bias,
+                       float* y, int64_t row_begin, int64_t row_end) {
+  const int64_t groups = x.in / G;
   for (int64_t r = row_begin; r < row_end; ++r) {
     float dot;
-    DotsI4<G, 1, true>(w + r * (in / 2), params + r * 2 * groups, in, x, &dot);
+    DotsI4<G, 1, true>(w + r * (x.in / 2), params + r * 2 * groups, x, 0, &dot);
     y[r] = AddBias(dot, bias, r);
   }
 }
 
 template <int64_t G>
-void MatRowsI4Avx512Group(const uint8_t* w, const uint16_t* params, int64_t in, int64_t out,
-                          const float* x, int64_t m, const float* bias, float* y, int64_t row_begin,
-                          int64_t row_end) {
-  const int64_t groups = in / G;
+void MatRowsI4VnniGroup(const uint8_t* w, const uint16_t* params, const I4Rows& x, int64_t out,
+                        int64_t m, const float* bias, float* y, int64_t row_begin,
+                        int64_t row_end) {
+  const int64_t groups = x.in / G;
   for (int64_t r = row_begin; r < row_end; ++r) {
-    const uint8_t* wr = w + r * (in / 2);
+    const uint8_t* wr = w + r * (x.in / 2);
     const uint16_t* pr = params + r * 2 * groups;
     float dots[4];
     int64_t i = 0;
@@ -116,9 +128,9 @@ void MatRowsI4Avx512Group(const uint8_t* w, const uint16_t* params, int64_t in, 
     // later ones find it in L1.
     const auto tile = [&]<int T>() {
       if (i == 0) {
-        DotsI4<G, T, true>(wr, pr, in, x, dots);
+        DotsI4<G, T, true>(wr, pr, x, i, dots);
       } else {
-        DotsI4<G, T, false>(wr, pr, in, x + i * in, dots);
+        DotsI4<G, T, false>(wr, pr, x, i, dots);
       }
       for (int j = 0; j < T; ++j)
         y[(i + j) * out + r] = AddBias(dots[j], bias, r);
@@ -134,19 +146,17 @@ void MatRowsI4Avx512Group(const uint8_t* w, const uint16_t* params, int64_t in, 
 }  // namespace
 
 // group is 32, 64 or 128 (dense_kernels.h), each its own instance.
-void MatVecI4Avx512(const uint8_t* w, const uint16_t* params, int64_t in, int64_t group,
-                    const float* x, const float* bias, float* y, int64_t row_begin,
-                    int64_t row_end) {
-  WithInt4Group(group, [&](auto g) {
-    MatVecI4Avx512Group<decltype(g)::value>(w, params, in, x, bias, y, row_begin, row_end);
+void MatVecI4Vnni(const uint8_t* w, const uint16_t* params, const I4Rows& x, const float* bias,
+                  float* y, int64_t row_begin, int64_t row_end) {
+  WithInt4Group(x.group, [&](auto g) {
+    MatVecI4VnniGroup<decltype(g)::value>(w, params, x, bias, y, row_begin, row_end);
   });
 }
 
-void MatRowsI4Avx512(const uint8_t* w, const uint16_t* params, int64_t in, int64_t group,
-                     int64_t out, const float* x, int64_t m, const float* bias, float* y,
-                     int64_t row_begin, int64_t row_end) {
-  WithInt4Group(group, [&](auto g) {
-    MatRowsI4Avx512Group<decltype(g)::value>(w, params, in, out, x, m, bias, y, row_begin, row_end);
+void MatRowsI4Vnni(const uint8_t* w, const uint16_t* params, const I4Rows& x, int64_t out,
+                   int64_t m, const float* bias, float* y, int64_t row_begin, int64_t row_end) {
+  WithInt4Group(x.group, [&](auto g) {
+    MatRowsI4VnniGroup<decltype(g)::value>(w, params, x, out, m, bias, y, row_begin, row_end);
   });
 }
 
