@@ -23,6 +23,11 @@
 // at the position before it. Perplexity is exp of the mean negative
 // log-likelihood over every scored token; the uncertainty is llama.cpp's:
 // the standard error of that mean times the perplexity.
+//
+// `--step-rows N` reads each chunk N tokens at a time through its KV cache
+// instead of in one pass: below 32 rows a step takes the decode and batch
+// kernels (for int4, x rounded to int8 blocks: dense_kernels.h), as
+// generation does, where one pass of a chunk takes prefill's GEMM.
 #include <c10/core/InferenceMode.h>
 
 #include <ATen/ATen.h>
@@ -54,7 +59,8 @@ struct Options {
   std::string model = "models/medq-demo";
   std::string corpus;
   int validation_every = 20;
-  int context = 0;  // 0: the model's max_position_embeddings
+  int context = 0;    // 0: the model's max_position_embeddings
+  int step_rows = 0;  // 0: each chunk in one pass
   std::vector<std::string> quantize = {"none", "int8", "int4"};
   std::vector<int64_t> groups = {64};
   std::string dtype = "bf16";
@@ -96,7 +102,7 @@ struct Scores {
 };
 
 Scores Score(const medq::engine::Model& model, const std::vector<int32_t>& tokens, int64_t context,
-             std::optional<int32_t> bos) {
+             std::optional<int32_t> bos, int64_t step_rows) {
   c10::InferenceMode guard;
   Scores s;
   const int64_t chunks = static_cast<int64_t>(tokens.size()) / context;
@@ -105,9 +111,14 @@ Scores Score(const medq::engine::Model& model, const std::vector<int32_t>& token
     std::vector<int64_t> ids(tokens.begin() + c * context, tokens.begin() + (c + 1) * context);
     if (bos) ids[0] = *bos;
     medq::engine::KvCache cache(model, 1, context);
-    const at::Tensor logits =
-        medq::engine::Forward(model, at::tensor(ids, at::kLong).view({1, context}), cache,
-                              medq::engine::LogitsFor::kAllPositions)[0];
+    const at::Tensor all = at::tensor(ids, at::kLong).view({1, context});
+    const int64_t step = step_rows > 0 ? step_rows : context;
+    std::vector<at::Tensor> parts;
+    for (int64_t p = 0; p < context; p += step) {
+      parts.push_back(medq::engine::Forward(model, all.narrow(1, p, std::min(step, context - p)),
+                                            cache, medq::engine::LogitsFor::kAllPositions)[0]);
+    }
+    const at::Tensor logits = at::cat(parts, 0);
     // Positions first .. context - 2 predict the tokens after them.
     const at::Tensor logp =
         at::log_softmax(logits.narrow(0, first, context - 1 - first).to(at::kDouble), -1);
@@ -122,11 +133,12 @@ Scores Score(const medq::engine::Model& model, const std::vector<int32_t>& token
 }
 
 json Measure(const fs::path& dir, const Config& config, const std::vector<int32_t>& tokens,
-             int64_t context, bool bos) {
+             int64_t context, bool bos, int64_t step_rows) {
   auto model = medq::engine::LoadModel(dir, config.load);
   if (!model.ok()) return {{"config", config.name}, {"error", model.error().message}};
   const auto& info = medq::engine::Info(**model);
-  const Scores s = Score(**model, tokens, context, bos ? info.bos_id : std::optional<int32_t>());
+  const Scores s =
+      Score(**model, tokens, context, bos ? info.bos_id : std::optional<int32_t>(), step_rows);
   const double mean = s.nll / static_cast<double>(s.count);
   const double var = s.nll2 / static_cast<double>(s.count) - mean * mean;
   const double ppl = std::exp(mean);
@@ -189,7 +201,7 @@ int Run(const Options& o) {
 
   json results = json::array();
   for (const Config& c : Configs(o))
-    results.push_back(Measure(dir, c, tokens, context, o.bos));
+    results.push_back(Measure(dir, c, tokens, context, o.bos, o.step_rows));
   // Each configuration's perplexity against the first's, in percent.
   const json& base = results.front();
   for (json& r : results) {
@@ -235,6 +247,8 @@ int main(int argc, char** argv) {
   app.add_option("--groups", o.groups, "int4 group sizes: 32, 64, 128")->delimiter(',');
   app.add_option("--dtype", o.dtype, "Weight dtype as loaded: bf16, fp32");
   app.add_option("--threads", o.threads, "Engine threads");
+  app.add_option("--step-rows", o.step_rows,
+                 "Read each chunk this many tokens at a time (decode's kernels below 32)");
   app.add_flag("--bos", o.bos, "BOS first, and first in every chunk (llama.cpp's add_bos_token)");
   app.add_option("--write-text", o.write_text, "Write the held-out text here");
   app.add_option("--write-ids", o.write_ids, "Write its token ids here, one a line");
