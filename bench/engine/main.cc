@@ -53,6 +53,7 @@ struct Options {
   std::string device;  // only this device (cpu, cuda:N); empty: cpu and cuda:0 if present
   bool batch = false;  // --batch: continuous-batching throughput instead (--device, or the CPU)
   bool avx512 = true;  // --no-avx512: the AVX2 kernel table where AVX-512VL would be chosen
+  bool vnni = true;    // --no-vnni: int4 products on AVX2's vpmaddubsw where VNNI would run
   // --quantize int8,int4: each dtype also with these quantized projections
   std::vector<std::string> quantize;
   int repeat = 1;  // runs of each configuration, alternating
@@ -244,6 +245,7 @@ int Run(const Options& o) {
     const json doc = {{"benchmark", "engine_batch"},
                       {"threads", threads},
                       {"kernels", medq::engine::ActiveKernelsName()},
+                      {"vnni", o.vnni},
                       {"prompt_tokens", b.prompt_tokens},
                       {"decode_steps", b.decode_steps},
                       {"repetitions", b.repetitions},
@@ -321,6 +323,9 @@ int main(int argc, char** argv) {
                "to compare the two");
   app.add_flag("!--no-avx512", o.avx512,
                "Leave the AVX-512VL kernels out (the AVX2 table), to compare the two");
+  app.add_flag("!--no-vnni", o.vnni,
+               "int4 products on AVX2's vpmaddubsw, not VNNI's vpdpbusd (the same bits), to "
+               "compare the two");
   app.add_option("--quantize", o.quantize,
                  "Also run each dtype with these weight quantizations (int8, int4, or int8,int4; "
                  "int8+emb, int4+emb with lm_head and the embeddings quantized too), and compare "
@@ -333,6 +338,7 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   medq::engine::SetAvx512KernelsEnabled(o.avx512);
+  medq::engine::SetVnniKernelsEnabled(o.vnni);
   o.batch_options.threads = o.threads;
   if (o.batch && app.count("--prompt-tokens") > 0) o.batch_options.prompt_tokens = o.prompt_tokens;
   return Run(o);

@@ -231,12 +231,25 @@ TEST_CASE("a NaN or an infinity in x makes the int4 product NaN, every table", "
   }
 }
 
+// Ends the calling test as skipped when `vnni` asks for the table's VNNI
+// products and this CPU has none (AVX2's would run, which the case with
+// vnni false checks).
+#define MEDQ_SKIP_UNLESS_VNNI(tables, vnni)                                                        \
+  do {                                                                                             \
+    const bool medq_has_ = (tables) == Tables::kAvx512                                             \
+                               ? kernels::CpuSupportsAvx512Vnni() || kernels::CpuSupportsAvxVnni() \
+                               : kernels::CpuSupportsAvxVnni();                                    \
+    if ((vnni) && !medq_has_) MEDQ_SKIP("this CPU has no VNNI for the " << TableName(tables));     \
+  } while (false)
+
 // Skipped (not passed) on a CPU without the table: another table would run.
-void CheckAgainstScalar(Tables tables) {
+void CheckAgainstScalar(Tables tables, bool vnni) {
   {
     KernelMode mode(tables);
     MEDQ_SKIP_UNLESS_TABLE(tables);
   }
+  MEDQ_SKIP_UNLESS_VNNI(tables, vnni);
+  VnniMode choice(vnni);
   torch::manual_seed(21);
   for (const Int4Shape& s : Int4Shapes()) {
     const Int4Weight w = RandomInt4(s);
@@ -256,16 +269,25 @@ void CheckAgainstScalar(Tables tables) {
 }
 
 TEST_CASE("int4 kernels equal the scalar reference bitwise, AVX-512VL table", "[linear][int4]") {
-  CheckAgainstScalar(Tables::kAvx512);
+  CheckAgainstScalar(Tables::kAvx512, true);
+}
+TEST_CASE("int4 kernels equal the scalar reference bitwise, AVX-512VL table without VNNI",
+          "[linear][int4]") {
+  CheckAgainstScalar(Tables::kAvx512, false);
+}
+TEST_CASE("int4 kernels equal the scalar reference bitwise, AVX2 with AVX-VNNI", "[linear][int4]") {
+  CheckAgainstScalar(Tables::kAvx2, true);
 }
 TEST_CASE("int4 kernels equal the scalar reference bitwise, AVX2", "[linear][int4]") {
-  CheckAgainstScalar(Tables::kAvx2);
+  CheckAgainstScalar(Tables::kAvx2, false);
 }
 
 // Batch invariance: row i of m rows is what the row gives alone.
-void CheckRowsAgainstMatVec(Tables tables) {
+void CheckRowsAgainstMatVec(Tables tables, bool vnni) {
   KernelMode mode(tables);
   MEDQ_SKIP_UNLESS_TABLE(tables);
+  if (tables != Tables::kScalar) MEDQ_SKIP_UNLESS_VNNI(tables, vnni);
+  VnniMode choice(vnni);
   torch::manual_seed(22);
   for (const Int4Shape& s : Int4Shapes()) {
     const Int4Weight w = RandomInt4(s);
@@ -290,13 +312,21 @@ void CheckRowsAgainstMatVec(Tables tables) {
 }
 
 TEST_CASE("int4 rows are bitwise the one-row kernel per row, AVX-512VL table", "[linear][int4]") {
-  CheckRowsAgainstMatVec(Tables::kAvx512);
+  CheckRowsAgainstMatVec(Tables::kAvx512, true);
+}
+TEST_CASE("int4 rows are bitwise the one-row kernel per row, AVX-512VL table without VNNI",
+          "[linear][int4]") {
+  CheckRowsAgainstMatVec(Tables::kAvx512, false);
+}
+TEST_CASE("int4 rows are bitwise the one-row kernel per row, AVX2 with AVX-VNNI",
+          "[linear][int4]") {
+  CheckRowsAgainstMatVec(Tables::kAvx2, true);
 }
 TEST_CASE("int4 rows are bitwise the one-row kernel per row, AVX2", "[linear][int4]") {
-  CheckRowsAgainstMatVec(Tables::kAvx2);
+  CheckRowsAgainstMatVec(Tables::kAvx2, false);
 }
 TEST_CASE("int4 rows are bitwise the one-row kernel per row, scalar", "[linear][int4]") {
-  CheckRowsAgainstMatVec(Tables::kScalar);
+  CheckRowsAgainstMatVec(Tables::kScalar, false);
 }
 
 // |y - ref| <= 1e-5 · (|x| · |W|ᵀ + |b|) against at::linear on the

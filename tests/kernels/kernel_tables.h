@@ -41,6 +41,16 @@ class KernelMode {
   KernelMode& operator=(const KernelMode&) = delete;
 };
 
+// Keeps the int4 products off VNNI (AVX2's vpmaddubsw instead) for its
+// lifetime, or lets the CPU choose (vnni true, the default).
+class VnniMode {
+ public:
+  explicit VnniMode(bool vnni) { SetVnniKernelsEnabled(vnni); }
+  ~VnniMode() { SetVnniKernelsEnabled(true); }
+  VnniMode(const VnniMode&) = delete;
+  VnniMode& operator=(const VnniMode&) = delete;
+};
+
 }  // namespace medq::engine
 
 // Ends the calling test function as skipped when the table `tables` names

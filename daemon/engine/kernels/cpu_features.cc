@@ -10,6 +10,7 @@ namespace {
 // Read by ActiveKernels(), written by the test switches in kernel_choice.h.
 std::atomic<bool> g_simd_enabled{true};
 std::atomic<bool> g_avx512_enabled{true};
+std::atomic<bool> g_vnni_enabled{true};
 
 bool DetectAvx2Fma() {
 #if MEDQ_KERNELS_HAVE_AVX2
@@ -39,6 +40,15 @@ bool DetectAvx512Vnni() {
 #endif
 }
 
+bool DetectAvxVnni() {
+#if MEDQ_KERNELS_HAVE_AVX2
+  __builtin_cpu_init();
+  return DetectAvx2Fma() && __builtin_cpu_supports("avxvnni");
+#else
+  return false;
+#endif
+}
+
 }  // namespace
 
 bool CpuSupportsAvx2Fma() {
@@ -54,6 +64,15 @@ bool CpuSupportsAvx512Vl() {
 bool CpuSupportsAvx512Vnni() {
   static const bool supported = DetectAvx512Vnni();
   return supported;
+}
+
+bool CpuSupportsAvxVnni() {
+  static const bool supported = DetectAvxVnni();
+  return supported;
+}
+
+bool VnniKernelsEnabled() {
+  return g_vnni_enabled.load(std::memory_order_relaxed);
 }
 
 const DenseKernels& ActiveKernels() {
@@ -78,6 +97,10 @@ void SetSimdKernelsEnabled(bool enabled) {
 
 void SetAvx512KernelsEnabled(bool enabled) {
   kernels::g_avx512_enabled.store(enabled, std::memory_order_relaxed);
+}
+
+void SetVnniKernelsEnabled(bool enabled) {
+  kernels::g_vnni_enabled.store(enabled, std::memory_order_relaxed);
 }
 
 const char* ActiveKernelsName() {

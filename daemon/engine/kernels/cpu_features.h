@@ -18,6 +18,15 @@ bool CpuSupportsAvx512Vl();
 // thread-safe.
 bool CpuSupportsAvx512Vnni();
 
+// True when CpuSupportsAvx2Fma() and the CPU has AVX-VNNI (256-bit vpdpbusd
+// without AVX-512), which the int4 products use where AVX-512 VNNI is
+// missing. Checked once; thread-safe.
+bool CpuSupportsAvxVnni();
+
+// Whether the int4 products may take VNNI now: false only while the test
+// switch (kernel_choice.h, SetVnniKernelsEnabled) holds it off.
+bool VnniKernelsEnabled();
+
 // The kernel table Linear() uses now: AVX-512VL when the CPU supports it, else
 // AVX2+FMA when it supports that, else scalar; the test switches in
 // kernel_choice.h (SetSimdKernelsEnabled, SetAvx512KernelsEnabled) take

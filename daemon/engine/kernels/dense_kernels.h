@@ -306,8 +306,9 @@ void MatRowsI8Avx512(const int8_t* w, const float* scale, int64_t in, int64_t ou
 // The AVX2+FMA table's int4 entries (int4_avx2.cc, built with -mavx2
 // -mfma: vpmaddubsw and vpmaddwd for the integer sums); same precondition as
 // Avx2FmaKernels(). The AVX-512VL table shares prepare_i4 and
-// dequantize_i4, and its matvec_i4 and matrows_i4 are these where the CPU
-// lacks AVX-512 VNNI.
+// dequantize_i4. Both tables' matvec_i4 and matrows_i4 take the VNNI
+// kernels below where the CPU has them (and SetVnniKernelsEnabled allows),
+// these where it has neither.
 void PrepareI4Avx2(const float* x, int64_t m, int64_t in, int64_t group, int8_t* q,
                    float* lane_scale, float* group_sum);
 void MatVecI4Avx2(const uint8_t* w, const uint16_t* params, const I4Rows& x, const float* bias,
@@ -316,6 +317,13 @@ void MatRowsI4Avx2(const uint8_t* w, const uint16_t* params, const I4Rows& x, in
                    int64_t m, const float* bias, float* y, int64_t row_begin, int64_t row_end);
 void DequantizeI4Avx2(const uint8_t* w, const uint16_t* params, int64_t rows, int64_t in,
                       int64_t group, float* dst);
+// The AVX2 int4 products with AVX-VNNI's 256-bit vpdpbusd (int4_avxvnni.cc,
+// built with -mavx2 -mfma -mavxvnni); bitwise the AVX2 kernels' results.
+// Precondition: CpuSupportsAvxVnni() (cpu_features.h).
+void MatVecI4AvxVnni(const uint8_t* w, const uint16_t* params, const I4Rows& x, const float* bias,
+                     float* y, int64_t row_begin, int64_t row_end);
+void MatRowsI4AvxVnni(const uint8_t* w, const uint16_t* params, const I4Rows& x, int64_t out,
+                      int64_t m, const float* bias, float* y, int64_t row_begin, int64_t row_end);
 // The int4 products with AVX-512 VNNI (int4_avx512.cc, built with
 // -mavx512f -mavx512vl -mavx512vnni too: a chunk of 128 weights a register,
 // two vpdpbusd an x row, tiles of up to four x rows); bitwise the AVX2

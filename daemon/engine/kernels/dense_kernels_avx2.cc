@@ -278,18 +278,31 @@ void VecMatF32(const float* p, const float* w, int64_t n, int64_t d, float* y) {
   }
 }
 
-// The AVX-512VL table's int4 products: VNNI's where the CPU has it, else the
-// AVX2 ones (the same bits either way).
-void MatVecI4Avx512(const uint8_t* w, const uint16_t* params, const I4Rows& x, const float* bias,
-                    float* y, int64_t row_begin, int64_t row_end) {
-  if (CpuSupportsAvx512Vnni()) return MatVecI4Vnni(w, params, x, bias, y, row_begin, row_end);
+// The tables' int4 products: AVX-512 VNNI's (the AVX-512VL table only) or
+// AVX-VNNI's where the CPU has them, else AVX2's vpmaddubsw: the same bits
+// whichever runs.
+template <bool kAvx512>
+void MatVecI4Best(const uint8_t* w, const uint16_t* params, const I4Rows& x, const float* bias,
+                  float* y, int64_t row_begin, int64_t row_end) {
+  if (VnniKernelsEnabled()) {
+    if (kAvx512 && CpuSupportsAvx512Vnni()) {
+      return MatVecI4Vnni(w, params, x, bias, y, row_begin, row_end);
+    }
+    if (CpuSupportsAvxVnni()) return MatVecI4AvxVnni(w, params, x, bias, y, row_begin, row_end);
+  }
   MatVecI4Avx2(w, params, x, bias, y, row_begin, row_end);
 }
 
-void MatRowsI4Avx512(const uint8_t* w, const uint16_t* params, const I4Rows& x, int64_t out,
-                     int64_t m, const float* bias, float* y, int64_t row_begin, int64_t row_end) {
-  if (CpuSupportsAvx512Vnni()) {
-    return MatRowsI4Vnni(w, params, x, out, m, bias, y, row_begin, row_end);
+template <bool kAvx512>
+void MatRowsI4Best(const uint8_t* w, const uint16_t* params, const I4Rows& x, int64_t out,
+                   int64_t m, const float* bias, float* y, int64_t row_begin, int64_t row_end) {
+  if (VnniKernelsEnabled()) {
+    if (kAvx512 && CpuSupportsAvx512Vnni()) {
+      return MatRowsI4Vnni(w, params, x, out, m, bias, y, row_begin, row_end);
+    }
+    if (CpuSupportsAvxVnni()) {
+      return MatRowsI4AvxVnni(w, params, x, out, m, bias, y, row_begin, row_end);
+    }
   }
   MatRowsI4Avx2(w, params, x, out, m, bias, y, row_begin, row_end);
 }
@@ -298,20 +311,21 @@ void MatRowsI4Avx512(const uint8_t* w, const uint16_t* params, const I4Rows& x, 
 
 const DenseKernels& Avx2FmaKernels() {
   static constexpr DenseKernels kTable{
-      "avx2_fma",        &MatVecF32Avx2,  &MatVecBf16Avx2,  &PrepareBf16Rows, &MatMulBf16,
-      &ConvertBf16,      &MatRowsF32Avx2, &MatRowsBf16Avx2, &PackedBf16Avx2,  &VecMatF32,
-      &SiluMulAvx2,      &ScoresF32Avx2,  &SoftmaxF32Avx2,  &MatVecI8Avx2,    &MatRowsI8Avx2,
-      &DequantizeI8Avx2, &PrepareI4Avx2,  &MatVecI4Avx2,    &MatRowsI4Avx2,   &DequantizeI4Avx2};
+      "avx2_fma",      &MatVecF32Avx2,       &MatVecBf16Avx2,       &PrepareBf16Rows,
+      &MatMulBf16,     &ConvertBf16,         &MatRowsF32Avx2,       &MatRowsBf16Avx2,
+      &PackedBf16Avx2, &VecMatF32,           &SiluMulAvx2,          &ScoresF32Avx2,
+      &SoftmaxF32Avx2, &MatVecI8Avx2,        &MatRowsI8Avx2,        &DequantizeI8Avx2,
+      &PrepareI4Avx2,  &MatVecI4Best<false>, &MatRowsI4Best<false>, &DequantizeI4Avx2};
   return kTable;
 }
 
 const DenseKernels& Avx512VlKernels() {
   static constexpr DenseKernels kTable{
-      "avx512vl",      &MatVecF32,      &MatVecBf16,       &PrepareBf16RowsAvx512,
-      &MatMulBf16,     &ConvertBf16,    &MatRowsF32Avx512, &MatRowsBf16Avx512,
-      &PackedBf16Avx2, &VecMatF32,      &SiluMulAvx2,      &ScoresF32Avx2,
-      &SoftmaxF32Avx2, &MatVecI8Avx512, &MatRowsI8Avx512,  &DequantizeI8Avx2,
-      &PrepareI4Avx2,  &MatVecI4Avx512, &MatRowsI4Avx512,  &DequantizeI4Avx2};
+      "avx512vl",      &MatVecF32,          &MatVecBf16,          &PrepareBf16RowsAvx512,
+      &MatMulBf16,     &ConvertBf16,        &MatRowsF32Avx512,    &MatRowsBf16Avx512,
+      &PackedBf16Avx2, &VecMatF32,          &SiluMulAvx2,         &ScoresF32Avx2,
+      &SoftmaxF32Avx2, &MatVecI8Avx512,     &MatRowsI8Avx512,     &DequantizeI8Avx2,
+      &PrepareI4Avx2,  &MatVecI4Best<true>, &MatRowsI4Best<true>, &DequantizeI4Avx2};
   return kTable;
 }
 

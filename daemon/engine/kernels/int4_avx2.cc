@@ -9,26 +9,18 @@
 // x in the same places and adds in pairs (at most 2 · 15 · 128, no
 // saturation), and vpmaddwd by ones sums to eight 32-bit lanes of four
 // weights each: half of the 16 lanes of dense_kernels.h's contract, the
-// same integers as AVX-512's vpdpbusd. Each lane's sum is scaled (the
-// group's s times the block's d) into a float32 accumulator. Tiles of up to
-// four x rows share each unpacked weight half.
+// same integers as VNNI's vpdpbusd (int4_rows.h has the rest of the
+// product and the row loops).
 #include <immintrin.h>
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
 
-#include "daemon/engine/kernels/avx2_common.h"
-#include "daemon/engine/kernels/dense_kernels.h"
+#include "daemon/engine/kernels/int4_rows.h"
 
 namespace medq::engine::kernels {
 namespace {
-
-// dot + bias, spelled out so that the compiler cannot fuse it differently.
-inline float AddBias(float dot, const float* bias, int64_t r) {
-  if (bias == nullptr) return dot;
-  return _mm_cvtss_f32(_mm_add_ss(_mm_set_ss(dot), _mm_set_ss(bias[r])));
-}
 
 // The largest |x| of the 32 values at x, and whether all are finite.
 inline float BlockAbsMax(const float* x, bool& finite) {
@@ -77,110 +69,15 @@ inline int32_t QuantizeBlock(const float* x, float id, int8_t* lo, int8_t* hi) {
   return _mm_cvtsi128_si32(sum4);
 }
 
-// The group's bf16 scale of block b as float32.
-template <int64_t G>
-inline float BlockScale(const uint16_t* params, int64_t b) {
-  return Scalar(params[2 * (b * kInt4Block / G)]);
-}
-
-// M x rows (from row i0 of x) against one weight row: the lanes [0, 8) and
-// [8, 16) of each row's A, chunk by chunk, each half of a chunk (two
-// blocks) unpacked once for the M rows.
-template <int64_t G, int M, bool kStream>
-inline void DotsI4(const uint8_t* w, const uint16_t* params, const I4Rows& x, int64_t i0,
-                   float* dots) {
-  const int64_t in = x.in, blocks = in / kInt4Block;
-  const int64_t row_bytes = I4RowBytes(in), row_lanes = I4RowLaneScales(in);
-  const __m256i nibble = _mm256_set1_epi8(0x0F);
-  const __m256i ones = _mm256_set1_epi16(1);
-  __m256 acc[M][2];
-  for (int i = 0; i < M; ++i)
-    acc[i][0] = acc[i][1] = _mm256_setzero_ps();
-  for (int64_t c = 0; c * 4 < blocks; ++c) {
-    if constexpr (kStream) PrefetchAt<_MM_HINT_T1>(w + c * 64, kStreamPrefetchBytes);
-    for (int h = 0; h < 2; ++h) {
-      const int64_t b0 = 4 * c + 2 * h;
-      if (b0 >= blocks) break;
-      const bool two = b0 + 1 < blocks;
-      const uint8_t* wb = w + b0 * (kInt4Block / 2);
-      const __m256i v =
-          two ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb))
-              : _mm256_zextsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(wb)));
-      const __m256i lo = _mm256_and_si256(v, nibble);
-      const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), nibble);
-      const __m256 s =
-          _mm256_insertf128_ps(_mm256_castps128_ps256(_mm_set1_ps(BlockScale<G>(params, b0))),
-                               _mm_set1_ps(two ? BlockScale<G>(params, b0 + 1) : 0.0f), 1);
-      for (int i = 0; i < M; ++i) {
-        const int8_t* q = x.q + (i0 + i) * row_bytes + c * kInt4Chunk + 32 * h;
-        const __m256i pairs = _mm256_add_epi16(
-            _mm256_maddubs_epi16(lo, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q))),
-            _mm256_maddubs_epi16(hi, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + 64))));
-        const __m256i p = _mm256_madd_epi16(pairs, ones);
-        const __m256 scale =
-            _mm256_mul_ps(s, _mm256_loadu_ps(x.lane_scale + (i0 + i) * row_lanes + c * 16 + 8 * h));
-        acc[i][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), scale, acc[i][h]);
-      }
-    }
+// AVX2's integer sums of DotsI4Ymm (int4_rows.h).
+struct MaddubsDot {
+  static __m256i Sum(__m256i lo, __m256i hi, __m256i xlo, __m256i xhi) {
+    const __m256i pairs =
+        _mm256_add_epi16(_mm256_maddubs_epi16(lo, xlo), _mm256_maddubs_epi16(hi, xhi));
+    return _mm256_madd_epi16(pairs, _mm256_set1_epi16(1));
   }
-  // The minimums: M_{g % 16} += m_g · S_g, lanes [0, 8) then [8, 16).
-  const int64_t groups = in / G, row_sums = I4RowGroupSums(in, G);
-  const __m256i high_half = _mm256_set1_epi32(kBf16HighHalf);
-  for (int64_t g0 = 0; g0 < groups; g0 += 8) {
-    const int64_t n = std::min<int64_t>(8, groups - g0);
-    const __m256i mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(n)),
-                                            _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-    const __m256 mins = _mm256_castsi256_ps(_mm256_and_si256(
-        _mm256_maskload_epi32(reinterpret_cast<const int*>(params + 2 * g0), mask), high_half));
-    const int h = static_cast<int>((g0 / 8) % 2);
-    for (int i = 0; i < M; ++i) {
-      const __m256 sums = _mm256_loadu_ps(x.group_sum + (i0 + i) * row_sums + g0);
-      acc[i][h] = _mm256_fmadd_ps(mins, sums, acc[i][h]);
-    }
-  }
-  for (int i = 0; i < M; ++i)
-    dots[i] = HorizontalSum(_mm256_add_ps(acc[i][0], acc[i][1]));
-}
-
-template <int64_t G>
-void MatVecI4Avx2Group(const uint8_t* w, const uint16_t* params, const I4Rows& x, const float* bias,
-                       float* y, int64_t row_begin, int64_t row_end) {
-  const int64_t groups = x.in / G;
-  for (int64_t r = row_begin; r < row_end; ++r) {
-    float dot;
-    DotsI4<G, 1, true>(w + r * (x.in / 2), params + r * 2 * groups, x, 0, &dot);
-    y[r] = AddBias(dot, bias, r);
-  }
-}
-
-template <int64_t G>
-void MatRowsI4Avx2Group(const uint8_t* w, const uint16_t* params, const I4Rows& x, int64_t out,
-                        int64_t m, const float* bias, float* y, int64_t row_begin,
-                        int64_t row_end) {
-  const int64_t groups = x.in / G;
-  for (int64_t r = row_begin; r < row_end; ++r) {
-    const uint8_t* wr = w + r * (x.in / 2);
-    const uint16_t* pr = params + r * 2 * groups;
-    float dots[4];
-    int64_t i = 0;
-    // The first tile reads the row from memory (and prefetches ahead), the
-    // later ones find it in L1.
-    const auto tile = [&]<int T>() {
-      if (i == 0) {
-        DotsI4<G, T, true>(wr, pr, x, i, dots);
-      } else {
-        DotsI4<G, T, false>(wr, pr, x, i, dots);
-      }
-      for (int j = 0; j < T; ++j)
-        y[(i + j) * out + r] = AddBias(dots[j], bias, r);
-      i += T;
-    };
-    while (i + 4 <= m)
-      tile.template operator()<4>();
-    if (i + 2 <= m) tile.template operator()<2>();
-    if (i < m) tile.template operator()<1>();
-  }
-}
+};
+using DotsI4Avx2 = DotsI4YmmRows<MaddubsDot>;
 
 }  // namespace
 
@@ -217,19 +114,14 @@ void PrepareI4Avx2(const float* x, int64_t m, int64_t in, int64_t group, int8_t*
   }
 }
 
-// group is 32, 64 or 128 (dense_kernels.h), each its own instance.
 void MatVecI4Avx2(const uint8_t* w, const uint16_t* params, const I4Rows& x, const float* bias,
                   float* y, int64_t row_begin, int64_t row_end) {
-  WithInt4Group(x.group, [&](auto g) {
-    MatVecI4Avx2Group<decltype(g)::value>(w, params, x, bias, y, row_begin, row_end);
-  });
+  MatVecI4Rows<DotsI4Avx2>(w, params, x, bias, y, row_begin, row_end);
 }
 
 void MatRowsI4Avx2(const uint8_t* w, const uint16_t* params, const I4Rows& x, int64_t out,
                    int64_t m, const float* bias, float* y, int64_t row_begin, int64_t row_end) {
-  WithInt4Group(x.group, [&](auto g) {
-    MatRowsI4Avx2Group<decltype(g)::value>(w, params, x, out, m, bias, y, row_begin, row_end);
-  });
+  MatRowsI4Tiles<DotsI4Avx2>(w, params, x, out, m, bias, y, row_begin, row_end);
 }
 
 void DequantizeI4Avx2(const uint8_t* w, const uint16_t* params, int64_t rows, int64_t in,

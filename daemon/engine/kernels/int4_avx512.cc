@@ -5,15 +5,11 @@
 // the contract, four weights of a half block each, in two instructions where
 // float32 FMAs took sixteen. The group scales come in by one permute a chunk
 // and the lane's scale (s · d) by a multiply, shared by nothing but one FMA.
-// Tiles of up to four x rows share the unpacked chunk. Built with -mavx2
-// -mfma -mavx512f -mavx512vl -mavx512vnni, called only where cpu_features.cc
-// found AVX-512 VNNI (dense_kernels_avx2.cc's table chooses).
-#include <immintrin.h>
-
-#include <algorithm>
-
-#include "daemon/engine/kernels/avx2_common.h"
-#include "daemon/engine/kernels/dense_kernels.h"
+// Tiles of up to four x rows share the unpacked chunk (int4_rows.h's row
+// loops). Built with -mavx2 -mfma -mavx512f -mavx512vl -mavx512vnni, called
+// only where cpu_features.cc found AVX-512 VNNI (dense_kernels_avx2.cc's
+// table chooses).
+#include "daemon/engine/kernels/int4_rows.h"
 
 // GCC 12 reports the undefined pass-through operand inside the 512-bit
 // intrinsics as uninitialized once they are inlined (GCC bug 105593); that
@@ -25,11 +21,6 @@
 
 namespace medq::engine::kernels {
 namespace {
-
-inline float AddBias(float dot, const float* bias, int64_t r) {
-  if (bias == nullptr) return dot;
-  return _mm_cvtss_f32(_mm_add_ss(_mm_set_ss(dot), _mm_set_ss(bias[r])));
-}
 
 // Lane l of a chunk belongs to block l / 4, whose group is pair (l / 4) /
 // (G / 32) of the chunk's parameters.
@@ -103,61 +94,24 @@ inline void DotsI4(const uint8_t* w, const uint16_t* params, const I4Rows& x, in
   }
 }
 
-template <int64_t G>
-void MatVecI4VnniGroup(const uint8_t* w, const uint16_t* params, const I4Rows& x, const float* bias,
-                       float* y, int64_t row_begin, int64_t row_end) {
-  const int64_t groups = x.in / G;
-  for (int64_t r = row_begin; r < row_end; ++r) {
-    float dot;
-    DotsI4<G, 1, true>(w + r * (x.in / 2), params + r * 2 * groups, x, 0, &dot);
-    y[r] = AddBias(dot, bias, r);
+struct DotsI4Zmm {
+  template <int64_t G, int M, bool kStream>
+  static void Run(const uint8_t* w, const uint16_t* params, const I4Rows& x, int64_t i0,
+                  float* dots) {
+    DotsI4<G, M, kStream>(w, params, x, i0, dots);
   }
-}
-
-template <int64_t G>
-void MatRowsI4VnniGroup(const uint8_t* w, const uint16_t* params, const I4Rows& x, int64_t out,
-                        int64_t m, const float* bias, float* y, int64_t row_begin,
-                        int64_t row_end) {
-  const int64_t groups = x.in / G;
-  for (int64_t r = row_begin; r < row_end; ++r) {
-    const uint8_t* wr = w + r * (x.in / 2);
-    const uint16_t* pr = params + r * 2 * groups;
-    float dots[4];
-    int64_t i = 0;
-    // The first tile reads the row from memory (and prefetches ahead), the
-    // later ones find it in L1.
-    const auto tile = [&]<int T>() {
-      if (i == 0) {
-        DotsI4<G, T, true>(wr, pr, x, i, dots);
-      } else {
-        DotsI4<G, T, false>(wr, pr, x, i, dots);
-      }
-      for (int j = 0; j < T; ++j)
-        y[(i + j) * out + r] = AddBias(dots[j], bias, r);
-      i += T;
-    };
-    while (i + 4 <= m)
-      tile.template operator()<4>();
-    if (i + 2 <= m) tile.template operator()<2>();
-    if (i < m) tile.template operator()<1>();
-  }
-}
+};
 
 }  // namespace
 
-// group is 32, 64 or 128 (dense_kernels.h), each its own instance.
 void MatVecI4Vnni(const uint8_t* w, const uint16_t* params, const I4Rows& x, const float* bias,
                   float* y, int64_t row_begin, int64_t row_end) {
-  WithInt4Group(x.group, [&](auto g) {
-    MatVecI4VnniGroup<decltype(g)::value>(w, params, x, bias, y, row_begin, row_end);
-  });
+  MatVecI4Rows<DotsI4Zmm>(w, params, x, bias, y, row_begin, row_end);
 }
 
 void MatRowsI4Vnni(const uint8_t* w, const uint16_t* params, const I4Rows& x, int64_t out,
                    int64_t m, const float* bias, float* y, int64_t row_begin, int64_t row_end) {
-  WithInt4Group(x.group, [&](auto g) {
-    MatRowsI4VnniGroup<decltype(g)::value>(w, params, x, out, m, bias, y, row_begin, row_end);
-  });
+  MatRowsI4Tiles<DotsI4Zmm>(w, params, x, out, m, bias, y, row_begin, row_end);
 }
 
 }  // namespace medq::engine::kernels

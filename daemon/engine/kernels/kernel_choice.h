@@ -21,4 +21,10 @@ void SetSimdKernelsEnabled(bool enabled);
 // it back. Same rules as SetSimdKernelsEnabled.
 void SetAvx512KernelsEnabled(bool enabled);
 
+// Test and benchmark switch: false keeps the int4 products off VNNI
+// (AVX-512's and AVX-VNNI's vpdpbusd), on AVX2's vpmaddubsw instead, which
+// gives the same bits; true (the default) lets the CPU choose. Same rules as
+// SetSimdKernelsEnabled.
+void SetVnniKernelsEnabled(bool enabled);
+
 }  // namespace medq::engine

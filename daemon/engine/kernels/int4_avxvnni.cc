@@ -1,0 +1,32 @@
+// The AVX2 int4 products with AVX-VNNI's 256-bit vpdpbusd (Intel Alder Lake
+// and later, AMD Zen 5), which many laptop CPUs without AVX-512 have: one
+// instruction a half chunk's nibbles where AVX2 takes vpmaddubsw twice, an
+// add and vpmaddwd, for the same integers (int4_rows.h has the rest). Built
+// with -mavx2 -mfma -mavxvnni, called only where cpu_features.cc found
+// AVX-VNNI (dense_kernels_avx2.cc's tables choose).
+#include "daemon/engine/kernels/int4_rows.h"
+
+namespace medq::engine::kernels {
+namespace {
+
+struct AvxVnniDot {
+  static __m256i Sum(__m256i lo, __m256i hi, __m256i xlo, __m256i xhi) {
+    return _mm256_dpbusd_avx_epi32(_mm256_dpbusd_avx_epi32(_mm256_setzero_si256(), lo, xlo), hi,
+                                   xhi);
+  }
+};
+using DotsI4AvxVnni = DotsI4YmmRows<AvxVnniDot>;
+
+}  // namespace
+
+void MatVecI4AvxVnni(const uint8_t* w, const uint16_t* params, const I4Rows& x, const float* bias,
+                     float* y, int64_t row_begin, int64_t row_end) {
+  MatVecI4Rows<DotsI4AvxVnni>(w, params, x, bias, y, row_begin, row_end);
+}
+
+void MatRowsI4AvxVnni(const uint8_t* w, const uint16_t* params, const I4Rows& x, int64_t out,
+                      int64_t m, const float* bias, float* y, int64_t row_begin, int64_t row_end) {
+  MatRowsI4Tiles<DotsI4AvxVnni>(w, params, x, out, m, bias, y, row_begin, row_end);
+}
+
+}  // namespace medq::engine::kernels
