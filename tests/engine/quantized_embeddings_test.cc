@@ -117,25 +117,26 @@ TEST_CASE("an input embedding row looked up quantized is the dequantized matrix'
 }
 
 // Whether the kernels' logits a are the all-dequantized model's d in
-// float32: to 1e-4 of the largest with int8; with int4, whose products round
-// x to int8 blocks, within engine_test_util.h's bounds for that rounding (a
-// wrong scale, row, nibble or lookup moves them by the logits' whole size).
-void CheckAgainstDequantized(const at::Tensor& a, const at::Tensor& d, bool int4) {
+// float32 with x unrounded: the int4 and int8 products round x to int8
+// blocks, so within engine_test_util.h's bounds for that rounding (a wrong
+// scale, row, nibble or lookup moves them by the logits' whole size).
+void CheckAgainstDequantized(const at::Tensor& a, const at::Tensor& d) {
   const double rel = (a - d).norm().item<double>() / d.norm().item<double>();
   INFO("against the dequantized model: max diff " << MaxAbsDiff(a, d) / d.abs().max().item<double>()
                                                   << " of the largest, relative L2 " << rel);
-  CHECK(MaxAbsDiff(a, d) <= (int4 ? kXRoundingMaxDiff : 1e-4) * d.abs().max().item<double>());
-  CHECK(rel <= (int4 ? kXRoundingRelL2 : 1e-4));
+  CHECK(MaxAbsDiff(a, d) <= kXRoundingMaxDiff * d.abs().max().item<double>());
+  CHECK(rel <= kXRoundingRelL2);
 }
 
 // What the kernels compute against the all-dequantized model in float32
 // (CheckAgainstDequantized), every fixture, fp32 and bf16
 // weights; and against the full-precision model, int8 within the bounds the
-// projections alone are held to in quantize_test.cc (10% of the largest
-// logit, 5% relative L2). int4 moves these tiny random models' logits
-// further with the vocabulary matrices than without (measured: up to 88% of
-// the largest logit and 57% relative L2, tiny-qwen2, hidden 32; the
-// projections alone: 58% and 41%); the bounds are 100% and 75%.
+// projections alone are held to in quantize_test.cc (20% of the largest
+// logit, 10% relative L2, with x rounded as the kernels round it; measured
+// here: up to 12% and 6.9%). int4 moves these tiny random models' logits
+// further with the vocabulary matrices than without (measured: up to 99.6%
+// of the largest logit and 62% relative L2, tiny-qwen2, hidden 32; the
+// projections alone: 68% and 46%); the bounds are 150% and 90%.
 TEST_CASE("logits with quantized embeddings equal the dequantized model's",
           "[engine][quantize][embeddings]") {
   for (const auto& dir : ModelFolders()) {
@@ -151,14 +152,14 @@ TEST_CASE("logits with quantized embeddings equal the dequantized model's",
           const at::Tensor ids = ref.at("input_ids_" + p);
           const at::Tensor a = AllLogits(*vocab, ids);
           const at::Tensor d = AllLogits(*dequantized, ids);
-          CheckAgainstDequantized(a, d, q == "int4");
+          CheckAgainstDequantized(a, d);
           const at::Tensor b = AllLogits(*full, ids);
           const double rel = (a - b).norm().item<double>() / b.norm().item<double>();
           INFO("against full precision: max diff "
                << MaxAbsDiff(a, b) / b.abs().max().item<double>()
                << " of the largest logit, relative L2 " << rel);
-          CHECK(MaxAbsDiff(a, b) <= (q == "int4" ? 1.0 : 0.1) * b.abs().max().item<double>());
-          CHECK(rel <= (q == "int4" ? 0.75 : 0.05));
+          CHECK(MaxAbsDiff(a, b) <= (q == "int4" ? 1.5 : 0.2) * b.abs().max().item<double>());
+          CHECK(rel <= (q == "int4" ? 0.9 : 0.1));
         }
         c10::InferenceMode guard;
         CHECK(CpuDecodeRowsApply(*vocab));
@@ -262,7 +263,7 @@ TEST_CASE("a pre-quantized checkpoint takes quantize_embeddings too",
   const at::Tensor ids = at::tensor({1, 5, 9, 2}, at::kLong);
   const at::Tensor a = AllLogits(**vocab, ids);
   const at::Tensor d = AllLogits(*AllDequantized(**vocab), ids);
-  CheckAgainstDequantized(a, d, true);
+  CheckAgainstDequantized(a, d);
 }
 
 }  // namespace

@@ -18,6 +18,7 @@
 #include "daemon/engine/kernels/dense_kernels.h"
 #include "daemon/engine/kernels/linear.h"
 #include "tests/kernels/kernel_tables.h"
+#include "tests/kernels/rounded_x.h"
 #include "tests/support/skip.h"
 
 // A namespace of its own: the unity build puts this file beside int8_test.cc.
@@ -85,39 +86,10 @@ bool SameBits(const float* a, const float* b, int64_t n) {
   return std::memcmp(a, b, static_cast<size_t>(n) * sizeof(float)) == 0;
 }
 
-// x's blocks of 32 as dense_kernels.h's prepare_i4 documents them, written
-// here from the text: d = amax / 127, xq = x · (127 / amax) rounded to
-// nearest even (float32 arithmetic), d = 0 and xq = 0 for amax < 1e-30.
-struct QuantizedBlock {
-  float d;
-  int values[32];
-};
+using rounded_x::QuantizedBlock;
+using rounded_x::QuantizedXDouble;
 QuantizedBlock QuantizeBlock(const float* x) {
-  QuantizedBlock b{};
-  float amax = 0.0f;
-  for (int t = 0; t < 32; ++t)
-    amax = std::max(amax, std::fabs(x[t]));
-  if (amax < 1e-30f) return b;
-  b.d = amax / 127.0f;
-  const float id = 127.0f / amax;
-  for (int t = 0; t < 32; ++t)
-    b.values[t] = static_cast<int>(std::nearbyint(x[t] * id));
-  return b;
-}
-
-// x [m, in] as the int4 products read it: d · xq, in double.
-torch::Tensor QuantizedXDouble(const torch::Tensor& x) {
-  const torch::Tensor xc = x.reshape({-1, x.size(-1)}).contiguous();
-  torch::Tensor out = torch::empty(xc.sizes(), torch::kDouble);
-  const int64_t rows = xc.size(0), in = xc.size(1);
-  for (int64_t i = 0; i < rows; ++i) {
-    for (int64_t b = 0; b < in / 32; ++b) {
-      const QuantizedBlock q = QuantizeBlock(xc.data_ptr<float>() + i * in + 32 * b);
-      for (int t = 0; t < 32; ++t)
-        out.data_ptr<double>()[i * in + 32 * b + t] = static_cast<double>(q.d) * q.values[t];
-    }
-  }
-  return out.view(x.sizes());
+  return rounded_x::QuantizeBlock(x, 32);
 }
 
 // One table's prepare_i4 output for x [m, in].
@@ -230,17 +202,6 @@ TEST_CASE("a NaN or an infinity in x makes the int4 product NaN, every table", "
     }
   }
 }
-
-// Ends the calling test as skipped when `vnni` asks for the table's VNNI
-// products and this CPU has none (AVX2's would run, which the case with
-// vnni false checks).
-#define MEDQ_SKIP_UNLESS_VNNI(tables, vnni)                                                        \
-  do {                                                                                             \
-    const bool medq_has_ = (tables) == Tables::kAvx512                                             \
-                               ? kernels::CpuSupportsAvx512Vnni() || kernels::CpuSupportsAvxVnni() \
-                               : kernels::CpuSupportsAvxVnni();                                    \
-    if ((vnni) && !medq_has_) MEDQ_SKIP("this CPU has no VNNI for the " << TableName(tables));     \
-  } while (false)
 
 // Skipped (not passed) on a CPU without the table: another table would run.
 void CheckAgainstScalar(Tables tables, bool vnni) {

@@ -1,7 +1,9 @@
 // The int8 weight kernels (one float32 scale per output row, dense_kernels.h
-// MatVecI8Fn): every SIMD table bitwise equal to the scalar reference, the
-// several-row kernel bitwise the one-row kernel per row (batch invariance),
-// and Linear()'s int8 paths against at::linear on the dequantized matrix.
+// MatVecI8Fn): x's int8 blocks (prepare_i8) against an independent
+// quantization, every SIMD table (with VNNI and without) bitwise equal to
+// the scalar reference, the several-row kernel bitwise the one-row kernel
+// per row (batch invariance), and Linear()'s int8 paths against at::linear
+// on the dequantized matrix (below 32 rows, times x as rounded).
 #include <catch2/catch.hpp>
 
 #include <cstring>
@@ -9,8 +11,10 @@
 #include <vector>
 
 #include "daemon/engine/kernels/cpu_linear.h"
+#include "daemon/engine/kernels/dense_kernels.h"
 #include "daemon/engine/kernels/linear.h"
 #include "tests/kernels/kernel_tables.h"
+#include "tests/kernels/rounded_x.h"
 #include "tests/support/skip.h"
 
 namespace medq::engine {
@@ -35,15 +39,16 @@ const std::vector<Int8Shape>& Int8Shapes() {
   return shapes;
 }
 
-// Random int8 values over the whole symmetric range and positive row scales
-// of a few orders of magnitude, as QuantizeRowsInt8 makes them.
+// Random int8 values over the whole range (-128 too, which QuantizeRowsInt8
+// never writes but the kernels read) and positive row scales of a few orders
+// of magnitude, as QuantizeRowsInt8 makes them.
 struct Int8Weight {
   torch::Tensor values;  // int8 [out, in]
   torch::Tensor scales;  // float32 [out]
 };
 Int8Weight RandomInt8(int64_t out, int64_t in) {
   Int8Weight w;
-  w.values = torch::randint(-127, 128, {out, in}).to(torch::kChar);
+  w.values = torch::randint(-128, 128, {out, in}).to(torch::kChar);
   w.scales = torch::rand({out}).mul_(0.05).add_(1e-4);
   return w;
 }
@@ -62,12 +67,52 @@ std::vector<float> RunRows(Tables tables, const Int8Weight& w, const torch::Tens
   return y;
 }
 
+TEST_CASE("prepare_i8 writes x's int8 blocks in the documented layout, every table",
+          "[linear][int8]") {
+  torch::manual_seed(14);
+  for (Tables tables : {Tables::kAvx512, Tables::kAvx2, Tables::kScalar}) {
+    KernelMode mode(tables);
+    if (ActiveKernelsName() != std::string(TableName(tables))) continue;
+    for (const Int8Shape& s : Int8Shapes()) {
+      const int64_t m = 2, in = s.in;
+      const torch::Tensor x = torch::randn({m, in}).mul_(2.0f);
+      std::vector<int8_t> q(static_cast<size_t>(m * kernels::I8RowBytes(in)), 99);
+      std::vector<float> lanes(static_cast<size_t>(m * kernels::I8RowLaneScales(in)), 99.0f);
+      kernels::ActiveKernels().prepare_i8(x.data_ptr<float>(), m, in, q.data(), lanes.data());
+      INFO(in << " " << ActiveKernelsName());
+      for (int64_t i = 0; i < m; ++i) {
+        const int64_t row_bytes = kernels::I8RowBytes(in), row_lanes = kernels::I8RowLaneScales(in);
+        for (int64_t k = 0; k < row_bytes; ++k) {
+          const int64_t b = k / 32;
+          const int64_t n = std::min<int64_t>(32, in - 32 * b);
+          const int expected =
+              k < in ? rounded_x::QuantizeBlock(x.data_ptr<float>() + i * in + 32 * b, n)
+                           .values[k % 32]
+                     : 0;
+          REQUIRE(q[static_cast<size_t>(i * row_bytes + k)] == expected);
+        }
+        for (int64_t l = 0; l < row_lanes; ++l) {
+          const int64_t b = 2 * (l / 16) + (l % 16) / 8;  // block of lane l
+          const float d = 32 * b < in
+                              ? rounded_x::QuantizeBlock(x.data_ptr<float>() + i * in + 32 * b,
+                                                         std::min<int64_t>(32, in - 32 * b))
+                                    .d
+                              : 0.0f;
+          REQUIRE(lanes[static_cast<size_t>(i * row_lanes + l)] == d);
+        }
+      }
+    }
+  }
+}
+
 // Skipped (not passed) on a CPU without the table: another table would run.
-void CheckAgainstScalar(Tables tables) {
+void CheckAgainstScalar(Tables tables, bool vnni) {
   {
     KernelMode mode(tables);
     MEDQ_SKIP_UNLESS_TABLE(tables);
   }
+  MEDQ_SKIP_UNLESS_VNNI(tables, vnni);
+  VnniMode choice(vnni);
   torch::manual_seed(11);
   for (const Int8Shape& s : Int8Shapes()) {
     const Int8Weight w = RandomInt8(s.out, s.in);
@@ -86,16 +131,25 @@ void CheckAgainstScalar(Tables tables) {
 }
 
 TEST_CASE("int8 kernels equal the scalar reference bitwise, AVX-512VL table", "[linear][int8]") {
-  CheckAgainstScalar(Tables::kAvx512);
+  CheckAgainstScalar(Tables::kAvx512, true);
+}
+TEST_CASE("int8 kernels equal the scalar reference bitwise, AVX-512VL table without VNNI",
+          "[linear][int8]") {
+  CheckAgainstScalar(Tables::kAvx512, false);
+}
+TEST_CASE("int8 kernels equal the scalar reference bitwise, AVX2 with AVX-VNNI", "[linear][int8]") {
+  CheckAgainstScalar(Tables::kAvx2, true);
 }
 TEST_CASE("int8 kernels equal the scalar reference bitwise, AVX2", "[linear][int8]") {
-  CheckAgainstScalar(Tables::kAvx2);
+  CheckAgainstScalar(Tables::kAvx2, false);
 }
 
 // Batch invariance: row i of MatRowsInto is what MatVecInto gives it alone.
-void CheckRowsAgainstMatVec(Tables tables) {
+void CheckRowsAgainstMatVec(Tables tables, bool vnni) {
   KernelMode mode(tables);
   MEDQ_SKIP_UNLESS_TABLE(tables);
+  if (tables != Tables::kScalar) MEDQ_SKIP_UNLESS_VNNI(tables, vnni);
+  VnniMode choice(vnni);
   torch::manual_seed(12);
   for (const Int8Shape& s : Int8Shapes()) {
     const Int8Weight w = RandomInt8(s.out, s.in);
@@ -121,21 +175,28 @@ void CheckRowsAgainstMatVec(Tables tables) {
 }
 
 TEST_CASE("int8 MatRowsInto is bitwise MatVecInto per row, AVX-512VL table", "[linear][int8]") {
-  CheckRowsAgainstMatVec(Tables::kAvx512);
+  CheckRowsAgainstMatVec(Tables::kAvx512, true);
+}
+TEST_CASE("int8 MatRowsInto is bitwise MatVecInto per row, AVX-512VL table without VNNI",
+          "[linear][int8]") {
+  CheckRowsAgainstMatVec(Tables::kAvx512, false);
+}
+TEST_CASE("int8 MatRowsInto is bitwise MatVecInto per row, AVX2 with AVX-VNNI", "[linear][int8]") {
+  CheckRowsAgainstMatVec(Tables::kAvx2, true);
 }
 TEST_CASE("int8 MatRowsInto is bitwise MatVecInto per row, AVX2", "[linear][int8]") {
-  CheckRowsAgainstMatVec(Tables::kAvx2);
+  CheckRowsAgainstMatVec(Tables::kAvx2, false);
 }
 TEST_CASE("int8 MatRowsInto is bitwise MatVecInto per row, scalar", "[linear][int8]") {
-  CheckRowsAgainstMatVec(Tables::kScalar);
+  CheckRowsAgainstMatVec(Tables::kScalar, false);
 }
 
 // |y - ref| <= 1e-5 · (|x| · |W|ᵀ + |b|) against at::linear on the
-// dequantized matrix in float64: the bound of float32 summation.
-void RequireCloseToDequantized(const torch::Tensor& y, const torch::Tensor& x, const Int8Weight& w,
+// dequantized matrix in float64: the bound of float32 summation. x is in
+// double: as it is (prefill's GEMM) or as rounded (the products).
+void RequireCloseToDequantized(const torch::Tensor& y, const torch::Tensor& xd, const Int8Weight& w,
                                const torch::Tensor& bias) {
   const torch::Tensor wd = w.values.to(torch::kDouble) * w.scales.to(torch::kDouble).unsqueeze(1);
-  const torch::Tensor xd = x.to(torch::kDouble);
   const torch::Tensor bd = bias.defined() ? bias.to(torch::kDouble) : bias;
   const torch::Tensor ref = bd.defined() ? at::linear(xd, wd, bd) : at::linear(xd, wd);
   const torch::Tensor bound =
@@ -159,15 +220,16 @@ TEST_CASE("Linear with int8 weights equals the dequantized product on every path
         const LinearPath path = SelectLinearPath(x, w.values, bias, w.scales);
         INFO(s.out << "x" << s.in << " m=" << m << " " << LinearPathName(path) << " "
                    << ActiveKernelsName());
-        REQUIRE(path ==
-                (m < kTiledGemmMinRows ? LinearPath::kMatRowsInt8 : LinearPath::kTiledGemmInt8));
-        RequireCloseToDequantized(Linear(x, w.values, bias, w.scales), x, w, bias);
-        RequireCloseToDequantized(Linear(x, w.values, {}, w.scales), x, w, {});
+        const bool rows = m < kTiledGemmMinRows;
+        REQUIRE(path == (rows ? LinearPath::kMatRowsInt8 : LinearPath::kTiledGemmInt8));
+        const torch::Tensor xd = rows ? rounded_x::QuantizedXDouble(x) : x.to(torch::kDouble);
+        RequireCloseToDequantized(Linear(x, w.values, bias, w.scales), xd, w, bias);
+        RequireCloseToDequantized(Linear(x, w.values, {}, w.scales), xd, w, {});
         // LinearAddInto: the residual plus the product.
         torch::Tensor residual = torch::randn({1, m, s.out});
         const torch::Tensor before = residual.clone();
         LinearAddInto(residual, x, w.values, {}, w.scales);
-        RequireCloseToDequantized(residual - before, x, w, {});
+        RequireCloseToDequantized(residual - before, xd, w, {});
       }
     }
   }
@@ -179,7 +241,8 @@ TEST_CASE("int8 weights without scales or off the CPU take the baseline", "[line
   CHECK(SelectLinearPath(x, w.values, {}, {}) == LinearPath::kBaseline);
   CHECK(SelectLinearPath(x, w.values, {}, w.scales.to(torch::kDouble)) == LinearPath::kBaseline);
   // The baseline dequantizes: the same product, any path.
-  RequireCloseToDequantized(Linear(x, w.values, {}, w.scales.to(torch::kDouble)), x, w, {});
+  RequireCloseToDequantized(Linear(x, w.values, {}, w.scales.to(torch::kDouble)),
+                            x.to(torch::kDouble), w, {});
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 
 #include <string>
 
+#include "daemon/engine/kernels/cpu_features.h"
 #include "daemon/engine/kernels/kernel_choice.h"
 #include "tests/support/skip.h"
 
@@ -63,4 +64,17 @@ class VnniMode {
       MEDQ_SKIP("this CPU lacks the " << ::medq::engine::TableName(tables) << " kernels (" \
                                       << medq_active_ << " would run)");                   \
     }                                                                                      \
+  } while (false)
+
+// Ends the calling test as skipped when `vnni` asks for the table's VNNI
+// products (int4, int8) and this CPU has none (AVX2's would run, which the
+// case with vnni false checks).
+#define MEDQ_SKIP_UNLESS_VNNI(tables, vnni)                                            \
+  do {                                                                                 \
+    const bool medq_has_ = (tables) == ::medq::engine::Tables::kAvx512                 \
+                               ? ::medq::engine::kernels::CpuSupportsAvx512Vnni() ||   \
+                                     ::medq::engine::kernels::CpuSupportsAvxVnni()     \
+                               : ::medq::engine::kernels::CpuSupportsAvxVnni();        \
+    if ((vnni) && !medq_has_)                                                          \
+      MEDQ_SKIP("this CPU has no VNNI for the " << ::medq::engine::TableName(tables)); \
   } while (false)

@@ -34,7 +34,8 @@ bool DetectAvx512Vl() {
 bool DetectAvx512Vnni() {
 #if MEDQ_KERNELS_HAVE_AVX2
   __builtin_cpu_init();
-  return DetectAvx512Vl() && __builtin_cpu_supports("avx512vnni");
+  return DetectAvx512Vl() && __builtin_cpu_supports("avx512bw") &&
+         __builtin_cpu_supports("avx512vnni");
 #else
   return false;
 #endif

@@ -13,14 +13,15 @@ bool CpuSupportsAvx2Fma();
 // Checked once, on the first call; thread-safe.
 bool CpuSupportsAvx512Vl();
 
-// True when CpuSupportsAvx512Vl() and the CPU has AVX-512 VNNI (vpdpbusd),
-// which the AVX-512VL table's int4 products use where present. Checked once;
+// True when CpuSupportsAvx512Vl() and the CPU has AVX-512BW and VNNI
+// (vpdpbusd), which the AVX-512VL table's int4 and int8 products use where
+// present. Checked once;
 // thread-safe.
 bool CpuSupportsAvx512Vnni();
 
 // True when CpuSupportsAvx2Fma() and the CPU has AVX-VNNI (256-bit vpdpbusd
-// without AVX-512), which the int4 products use where AVX-512 VNNI is
-// missing. Checked once; thread-safe.
+// without AVX-512), which the int4 and int8 products use where AVX-512 VNNI
+// is missing. Checked once; thread-safe.
 bool CpuSupportsAvxVnni();
 
 // Whether the int4 products may take VNNI now: false only while the test

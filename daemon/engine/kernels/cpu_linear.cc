@@ -88,6 +88,18 @@ torch::Tensor FloatBias(const torch::Tensor& bias) {
 // buffer of the calling thread's, grown and never shrunk: a decode step makes
 // several products a layer, and allocating one per product would put the
 // allocator on the per-token path. Valid until the thread's next call.
+// x rounded to int8 blocks for the int8 products (dense_kernels.h,
+// prepare_i8): once a product, on this thread, into buffers this thread
+// keeps for its next product.
+I8Rows PreparedI8Rows(const DenseKernels& k, const float* x, int64_t m, int64_t in) {
+  thread_local std::vector<int8_t> q;
+  thread_local std::vector<float> lane_scale;
+  q.resize(static_cast<size_t>(m * I8RowBytes(in)));
+  lane_scale.resize(static_cast<size_t>(m * I8RowLaneScales(in)));
+  k.prepare_i8(x, m, in, q.data(), lane_scale.data());
+  return {q.data(), lane_scale.data(), in};
+}
+
 const float* PreparedBf16Rows(const DenseKernels& k, const float* x, int64_t m, int64_t in) {
   thread_local AlignedFloats prepared;
   if (prepared.size() < static_cast<size_t>(m * in)) prepared.resize(static_cast<size_t>(m * in));
@@ -121,8 +133,9 @@ void MatVecInto(const torch::Tensor& weight, const float* x, const float* bias, 
   const DenseKernels& k = ActiveKernels();
   if (weight.scalar_type() == torch::kChar) {
     const int8_t* wp = weight.data_ptr<int8_t>();
+    const I8Rows rows = PreparedI8Rows(k, x, 1, in);
     ParallelOverRows(out, in, sizeof(int8_t), [&](int64_t begin, int64_t end) {
-      k.matvec_i8(wp, scale, in, x, bias, y, begin, end);
+      k.matvec_i8(wp, scale, rows, bias, y, begin, end);
     });
   } else if (weight.scalar_type() == torch::kFloat) {
     const float* wp = weight.data_ptr<float>();
@@ -153,8 +166,9 @@ void MatRowsInto(const torch::Tensor& weight, const float* x, int64_t m, const f
   // reused from cache, so the chunks stay as long as for one row.
   if (weight.scalar_type() == torch::kChar) {
     const int8_t* wp = weight.data_ptr<int8_t>();
+    const I8Rows rows = PreparedI8Rows(k, x, m, in);
     ParallelOverRows(out, in, sizeof(int8_t), [&](int64_t begin, int64_t end) {
-      k.matrows_i8(wp, scale, in, out, x, m, bias, y, begin, end);
+      k.matrows_i8(wp, scale, rows, out, m, bias, y, begin, end);
     });
   } else if (weight.scalar_type() == torch::kFloat) {
     const float* wp = weight.data_ptr<float>();

@@ -26,8 +26,9 @@ torch::Tensor CpuMatVec(const torch::Tensor& x, const torch::Tensor& weight,
 // [in], bias nullptr or float32 [out]; weight as above, float32 or bf16.
 // No allocation and no LibTorch dispatch.
 // int8 weights (torch::kChar, symmetric, one scale a row: DenseKernels'
-// matvec_i8) take `scale`, float32 [out], the row scales; other dtypes
-// ignore it.
+// matvec_i8) take `scale`, float32 [out], the row scales, and round x to
+// int8 in blocks of 32 first (prepare_i8, into a buffer this thread keeps);
+// other dtypes ignore `scale`.
 void MatVecInto(const torch::Tensor& weight, const float* x, const float* bias, float* y,
                 const float* scale = nullptr);
 
@@ -76,9 +77,10 @@ torch::Tensor CpuTiledGemmBf16(const torch::Tensor& x, const torch::Tensor& weig
 // int8 weights [out, in] (torch::kChar) with float32 row scales `scale`
 // [out], contiguous: x · (weight · diag(scale))ᵀ + bias. CpuMatRowsInt8: any
 // number of rows with the batch-invariant int8 kernels (row i bitwise what
-// MatVecInto gives it alone). CpuTiledGemmInt8: tiles of rows dequantized to
-// float32 (one rounding a weight) and multiplied with BLAS GEMM, as
-// CpuTiledGemmBf16; within float32 rounding of CpuMatRowsInt8, not bitwise.
+// MatVecInto gives it alone; x rounded to int8 blocks as MatVecInto rounds
+// it). CpuTiledGemmInt8: tiles of rows dequantized to float32 (one rounding a
+// weight) and multiplied with BLAS GEMM on x as it is, as CpuTiledGemmBf16:
+// prefill's path (32 rows and more).
 torch::Tensor CpuMatRowsInt8(const torch::Tensor& x, const torch::Tensor& weight,
                              const torch::Tensor& scale, const torch::Tensor& bias);
 torch::Tensor CpuTiledGemmInt8(const torch::Tensor& x, const torch::Tensor& weight,

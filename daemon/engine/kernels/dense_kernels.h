@@ -100,26 +100,49 @@ using ScoresF32Fn = void (*)(const float* keys, int64_t n, int64_t d, const floa
 using SoftmaxF32Fn = void (*)(float* p, int64_t n);
 
 // int8 weights, one float32 scale per output row (symmetric weight-only
-// quantization: w[r, k] ≈ q[r, k] · scale[r], q in [-127, 127]). For r in
-// [row_begin, row_end): dot = Σ_k float(q[r, k]) · x[k] summed as every
-// table's int8 kernels sum it, then y[r] = fma(dot, scale[r], bias[r]) with
-// a bias, dot · scale[r] without. The sum: 32 float32 lanes (four 8-wide
-// accumulators a, b, c, d over each block of 32 elements, one fused
-// multiply-add a product; the remaining 8-wide groups into a), folded as
-// ((a + b) + (c + d)), then its eight lanes as HorizontalSum (avx2_common.h)
-// folds them, then the scalar tail one fused multiply-add at a time. Every
-// table computes exactly this, so the tables agree bitwise; the scalar one is
-// the reference the SIMD ones are tested against.
-using MatVecI8Fn = void (*)(const int8_t* w, const float* scale, int64_t in, const float* x,
-                            const float* bias, float* y, int64_t row_begin, int64_t row_end);
+// quantization: w[r, k] ≈ q[r, k] · scale[r], q in [-127, 127]; -128 is
+// read too). Like the int4 products (below), they read x rounded to int8 in
+// blocks of 32 (prepare_i8: each block's d and xq as prepare_i4 makes them,
+// the last block of a row as short as in leaves it), so that a product is
+// integer multiply-adds. prepare_i8 writes, for each x row: q, xq[k] at k,
+// zeros to a multiple of 64; lane_scale, 16 floats for each 64 values, lane
+// l = d of block 2c + l / 8 of chunk c (0 for a block past in).
+// For r in [row_begin, row_end): 16 float32 lanes A (from 0) take, chunk by
+// chunk (64 weights), lane l:
+//   P = Σ_{t < 4} q[r, 64c + 4l + t] · xq[64c + 4l + t]   (int32, exact;
+//   weights past in count as 0),
+//   A_l = fma(float(P), lane_scale_l, A_l);
+// A's halves [0, 8) + [8, 16), and those eight lanes as HorizontalSum
+// (avx2_common.h) folds them: dot; y[r] = fma(dot, scale[r], bias[r]) with
+// a bias, dot · scale[r] without. Every table computes exactly this, so the
+// tables agree bitwise with the scalar reference.
+inline constexpr int64_t kInt8Chunk = 64;
+// Sizes of one x row's prepared buffers (prepare_i8), in elements.
+inline constexpr int64_t I8RowBytes(int64_t in) {
+  return (in + kInt8Chunk - 1) / kInt8Chunk * kInt8Chunk;
+}
+inline constexpr int64_t I8RowLaneScales(int64_t in) {
+  return I8RowBytes(in) / 4;
+}
+// x rows as prepare_i8 wrote them: row i's buffers start at q + i *
+// I8RowBytes(in) and lane_scale + i * I8RowLaneScales(in).
+struct I8Rows {
+  const int8_t* q;
+  const float* lane_scale;
+  int64_t in;
+};
+using PrepareI8Fn = void (*)(const float* x, int64_t m, int64_t in, int8_t* q, float* lane_scale);
+// One x row (row 0 of x) against the rows [row_begin, row_end) of w.
+using MatVecI8Fn = void (*)(const int8_t* w, const float* scale, const I8Rows& x, const float* bias,
+                            float* y, int64_t row_begin, int64_t row_end);
 
 // Several x rows against int8 weights: y[i * out + r] holds, bitwise, what
 // matvec_i8 writes to y[r] for x row i, whatever m and the other rows are
 // (batch invariance); each weight row is read from memory once for all m.
-// x is [m, in], y is [m, out].
-using MatRowsI8Fn = void (*)(const int8_t* w, const float* scale, int64_t in, int64_t out,
-                             const float* x, int64_t m, const float* bias, float* y,
-                             int64_t row_begin, int64_t row_end);
+// y is [m, out].
+using MatRowsI8Fn = void (*)(const int8_t* w, const float* scale, const I8Rows& x, int64_t out,
+                             int64_t m, const float* bias, float* y, int64_t row_begin,
+                             int64_t row_end);
 
 // dst[r, k] = float(q[r, k]) · scale[r] for the rows [0, rows) of q [rows,
 // in]: the int8 weights dequantized to float32 (one rounding a weight), for
@@ -222,6 +245,7 @@ struct DenseKernels {
   SiluMulF32Fn silu_mul_f32;
   ScoresF32Fn scores_f32;
   SoftmaxF32Fn softmax_f32;
+  PrepareI8Fn prepare_i8;
   MatVecI8Fn matvec_i8;
   MatRowsI8Fn matrows_i8;
   DequantizeI8Fn dequantize_i8;
@@ -286,22 +310,30 @@ void MatRowsBf16Avx512(const uint16_t* w, int64_t in, int64_t out, const float* 
 // MatRowsBf16Avx512 runs the one-row tiles (m <= 2), its own elsewhere.
 void PrepareBf16RowsAvx512(const float* x, int64_t m, int64_t in, float* prepared);
 
-// The AVX2+FMA table's int8 entries (int8_avx2.cc, built with -mavx2 -mfma),
-// of which the AVX-512VL table shares dequantize_i8; same precondition as
-// Avx2FmaKernels().
-void MatVecI8Avx2(const int8_t* w, const float* scale, int64_t in, const float* x,
-                  const float* bias, float* y, int64_t row_begin, int64_t row_end);
-void MatRowsI8Avx2(const int8_t* w, const float* scale, int64_t in, int64_t out, const float* x,
-                   int64_t m, const float* bias, float* y, int64_t row_begin, int64_t row_end);
+// The AVX2+FMA table's int8 entries (int8_avx2.cc, built with -mavx2 -mfma:
+// vpsignb, vpmaddubsw and vpmaddwd for the integer sums), of which the
+// AVX-512VL table shares prepare_i8 and dequantize_i8; same precondition as
+// Avx2FmaKernels(). Both tables' matvec_i8 and matrows_i8 take the VNNI
+// kernels below where the CPU has them (and SetVnniKernelsEnabled allows).
+void PrepareI8Avx2(const float* x, int64_t m, int64_t in, int8_t* q, float* lane_scale);
+void MatVecI8Avx2(const int8_t* w, const float* scale, const I8Rows& x, const float* bias, float* y,
+                  int64_t row_begin, int64_t row_end);
+void MatRowsI8Avx2(const int8_t* w, const float* scale, const I8Rows& x, int64_t out, int64_t m,
+                   const float* bias, float* y, int64_t row_begin, int64_t row_end);
 void DequantizeI8Avx2(const int8_t* q, const float* scale, int64_t rows, int64_t in, float* dst);
-// The AVX-512VL table's matvec_i8 and matrows_i8 (int8_avx512.cc: 16-wide
-// accumulators holding two of the contract's 8-wide ones, tiles of four x
-// rows; bitwise the AVX2 kernels' results); same precondition as
-// Avx512VlKernels().
-void MatVecI8Avx512(const int8_t* w, const float* scale, int64_t in, const float* x,
-                    const float* bias, float* y, int64_t row_begin, int64_t row_end);
-void MatRowsI8Avx512(const int8_t* w, const float* scale, int64_t in, int64_t out, const float* x,
-                     int64_t m, const float* bias, float* y, int64_t row_begin, int64_t row_end);
+// With AVX-VNNI's 256-bit vpdpbusd (int8_avxvnni.cc, -mavxvnni too);
+// precondition: CpuSupportsAvxVnni() (cpu_features.h).
+void MatVecI8AvxVnni(const int8_t* w, const float* scale, const I8Rows& x, const float* bias,
+                     float* y, int64_t row_begin, int64_t row_end);
+void MatRowsI8AvxVnni(const int8_t* w, const float* scale, const I8Rows& x, int64_t out, int64_t m,
+                      const float* bias, float* y, int64_t row_begin, int64_t row_end);
+// With AVX-512 VNNI (int8_avx512.cc, -mavx512f -mavx512vl -mavx512bw
+// -mavx512vnni too: a chunk of 64 weights a register); precondition:
+// CpuSupportsAvx512Vnni().
+void MatVecI8Vnni(const int8_t* w, const float* scale, const I8Rows& x, const float* bias, float* y,
+                  int64_t row_begin, int64_t row_end);
+void MatRowsI8Vnni(const int8_t* w, const float* scale, const I8Rows& x, int64_t out, int64_t m,
+                   const float* bias, float* y, int64_t row_begin, int64_t row_end);
 
 // The AVX2+FMA table's int4 entries (int4_avx2.cc, built with -mavx2
 // -mfma: vpmaddubsw and vpmaddwd for the integer sums); same precondition as

@@ -278,17 +278,27 @@ void VecMatF32(const float* p, const float* w, int64_t n, int64_t d, float* y) {
   }
 }
 
-// The tables' int4 products: AVX-512 VNNI's (the AVX-512VL table only) or
-// AVX-VNNI's where the CPU has them, else AVX2's vpmaddubsw: the same bits
-// whichever runs.
+// The tables' int4 and int8 products: AVX-512 VNNI's (the AVX-512VL table
+// only) or AVX-VNNI's where the CPU has them, else AVX2's vpmaddubsw: the
+// same bits whichever runs.
+enum class Vnni { kNone, kAvx, kAvx512 };
+template <bool kAvx512>
+Vnni VnniNow() {
+  if (!VnniKernelsEnabled()) return Vnni::kNone;
+  if (kAvx512 && CpuSupportsAvx512Vnni()) return Vnni::kAvx512;
+  return CpuSupportsAvxVnni() ? Vnni::kAvx : Vnni::kNone;
+}
+
 template <bool kAvx512>
 void MatVecI4Best(const uint8_t* w, const uint16_t* params, const I4Rows& x, const float* bias,
                   float* y, int64_t row_begin, int64_t row_end) {
-  if (VnniKernelsEnabled()) {
-    if (kAvx512 && CpuSupportsAvx512Vnni()) {
+  switch (VnniNow<kAvx512>()) {
+    case Vnni::kAvx512:
       return MatVecI4Vnni(w, params, x, bias, y, row_begin, row_end);
-    }
-    if (CpuSupportsAvxVnni()) return MatVecI4AvxVnni(w, params, x, bias, y, row_begin, row_end);
+    case Vnni::kAvx:
+      return MatVecI4AvxVnni(w, params, x, bias, y, row_begin, row_end);
+    case Vnni::kNone:
+      break;
   }
   MatVecI4Avx2(w, params, x, bias, y, row_begin, row_end);
 }
@@ -296,36 +306,66 @@ void MatVecI4Best(const uint8_t* w, const uint16_t* params, const I4Rows& x, con
 template <bool kAvx512>
 void MatRowsI4Best(const uint8_t* w, const uint16_t* params, const I4Rows& x, int64_t out,
                    int64_t m, const float* bias, float* y, int64_t row_begin, int64_t row_end) {
-  if (VnniKernelsEnabled()) {
-    if (kAvx512 && CpuSupportsAvx512Vnni()) {
+  switch (VnniNow<kAvx512>()) {
+    case Vnni::kAvx512:
       return MatRowsI4Vnni(w, params, x, out, m, bias, y, row_begin, row_end);
-    }
-    if (CpuSupportsAvxVnni()) {
+    case Vnni::kAvx:
       return MatRowsI4AvxVnni(w, params, x, out, m, bias, y, row_begin, row_end);
-    }
+    case Vnni::kNone:
+      break;
   }
   MatRowsI4Avx2(w, params, x, out, m, bias, y, row_begin, row_end);
+}
+
+template <bool kAvx512>
+void MatVecI8Best(const int8_t* w, const float* scale, const I8Rows& x, const float* bias, float* y,
+                  int64_t row_begin, int64_t row_end) {
+  switch (VnniNow<kAvx512>()) {
+    case Vnni::kAvx512:
+      return MatVecI8Vnni(w, scale, x, bias, y, row_begin, row_end);
+    case Vnni::kAvx:
+      return MatVecI8AvxVnni(w, scale, x, bias, y, row_begin, row_end);
+    case Vnni::kNone:
+      break;
+  }
+  MatVecI8Avx2(w, scale, x, bias, y, row_begin, row_end);
+}
+
+template <bool kAvx512>
+void MatRowsI8Best(const int8_t* w, const float* scale, const I8Rows& x, int64_t out, int64_t m,
+                   const float* bias, float* y, int64_t row_begin, int64_t row_end) {
+  switch (VnniNow<kAvx512>()) {
+    case Vnni::kAvx512:
+      return MatRowsI8Vnni(w, scale, x, out, m, bias, y, row_begin, row_end);
+    case Vnni::kAvx:
+      return MatRowsI8AvxVnni(w, scale, x, out, m, bias, y, row_begin, row_end);
+    case Vnni::kNone:
+      break;
+  }
+  MatRowsI8Avx2(w, scale, x, out, m, bias, y, row_begin, row_end);
 }
 
 }  // namespace
 
 const DenseKernels& Avx2FmaKernels() {
   static constexpr DenseKernels kTable{
-      "avx2_fma",      &MatVecF32Avx2,       &MatVecBf16Avx2,       &PrepareBf16Rows,
-      &MatMulBf16,     &ConvertBf16,         &MatRowsF32Avx2,       &MatRowsBf16Avx2,
-      &PackedBf16Avx2, &VecMatF32,           &SiluMulAvx2,          &ScoresF32Avx2,
-      &SoftmaxF32Avx2, &MatVecI8Avx2,        &MatRowsI8Avx2,        &DequantizeI8Avx2,
-      &PrepareI4Avx2,  &MatVecI4Best<false>, &MatRowsI4Best<false>, &DequantizeI4Avx2};
+      "avx2_fma",        &MatVecF32Avx2, &MatVecBf16Avx2,      &PrepareBf16Rows,
+      &MatMulBf16,       &ConvertBf16,   &MatRowsF32Avx2,      &MatRowsBf16Avx2,
+      &PackedBf16Avx2,   &VecMatF32,     &SiluMulAvx2,         &ScoresF32Avx2,
+      &SoftmaxF32Avx2,   &PrepareI8Avx2, &MatVecI8Best<false>, &MatRowsI8Best<false>,
+      &DequantizeI8Avx2, &PrepareI4Avx2, &MatVecI4Best<false>, &MatRowsI4Best<false>,
+      &DequantizeI4Avx2};
   return kTable;
 }
 
 const DenseKernels& Avx512VlKernels() {
   static constexpr DenseKernels kTable{
-      "avx512vl",      &MatVecF32,          &MatVecBf16,          &PrepareBf16RowsAvx512,
-      &MatMulBf16,     &ConvertBf16,        &MatRowsF32Avx512,    &MatRowsBf16Avx512,
-      &PackedBf16Avx2, &VecMatF32,          &SiluMulAvx2,         &ScoresF32Avx2,
-      &SoftmaxF32Avx2, &MatVecI8Avx512,     &MatRowsI8Avx512,     &DequantizeI8Avx2,
-      &PrepareI4Avx2,  &MatVecI4Best<true>, &MatRowsI4Best<true>, &DequantizeI4Avx2};
+      "avx512vl",        &MatVecF32,     &MatVecBf16,         &PrepareBf16RowsAvx512,
+      &MatMulBf16,       &ConvertBf16,   &MatRowsF32Avx512,   &MatRowsBf16Avx512,
+      &PackedBf16Avx2,   &VecMatF32,     &SiluMulAvx2,        &ScoresF32Avx2,
+      &SoftmaxF32Avx2,   &PrepareI8Avx2, &MatVecI8Best<true>, &MatRowsI8Best<true>,
+      &DequantizeI8Avx2, &PrepareI4Avx2, &MatVecI4Best<true>, &MatRowsI4Best<true>,
+      &DequantizeI4Avx2};
   return kTable;
 }
 

@@ -159,54 +159,66 @@ void PackedBf16(const uint16_t* packed, int64_t in, int64_t out, const float* x,
   }
 }
 
-// The int8 dot product in the order every table's int8 kernels sum it
-// (dense_kernels.h, MatVecI8Fn): 32 lanes, each a chain of fused
-// multiply-adds, folded as the AVX2 kernels fold their registers. std::fma
-// rounds once, as the vector FMA does, and an int8 weight is exact in float,
-// so the AVX2 kernels' results are these bit for bit.
-float DotI8(const int8_t* w, int64_t in, const float* x) {
-  float lanes[4][8] = {};
-  int64_t k = 0;
-  for (; k + 32 <= in; k += 32) {
-    for (int g = 0; g < 4; ++g) {
-      for (int l = 0; l < 8; ++l) {
-        const int64_t j = k + 8 * g + l;
-        lanes[g][l] = std::fma(static_cast<float>(w[j]), x[j], lanes[g][l]);
-      }
+// One block of x (n <= 32 values) rounded as prepare_i4 and prepare_i8 do
+// (dense_kernels.h): xq into out, the block's d into *d; returns Σ xq.
+int32_t QuantizeXBlock(const float* x, int64_t n, int8_t* out, float* d);
+
+// The int8 dot product of weight row w with prepared x row i, in the order
+// every table's int8 kernels sum it (dense_kernels.h, MatVecI8Fn).
+float DotI8(const int8_t* w, const I8Rows& x, int64_t i) {
+  const int64_t in = x.in;
+  const int8_t* q = x.q + i * I8RowBytes(in);
+  const float* ls = x.lane_scale + i * I8RowLaneScales(in);
+  float a[16] = {};
+  for (int64_t c = 0; c * kInt8Chunk < in; ++c) {
+    for (int64_t l = 0; l < 16; ++l) {
+      int32_t p = 0;
+      for (int64_t k = c * kInt8Chunk + 4 * l; k < c * kInt8Chunk + 4 * l + 4 && k < in; ++k)
+        p += w[k] * q[k];
+      a[l] = std::fma(static_cast<float>(p), ls[c * 16 + l], a[l]);
     }
-  }
-  for (; k + 8 <= in; k += 8) {
-    for (int l = 0; l < 8; ++l)
-      lanes[0][l] = std::fma(static_cast<float>(w[k + l]), x[k + l], lanes[0][l]);
   }
   float v[8];
   for (int l = 0; l < 8; ++l)
-    v[l] = (lanes[0][l] + lanes[1][l]) + (lanes[2][l] + lanes[3][l]);
-  // HorizontalSum: the two 128-bit halves, then lanes 0 + 2 and 1 + 3, then those two.
+    v[l] = a[l] + a[l + 8];
   float h[4];
   for (int l = 0; l < 4; ++l)
     h[l] = v[l] + v[l + 4];
-  float sum = (h[0] + h[2]) + (h[1] + h[3]);
-  for (; k < in; ++k)
-    sum = std::fma(static_cast<float>(w[k]), x[k], sum);
-  return sum;
+  return (h[0] + h[2]) + (h[1] + h[3]);
 }
 
 inline float ScaleI8(float dot, const float* scale, const float* bias, int64_t r) {
   return bias != nullptr ? std::fma(dot, scale[r], bias[r]) : dot * scale[r];
 }
 
-void MatVecI8(const int8_t* w, const float* scale, int64_t in, const float* x, const float* bias,
-              float* y, int64_t row_begin, int64_t row_end) {
-  for (int64_t r = row_begin; r < row_end; ++r)
-    y[r] = ScaleI8(DotI8(w + r * in, in, x), scale, bias, r);
+void PrepareI8(const float* x, int64_t m, int64_t in, int8_t* q, float* lane_scale) {
+  const int64_t row_bytes = I8RowBytes(in), lanes = I8RowLaneScales(in);
+  for (int64_t i = 0; i < m; ++i) {
+    int8_t* qi = q + i * row_bytes;
+    float* li = lane_scale + i * lanes;
+    std::fill(qi, qi + row_bytes, int8_t{0});
+    std::fill(li, li + lanes, 0.0f);
+    for (int64_t b = 0; b * kInt4Block < in; ++b) {
+      float d;
+      QuantizeXBlock(x + i * in + b * kInt4Block, std::min(kInt4Block, in - b * kInt4Block),
+                     qi + b * kInt4Block, &d);
+      for (int64_t l = 0; l < 8; ++l)
+        li[(b / 2) * 16 + (b % 2) * 8 + l] = d;
+    }
+  }
 }
 
-void MatRowsI8(const int8_t* w, const float* scale, int64_t in, int64_t out, const float* x,
-               int64_t m, const float* bias, float* y, int64_t row_begin, int64_t row_end) {
+void MatVecI8(const int8_t* w, const float* scale, const I8Rows& x, const float* bias, float* y,
+              int64_t row_begin, int64_t row_end) {
+  for (int64_t r = row_begin; r < row_end; ++r)
+    y[r] = ScaleI8(DotI8(w + r * x.in, x, 0), scale, bias, r);
+}
+
+void MatRowsI8(const int8_t* w, const float* scale, const I8Rows& x, int64_t out, int64_t m,
+               const float* bias, float* y, int64_t row_begin, int64_t row_end) {
   for (int64_t r = row_begin; r < row_end; ++r) {
     for (int64_t i = 0; i < m; ++i)
-      y[i * out + r] = ScaleI8(DotI8(w + r * in, in, x + i * in), scale, bias, r);
+      y[i * out + r] = ScaleI8(DotI8(w + r * x.in, x, i), scale, bias, r);
   }
 }
 
@@ -233,8 +245,31 @@ inline float Int4Weight(const uint8_t* w, const uint16_t* params, int64_t group,
 // One value of x as prepare_i4 quantizes it (dense_kernels.h): v = x · (127
 // / amax) rounded to nearest even, as vcvtps2dq and the saturating packs to
 // int8 give it (the block's values are finite here, so |v| <= 127).
-inline int8_t QuantizeI4X(float v) {
+inline int8_t QuantizeXValue(float v) {
   return static_cast<int8_t>(std::clamp(std::lrint(v), -128L, 127L));
+}
+
+int32_t QuantizeXBlock(const float* x, int64_t n, int8_t* out, float* d) {
+  float amax = 0.0f;
+  bool finite = true;
+  for (int64_t t = 0; t < n; ++t) {
+    finite = finite && std::fabs(x[t]) <= std::numeric_limits<float>::max();
+    amax = std::max(amax, std::fabs(x[t]));
+  }
+  *d = 0.0f;
+  if (!finite) *d = std::numeric_limits<float>::quiet_NaN();
+  if (!finite || !(amax >= 1e-30f)) {
+    std::fill(out, out + n, int8_t{0});
+    return 0;
+  }
+  *d = amax / 127.0f;
+  const float id = 127.0f / amax;
+  int32_t sum = 0;
+  for (int64_t t = 0; t < n; ++t) {
+    out[t] = QuantizeXValue(x[t] * id);
+    sum += out[t];
+  }
+  return sum;
 }
 
 void PrepareI4(const float* x, int64_t m, int64_t in, int64_t group, int8_t* q, float* lane_scale,
@@ -242,7 +277,6 @@ void PrepareI4(const float* x, int64_t m, int64_t in, int64_t group, int8_t* q, 
   const int64_t row_bytes = I4RowBytes(in), lanes = I4RowLaneScales(in);
   const int64_t sums = I4RowGroupSums(in, group);
   for (int64_t i = 0; i < m; ++i) {
-    const float* xi = x + i * in;
     int8_t* qi = q + i * row_bytes;
     float* li = lane_scale + i * lanes;
     float* gi = group_sum + i * sums;
@@ -250,27 +284,12 @@ void PrepareI4(const float* x, int64_t m, int64_t in, int64_t group, int8_t* q, 
     std::fill(li, li + lanes, 0.0f);
     std::fill(gi, gi + sums, 0.0f);
     for (int64_t b = 0; b < in / kInt4Block; ++b) {
-      const float* xb = xi + b * kInt4Block;
-      float amax = 0.0f;
-      bool finite = true;
-      for (int64_t t = 0; t < kInt4Block; ++t) {
-        finite = finite && std::fabs(xb[t]) <= std::numeric_limits<float>::max();
-        amax = std::max(amax, std::fabs(xb[t]));
-      }
-      float d = 0.0f, id = 0.0f;
-      if (!finite) {
-        d = std::numeric_limits<float>::quiet_NaN();
-      } else if (amax >= 1e-30f) {
-        d = amax / 127.0f;
-        id = 127.0f / amax;
-      }
+      int8_t block[kInt4Block];
+      float d;
+      const int32_t sum = QuantizeXBlock(x + i * in + b * kInt4Block, kInt4Block, block, &d);
       int8_t* chunk = qi + (b / 4) * kInt4Chunk + (b % 4) * 16;
-      int32_t sum = 0;
-      for (int64_t t = 0; t < kInt4Block; ++t) {
-        const int8_t v = finite ? QuantizeI4X(xb[t] * id) : int8_t{0};
-        chunk[t < 16 ? t : 64 + t - 16] = v;
-        sum += v;
-      }
+      std::copy(block, block + 16, chunk);
+      std::copy(block + 16, block + 32, chunk + 64);
       for (int64_t l = 0; l < 4; ++l)
         li[(b / 4) * 16 + (b % 4) * 4 + l] = d;
       float& s = gi[b * kInt4Block / group];
@@ -347,11 +366,11 @@ void PrepareBf16Rows(const float* x, int64_t m, int64_t in, float* prepared) {
 }  // namespace
 
 const DenseKernels& ScalarKernels() {
-  static constexpr DenseKernels kTable{"scalar",    &MatVecF32,   &MatVecBf16, &PrepareBf16Rows,
-                                       &MatMulBf16, &ConvertBf16, &MatRowsF32, &MatRowsBf16,
-                                       &PackedBf16, &VecMatF32,   &SiluMulF32, &ScoresF32,
-                                       &SoftmaxF32, &MatVecI8,    &MatRowsI8,  &DequantizeI8,
-                                       &PrepareI4,  &MatVecI4,    &MatRowsI4,  &DequantizeI4};
+  static constexpr DenseKernels kTable{
+      "scalar",    &MatVecF32,   &MatVecBf16,  &PrepareBf16Rows, &MatMulBf16,   &ConvertBf16,
+      &MatRowsF32, &MatRowsBf16, &PackedBf16,  &VecMatF32,       &SiluMulF32,   &ScoresF32,
+      &SoftmaxF32, &PrepareI8,   &MatVecI8,    &MatRowsI8,       &DequantizeI8, &PrepareI4,
+      &MatVecI4,   &MatRowsI4,   &DequantizeI4};
   return kTable;
 }
 

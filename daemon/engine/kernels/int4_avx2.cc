@@ -10,64 +10,13 @@
 // saturation), and vpmaddwd by ones sums to eight 32-bit lanes of four
 // weights each: half of the 16 lanes of dense_kernels.h's contract, the
 // same integers as VNNI's vpdpbusd (int4_rows.h has the rest of the
-// product and the row loops).
+// product and the row loops; prepare_x_avx2.cc has x's preparation).
 #include <immintrin.h>
-
-#include <algorithm>
-#include <cmath>
-#include <limits>
 
 #include "daemon/engine/kernels/int4_rows.h"
 
 namespace medq::engine::kernels {
 namespace {
-
-// The largest |x| of the 32 values at x, and whether all are finite.
-inline float BlockAbsMax(const float* x, bool& finite) {
-  const __m256 abs = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
-  const __m256 largest = _mm256_set1_ps(std::numeric_limits<float>::max());
-  __m256 mx = _mm256_setzero_ps();
-  __m256 bad = _mm256_setzero_ps();
-  for (int t = 0; t < 32; t += 8) {
-    const __m256 a = _mm256_and_ps(_mm256_loadu_ps(x + t), abs);
-    bad = _mm256_or_ps(bad, _mm256_cmp_ps(a, largest, _CMP_NLE_UQ));
-    mx = _mm256_max_ps(mx, a);
-  }
-  finite = _mm256_movemask_ps(bad) == 0;
-  __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(mx), _mm256_extractf128_ps(mx, 1));
-  m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
-  m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
-  return _mm_cvtss_f32(m4);
-}
-
-// The 32 values at x times id, rounded to nearest even and saturated to
-// int8, in order at lo (the first 16) and hi (the last 16); returns their sum.
-inline int32_t QuantizeBlock(const float* x, float id, int8_t* lo, int8_t* hi) {
-  const __m256 f = _mm256_set1_ps(id);
-  const __m256i v0 = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x), f));
-  const __m256i v1 = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + 8), f));
-  const __m256i v2 = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + 16), f));
-  const __m256i v3 = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + 24), f));
-  // The packs work within 128-bit lanes; the permute puts the dwords back
-  // in order.
-  const __m256i bytes = _mm256_permutevar8x32_epi32(
-      _mm256_packs_epi16(_mm256_packs_epi32(v0, v1), _mm256_packs_epi32(v2, v3)),
-      _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
-  _mm_storeu_si128(reinterpret_cast<__m128i*>(lo), _mm256_castsi256_si128(bytes));
-  _mm_storeu_si128(reinterpret_cast<__m128i*>(hi), _mm256_extracti128_si256(bytes, 1));
-  // The int8 values' sum (exact): sign-extended back from the packed bytes.
-  const __m256i wide =
-      _mm256_add_epi32(_mm256_cvtepi8_epi32(_mm256_castsi256_si128(bytes)),
-                       _mm256_cvtepi8_epi32(_mm_srli_si128(_mm256_castsi256_si128(bytes), 8)));
-  const __m128i high = _mm256_extracti128_si256(bytes, 1);
-  const __m256i wide2 =
-      _mm256_add_epi32(_mm256_cvtepi8_epi32(high), _mm256_cvtepi8_epi32(_mm_srli_si128(high, 8)));
-  __m256i sum8 = _mm256_add_epi32(wide, wide2);
-  __m128i sum4 = _mm_add_epi32(_mm256_castsi256_si128(sum8), _mm256_extracti128_si256(sum8, 1));
-  sum4 = _mm_add_epi32(sum4, _mm_shuffle_epi32(sum4, _MM_SHUFFLE(1, 0, 3, 2)));
-  sum4 = _mm_add_epi32(sum4, _mm_shuffle_epi32(sum4, _MM_SHUFFLE(2, 3, 0, 1)));
-  return _mm_cvtsi128_si32(sum4);
-}
 
 // AVX2's integer sums of DotsI4Ymm (int4_rows.h).
 struct MaddubsDot {
@@ -80,39 +29,6 @@ struct MaddubsDot {
 using DotsI4Avx2 = DotsI4YmmRows<MaddubsDot>;
 
 }  // namespace
-
-void PrepareI4Avx2(const float* x, int64_t m, int64_t in, int64_t group, int8_t* q,
-                   float* lane_scale, float* group_sum) {
-  const int64_t row_bytes = I4RowBytes(in), lanes = I4RowLaneScales(in);
-  const int64_t sums = I4RowGroupSums(in, group);
-  for (int64_t i = 0; i < m; ++i) {
-    const float* xi = x + i * in;
-    int8_t* qi = q + i * row_bytes;
-    float* li = lane_scale + i * lanes;
-    float* gi = group_sum + i * sums;
-    std::fill(qi, qi + row_bytes, int8_t{0});
-    std::fill(li, li + lanes, 0.0f);
-    std::fill(gi, gi + sums, 0.0f);
-    for (int64_t b = 0; b < in / kInt4Block; ++b) {
-      const float* xb = xi + b * kInt4Block;
-      bool finite = true;
-      const float amax = BlockAbsMax(xb, finite);
-      float d = 0.0f;
-      int32_t sum = 0;
-      int8_t* chunk = qi + (b / 4) * kInt4Chunk + (b % 4) * 16;
-      if (!finite) {
-        d = std::numeric_limits<float>::quiet_NaN();
-      } else if (amax >= 1e-30f) {
-        d = amax / 127.0f;
-        sum = QuantizeBlock(xb, 127.0f / amax, chunk, chunk + 64);
-      }
-      for (int64_t l = 0; l < 4; ++l)
-        li[(b / 4) * 16 + (b % 4) * 4 + l] = d;
-      float& s = gi[b * kInt4Block / group];
-      s = std::fma(d, static_cast<float>(sum), s);
-    }
-  }
-}
 
 void MatVecI4Avx2(const uint8_t* w, const uint16_t* params, const I4Rows& x, const float* bias,
                   float* y, int64_t row_begin, int64_t row_end) {

@@ -1,22 +1,31 @@
 // AVX2+FMA kernels for int8 weights with one float32 scale per output row
-// (the int8 entries of dense_kernels.h; the building blocks are in
-// int8_rows.h). Built with -mavx2 -mfma like the other *_avx2.cc files,
-// called only after the runtime check in cpu_features.cc; everything but the
-// three entries has internal linkage.
+// (the int8 entries of dense_kernels.h; the product and the row loops are in
+// int8_rows.h, x's preparation in prepare_x_avx2.cc). Built with -mavx2 -mfma
+// like the other *_avx2.cc files, called only after the runtime check in
+// cpu_features.cc; everything but the entries has internal linkage.
 #include "daemon/engine/kernels/int8_rows.h"
 
 namespace medq::engine::kernels {
+namespace {
 
-void MatVecI8Avx2(const int8_t* w, const float* scale, int64_t in, const float* x,
-                  const float* bias, float* y, int64_t row_begin, int64_t row_end) {
-  MatVecI8Rows<DotsI8x8>(w, scale, in, x, bias, y, row_begin, row_end);
+// AVX2's integer sums of DotsI8Ymm: vpmaddubsw, then vpmaddwd by ones.
+struct MaddubsDotI8 {
+  static __m256i Sum(__m256i u, __m256i s) {
+    return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1));
+  }
+};
+using DotsI8Avx2 = DotsI8YmmRows<MaddubsDotI8>;
+
+}  // namespace
+
+void MatVecI8Avx2(const int8_t* w, const float* scale, const I8Rows& x, const float* bias, float* y,
+                  int64_t row_begin, int64_t row_end) {
+  MatVecI8Rows<DotsI8Avx2>(w, scale, x, bias, y, row_begin, row_end);
 }
 
-void MatRowsI8Avx2(const int8_t* w, const float* scale, int64_t in, int64_t out, const float* x,
-                   int64_t m, const float* bias, float* y, int64_t row_begin, int64_t row_end) {
-  // Tiles of two x rows: four would need 16 accumulators, all of AVX2's
-  // registers (int8_avx512.cc has twice as many).
-  MatRowsI8Tiles<2>(w, scale, in, out, x, m, bias, y, row_begin, row_end);
+void MatRowsI8Avx2(const int8_t* w, const float* scale, const I8Rows& x, int64_t out, int64_t m,
+                   const float* bias, float* y, int64_t row_begin, int64_t row_end) {
+  MatRowsI8Tiles<DotsI8Avx2>(w, scale, x, out, m, bias, y, row_begin, row_end);
 }
 
 void DequantizeI8Avx2(const int8_t* q, const float* scale, int64_t rows, int64_t in, float* dst) {

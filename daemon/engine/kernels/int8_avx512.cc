@@ -1,13 +1,11 @@
-// The AVX-512VL table's int8 kernels: matvec_i8 and matrows_i8 with 512-bit
-// registers. dense_kernels.h's four 8-wide accumulators a, b, c, d of a
-// block of 32 weights are held as two 16-wide ones, [a | b] and [c | d], so
-// a block takes two widenings (16 int8 weights to float32 each) and two FMAs
-// where int8_rows.h's 8-wide kernels take four of each; lane for lane the
-// same products in the same order, so the same bits. After the blocks the
-// halves are taken apart and the rest (the 8-wide groups into a, the fold,
-// the scalar tail) is int8_rows.h's. A tile of four x rows holds eight
-// accumulators. Built with -mavx2 -mfma -mavx512f -mavx512vl, called only
-// where cpu_features.cc found AVX-512VL.
+// The int8 products with AVX-512 VNNI (dense_kernels.h, MatVecI8Fn): a chunk
+// of 64 weights is one register, its magnitudes (vpabsb) the unsigned side
+// of one vpdpbusd an x row and its signs moved onto x by a masked subtract:
+// the 16 lanes of the contract, the same integers as int8_rows.h's 256-bit
+// product. Tiles of up to four x rows share the weight row (int8_rows.h's
+// row loops). Built with -mavx2 -mfma -mavx512f -mavx512vl -mavx512bw
+// -mavx512vnni, called only where cpu_features.cc found AVX-512 VNNI
+// (dense_kernels_avx2.cc's table chooses).
 #include "daemon/engine/kernels/int8_rows.h"
 
 // GCC 12 reports the undefined pass-through operand inside the 512-bit
@@ -21,79 +19,54 @@
 namespace medq::engine::kernels {
 namespace {
 
-// Sixteen int8 weights at w as float32 (exact).
-inline __m512 WidenI8x16(const int8_t* w) {
-  const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(w));
-  return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(raw));
-}
-
-inline __m256 LowHalf(__m512 v) {
-  return _mm512_castps512_ps256(v);
-}
-inline __m256 HighHalf(__m512 v) {
-  return _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1));
-}
-
-// dots[i] = DotI8(w, x row i) for the M x rows at x (row stride in), as
-// int8_rows.h's DotsI8 computes it. Stream: the first pass over a row (from
-// memory) prefetches ahead into L2; the later ones find the row in L1.
 template <int M, bool kStream>
-inline void DotsI8x16(const int8_t* w, int64_t in, const float* x, float* dots) {
-  __m512 ab[M], cd[M];
-  for (int i = 0; i < M; ++i) {
-    ab[i] = _mm512_setzero_ps();
-    cd[i] = _mm512_setzero_ps();
-  }
-  int64_t k = 0;
-  for (; k + 32 <= in; k += 32) {
-    // One prefetch a 64-byte line (two blocks of int8).
-    if constexpr (kStream) {
-      if ((k & 32) == 0) PrefetchAt<_MM_HINT_T1>(w + k, kStreamPrefetchBytes);
-    }
-    const __m512 w01 = WidenI8x16(w + k);
-    const __m512 w23 = WidenI8x16(w + k + 16);
+inline void DotsI8(const int8_t* w, const I8Rows& x, int64_t i0, float* dots) {
+  const int64_t in = x.in;
+  const int64_t row_bytes = I8RowBytes(in), row_lanes = I8RowLaneScales(in);
+  __m512 acc[M];
+  for (int i = 0; i < M; ++i)
+    acc[i] = _mm512_setzero_ps();
+  const auto chunk = [&](int64_t k, __m512i v) {
+    const __m512i magnitude = _mm512_abs_epi8(v);
+    const __mmask64 negative = _mm512_movepi8_mask(v);
     for (int i = 0; i < M; ++i) {
-      const float* xi = x + i * in + k;
-      ab[i] = _mm512_fmadd_ps(w01, _mm512_loadu_ps(xi), ab[i]);
-      cd[i] = _mm512_fmadd_ps(w23, _mm512_loadu_ps(xi + 16), cd[i]);
+      const __m512i xq = _mm512_loadu_si512(x.q + (i0 + i) * row_bytes + k);
+      const __m512i signed_x = _mm512_mask_sub_epi8(xq, negative, _mm512_setzero_si512(), xq);
+      const __m512i p = _mm512_dpbusd_epi32(_mm512_setzero_si512(), magnitude, signed_x);
+      const __m512 scale = _mm512_loadu_ps(x.lane_scale + (i0 + i) * row_lanes + k / 4);
+      acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), scale, acc[i]);
     }
+  };
+  int64_t k = 0;
+  for (; k + 64 <= in; k += 64) {
+    if constexpr (kStream) PrefetchAt<_MM_HINT_T1>(w + k, kStreamPrefetchBytes);
+    chunk(k, _mm512_loadu_si512(w + k));
   }
-  __m256 a[M], b[M], c[M], d[M];
+  if (k < in) chunk(k, _mm512_maskz_loadu_epi8(~0ULL >> (64 - (in - k)), w + k));
   for (int i = 0; i < M; ++i) {
-    a[i] = LowHalf(ab[i]);
-    b[i] = HighHalf(ab[i]);
-    c[i] = LowHalf(cd[i]);
-    d[i] = HighHalf(cd[i]);
-  }
-  for (; k + 8 <= in; k += 8) {
-    const __m256 w0 = WidenI8(w + k);
-    for (int i = 0; i < M; ++i)
-      a[i] = _mm256_fmadd_ps(w0, _mm256_loadu_ps(x + i * in + k), a[i]);
-  }
-  for (int i = 0; i < M; ++i) {
-    const __m256 sum = _mm256_add_ps(_mm256_add_ps(a[i], b[i]), _mm256_add_ps(c[i], d[i]));
-    dots[i] = AddTail(HorizontalSum(sum), w, x + i * in, k, in);
+    const __m256 low = _mm512_castps512_ps256(acc[i]);
+    const __m256 high = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc[i]), 1));
+    dots[i] = HorizontalSum(_mm256_add_ps(low, high));
   }
 }
 
-struct DotsI8x16Rows {
+struct DotsI8Zmm {
   template <int M, bool kStream>
-  static void Run(const int8_t* w, int64_t in, const float* x, float* dots) {
-    DotsI8x16<M, kStream>(w, in, x, dots);
+  static void Run(const int8_t* w, const I8Rows& x, int64_t i0, float* dots) {
+    DotsI8<M, kStream>(w, x, i0, dots);
   }
 };
 
 }  // namespace
 
-void MatVecI8Avx512(const int8_t* w, const float* scale, int64_t in, const float* x,
-                    const float* bias, float* y, int64_t row_begin, int64_t row_end) {
-  MatVecI8Rows<DotsI8x16Rows>(w, scale, in, x, bias, y, row_begin, row_end);
+void MatVecI8Vnni(const int8_t* w, const float* scale, const I8Rows& x, const float* bias, float* y,
+                  int64_t row_begin, int64_t row_end) {
+  MatVecI8Rows<DotsI8Zmm>(w, scale, x, bias, y, row_begin, row_end);
 }
 
-void MatRowsI8Avx512(const int8_t* w, const float* scale, int64_t in, int64_t out, const float* x,
-                     int64_t m, const float* bias, float* y, int64_t row_begin, int64_t row_end) {
-  // Tiles of four x rows: eight 16-wide accumulators.
-  MatRowsI8Tiles<4, DotsI8x16Rows>(w, scale, in, out, x, m, bias, y, row_begin, row_end);
+void MatRowsI8Vnni(const int8_t* w, const float* scale, const I8Rows& x, int64_t out, int64_t m,
+                   const float* bias, float* y, int64_t row_begin, int64_t row_end) {
+  MatRowsI8Tiles<DotsI8Zmm>(w, scale, x, out, m, bias, y, row_begin, row_end);
 }
 
 }  // namespace medq::engine::kernels

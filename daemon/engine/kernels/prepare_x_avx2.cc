@@ -1,0 +1,132 @@
+// x rounded to int8 blocks for the int4 and int8 products (prepare_i4 and
+// prepare_i8 of dense_kernels.h) with AVX2: per block of 32 values the
+// largest magnitude, the scale and the rounding are vector operations, exact
+// and so the scalar table's bits whatever the order. Built with -mavx2 -mfma
+// like the other *_avx2.cc files; the AVX-512VL table shares these.
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "daemon/engine/kernels/avx2_common.h"
+#include "daemon/engine/kernels/dense_kernels.h"
+
+namespace medq::engine::kernels {
+namespace {
+
+// The largest |x| of the 32 values at x, and whether all are finite.
+inline float BlockAbsMax(const float* x, bool& finite) {
+  const __m256 abs = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
+  const __m256 largest = _mm256_set1_ps(std::numeric_limits<float>::max());
+  __m256 mx = _mm256_setzero_ps();
+  __m256 bad = _mm256_setzero_ps();
+  for (int t = 0; t < 32; t += 8) {
+    const __m256 a = _mm256_and_ps(_mm256_loadu_ps(x + t), abs);
+    bad = _mm256_or_ps(bad, _mm256_cmp_ps(a, largest, _CMP_NLE_UQ));
+    mx = _mm256_max_ps(mx, a);
+  }
+  finite = _mm256_movemask_ps(bad) == 0;
+  __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(mx), _mm256_extractf128_ps(mx, 1));
+  m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+  m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
+  return _mm_cvtss_f32(m4);
+}
+
+// The 32 values at x times id, rounded to nearest even and saturated to
+// int8, in order at lo (the first 16) and hi (the last 16); returns their sum.
+inline int32_t QuantizeBlock(const float* x, float id, int8_t* lo, int8_t* hi) {
+  const __m256 f = _mm256_set1_ps(id);
+  const __m256i v0 = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x), f));
+  const __m256i v1 = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + 8), f));
+  const __m256i v2 = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + 16), f));
+  const __m256i v3 = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + 24), f));
+  // The packs work within 128-bit lanes; the permute puts the dwords back
+  // in order.
+  const __m256i bytes = _mm256_permutevar8x32_epi32(
+      _mm256_packs_epi16(_mm256_packs_epi32(v0, v1), _mm256_packs_epi32(v2, v3)),
+      _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(lo), _mm256_castsi256_si128(bytes));
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(hi), _mm256_extracti128_si256(bytes, 1));
+  // The int8 values' sum (exact): sign-extended back from the packed bytes.
+  const __m256i wide =
+      _mm256_add_epi32(_mm256_cvtepi8_epi32(_mm256_castsi256_si128(bytes)),
+                       _mm256_cvtepi8_epi32(_mm_srli_si128(_mm256_castsi256_si128(bytes), 8)));
+  const __m128i high = _mm256_extracti128_si256(bytes, 1);
+  const __m256i wide2 =
+      _mm256_add_epi32(_mm256_cvtepi8_epi32(high), _mm256_cvtepi8_epi32(_mm_srli_si128(high, 8)));
+  __m256i sum8 = _mm256_add_epi32(wide, wide2);
+  __m128i sum4 = _mm_add_epi32(_mm256_castsi256_si128(sum8), _mm256_extracti128_si256(sum8, 1));
+  sum4 = _mm_add_epi32(sum4, _mm_shuffle_epi32(sum4, _MM_SHUFFLE(1, 0, 3, 2)));
+  sum4 = _mm_add_epi32(sum4, _mm_shuffle_epi32(sum4, _MM_SHUFFLE(2, 3, 0, 1)));
+  return _mm_cvtsi128_si32(sum4);
+}
+
+// One block of x (n <= 32 values; a shorter one padded with zeros, which
+// change neither its largest magnitude nor its sum): xq into lo (the first
+// 16) and hi (the last 16; only n of the 32 values are meaningful), its d
+// into *d; returns Σ xq.
+inline int32_t QuantizeXBlock(const float* x, int64_t n, int8_t* lo, int8_t* hi, float* d) {
+  alignas(32) float padded[32] = {};
+  if (n < 32) {
+    std::memcpy(padded, x, static_cast<size_t>(n) * sizeof(float));
+    x = padded;
+  }
+  bool finite = true;
+  const float amax = BlockAbsMax(x, finite);
+  *d = 0.0f;
+  if (!finite) {
+    *d = std::numeric_limits<float>::quiet_NaN();
+    return 0;
+  }
+  if (!(amax >= 1e-30f)) return 0;
+  *d = amax / 127.0f;
+  return QuantizeBlock(x, 127.0f / amax, lo, hi);
+}
+
+}  // namespace
+
+void PrepareI4Avx2(const float* x, int64_t m, int64_t in, int64_t group, int8_t* q,
+                   float* lane_scale, float* group_sum) {
+  const int64_t row_bytes = I4RowBytes(in), lanes = I4RowLaneScales(in);
+  const int64_t sums = I4RowGroupSums(in, group);
+  for (int64_t i = 0; i < m; ++i) {
+    int8_t* qi = q + i * row_bytes;
+    float* li = lane_scale + i * lanes;
+    float* gi = group_sum + i * sums;
+    std::fill(qi, qi + row_bytes, int8_t{0});
+    std::fill(li, li + lanes, 0.0f);
+    std::fill(gi, gi + sums, 0.0f);
+    for (int64_t b = 0; b < in / kInt4Block; ++b) {
+      int8_t* chunk = qi + (b / 4) * kInt4Chunk + (b % 4) * 16;
+      float d;
+      const int32_t sum =
+          QuantizeXBlock(x + i * in + b * kInt4Block, kInt4Block, chunk, chunk + 64, &d);
+      for (int64_t l = 0; l < 4; ++l)
+        li[(b / 4) * 16 + (b % 4) * 4 + l] = d;
+      float& s = gi[b * kInt4Block / group];
+      s = std::fma(d, static_cast<float>(sum), s);
+    }
+  }
+}
+
+void PrepareI8Avx2(const float* x, int64_t m, int64_t in, int8_t* q, float* lane_scale) {
+  const int64_t row_bytes = I8RowBytes(in), lanes = I8RowLaneScales(in);
+  for (int64_t i = 0; i < m; ++i) {
+    int8_t* qi = q + i * row_bytes;
+    float* li = lane_scale + i * lanes;
+    std::fill(qi, qi + row_bytes, int8_t{0});
+    std::fill(li, li + lanes, 0.0f);
+    for (int64_t b = 0; b * kInt4Block < in; ++b) {
+      int8_t* block = qi + b * kInt4Block;
+      float d;
+      QuantizeXBlock(x + i * in + b * kInt4Block, std::min(kInt4Block, in - b * kInt4Block), block,
+                     block + 16, &d);
+      for (int64_t l = 0; l < 8; ++l)
+        li[(b / 2) * 16 + (b % 2) * 8 + l] = d;
+    }
+  }
+}
+
+}  // namespace medq::engine::kernels
