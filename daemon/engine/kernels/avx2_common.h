@@ -166,6 +166,20 @@ inline __m256 Exp8(__m256 x) {
                           _mm256_set1_ps(__builtin_inff()), overflow);
 }
 
+// Calls tile.template operator()<T>(i) for tiles of T = 4, then 2 and 1, x
+// rows from row i, covering rows [0, m): the several-row kernels' tiles.
+template <typename Tile>
+inline void ForRowTiles(int64_t m, const Tile& tile) {
+  int64_t i = 0;
+  for (; i + 4 <= m; i += 4)
+    tile.template operator()<4>(i);
+  if (i + 2 <= m) {
+    tile.template operator()<2>(i);
+    i += 2;
+  }
+  if (i < m) tile.template operator()<1>(i);
+}
+
 // Calls f(std::integral_constant<int64_t, G>{}) for int4's group size G =
 // `group` (32, 64 or 128: dense_kernels.h), so that each size is an instance
 // of its own: with a runtime group, finding where a group starts cost an

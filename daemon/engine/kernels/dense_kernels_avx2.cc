@@ -289,82 +289,58 @@ Vnni VnniNow() {
   return CpuSupportsAvxVnni() ? Vnni::kAvx : Vnni::kNone;
 }
 
-template <bool kAvx512>
-void MatVecI4Best(const uint8_t* w, const uint16_t* params, const I4Rows& x, const float* bias,
-                  float* y, int64_t row_begin, int64_t row_end) {
-  switch (VnniNow<kAvx512>()) {
-    case Vnni::kAvx512:
-      return MatVecI4Vnni(w, params, x, bias, y, row_begin, row_end);
-    case Vnni::kAvx:
-      return MatVecI4AvxVnni(w, params, x, bias, y, row_begin, row_end);
-    case Vnni::kNone:
-      break;
+// A table entry of type Fn that runs kOnAvx512Vnni, kOnAvxVnni or kOnAvx2 as
+// VnniNow<kAvx512>() says.
+template <typename Fn, bool kAvx512, Fn kOnAvx512Vnni, Fn kOnAvxVnni, Fn kOnAvx2>
+struct Best;
+template <typename... Args, bool kAvx512, void (*kOnAvx512Vnni)(Args...),
+          void (*kOnAvxVnni)(Args...), void (*kOnAvx2)(Args...)>
+struct Best<void (*)(Args...), kAvx512, kOnAvx512Vnni, kOnAvxVnni, kOnAvx2> {
+  static void Run(Args... args) {
+    switch (VnniNow<kAvx512>()) {
+      case Vnni::kAvx512:
+        return kOnAvx512Vnni(args...);
+      case Vnni::kAvx:
+        return kOnAvxVnni(args...);
+      case Vnni::kNone:
+        break;
+    }
+    kOnAvx2(args...);
   }
-  MatVecI4Avx2(w, params, x, bias, y, row_begin, row_end);
-}
+};
 
 template <bool kAvx512>
-void MatRowsI4Best(const uint8_t* w, const uint16_t* params, const I4Rows& x, int64_t out,
-                   int64_t m, const float* bias, float* y, int64_t row_begin, int64_t row_end) {
-  switch (VnniNow<kAvx512>()) {
-    case Vnni::kAvx512:
-      return MatRowsI4Vnni(w, params, x, out, m, bias, y, row_begin, row_end);
-    case Vnni::kAvx:
-      return MatRowsI4AvxVnni(w, params, x, out, m, bias, y, row_begin, row_end);
-    case Vnni::kNone:
-      break;
-  }
-  MatRowsI4Avx2(w, params, x, out, m, bias, y, row_begin, row_end);
-}
-
+constexpr MatVecI4Fn kMatVecI4 =
+    &Best<MatVecI4Fn, kAvx512, &MatVecI4Vnni, &MatVecI4AvxVnni, &MatVecI4Avx2>::Run;
 template <bool kAvx512>
-void MatVecI8Best(const int8_t* w, const float* scale, const I8Rows& x, const float* bias, float* y,
-                  int64_t row_begin, int64_t row_end) {
-  switch (VnniNow<kAvx512>()) {
-    case Vnni::kAvx512:
-      return MatVecI8Vnni(w, scale, x, bias, y, row_begin, row_end);
-    case Vnni::kAvx:
-      return MatVecI8AvxVnni(w, scale, x, bias, y, row_begin, row_end);
-    case Vnni::kNone:
-      break;
-  }
-  MatVecI8Avx2(w, scale, x, bias, y, row_begin, row_end);
-}
-
+constexpr MatRowsI4Fn kMatRowsI4 =
+    &Best<MatRowsI4Fn, kAvx512, &MatRowsI4Vnni, &MatRowsI4AvxVnni, &MatRowsI4Avx2>::Run;
 template <bool kAvx512>
-void MatRowsI8Best(const int8_t* w, const float* scale, const I8Rows& x, int64_t out, int64_t m,
-                   const float* bias, float* y, int64_t row_begin, int64_t row_end) {
-  switch (VnniNow<kAvx512>()) {
-    case Vnni::kAvx512:
-      return MatRowsI8Vnni(w, scale, x, out, m, bias, y, row_begin, row_end);
-    case Vnni::kAvx:
-      return MatRowsI8AvxVnni(w, scale, x, out, m, bias, y, row_begin, row_end);
-    case Vnni::kNone:
-      break;
-  }
-  MatRowsI8Avx2(w, scale, x, out, m, bias, y, row_begin, row_end);
-}
+constexpr MatVecI8Fn kMatVecI8 =
+    &Best<MatVecI8Fn, kAvx512, &MatVecI8Vnni, &MatVecI8AvxVnni, &MatVecI8Avx2>::Run;
+template <bool kAvx512>
+constexpr MatRowsI8Fn kMatRowsI8 =
+    &Best<MatRowsI8Fn, kAvx512, &MatRowsI8Vnni, &MatRowsI8AvxVnni, &MatRowsI8Avx2>::Run;
 
 }  // namespace
 
 const DenseKernels& Avx2FmaKernels() {
   static constexpr DenseKernels kTable{
-      "avx2_fma",        &MatVecF32Avx2, &MatVecBf16Avx2,      &PrepareBf16Rows,
-      &MatMulBf16,       &ConvertBf16,   &MatRowsF32Avx2,      &MatRowsBf16Avx2,
-      &PackedBf16Avx2,   &VecMatF32,     &SiluMulAvx2,         &ScoresF32Avx2,
-      &SoftmaxF32Avx2,   &PrepareI8Avx2, &MatVecI8Best<false>, &MatRowsI8Best<false>,
-      &DequantizeI8Avx2, &PrepareI4Avx2, &MatVecI4Best<false>, &MatRowsI4Best<false>,
+      "avx2_fma",        &MatVecF32Avx2,    &MatVecBf16Avx2,  &PrepareBf16Rows, &MatMulBf16,
+      &ConvertBf16,      &MatRowsF32Avx2,   &MatRowsBf16Avx2, &PackedBf16Avx2,  &VecMatF32,
+      &SiluMulAvx2,      &ScoresF32Avx2,    &SoftmaxF32Avx2,  &PrepareI8Avx2,   kMatVecI8<false>,
+      kMatRowsI8<false>, &DequantizeI8Avx2, &PrepareI4Avx2,   kMatVecI4<false>, kMatRowsI4<false>,
       &DequantizeI4Avx2};
   return kTable;
 }
 
 const DenseKernels& Avx512VlKernels() {
   static constexpr DenseKernels kTable{
-      "avx512vl",        &MatVecF32,     &MatVecBf16,         &PrepareBf16RowsAvx512,
-      &MatMulBf16,       &ConvertBf16,   &MatRowsF32Avx512,   &MatRowsBf16Avx512,
-      &PackedBf16Avx2,   &VecMatF32,     &SiluMulAvx2,        &ScoresF32Avx2,
-      &SoftmaxF32Avx2,   &PrepareI8Avx2, &MatVecI8Best<true>, &MatRowsI8Best<true>,
-      &DequantizeI8Avx2, &PrepareI4Avx2, &MatVecI4Best<true>, &MatRowsI4Best<true>,
+      "avx512vl",        &MatVecF32,     &MatVecBf16,       &PrepareBf16RowsAvx512,
+      &MatMulBf16,       &ConvertBf16,   &MatRowsF32Avx512, &MatRowsBf16Avx512,
+      &PackedBf16Avx2,   &VecMatF32,     &SiluMulAvx2,      &ScoresF32Avx2,
+      &SoftmaxF32Avx2,   &PrepareI8Avx2, kMatVecI8<true>,   kMatRowsI8<true>,
+      &DequantizeI8Avx2, &PrepareI4Avx2, kMatVecI4<true>,   kMatRowsI4<true>,
       &DequantizeI4Avx2};
   return kTable;
 }

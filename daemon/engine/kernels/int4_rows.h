@@ -127,9 +127,8 @@ void MatRowsI4Tiles(const uint8_t* w, const uint16_t* params, const I4Rows& x, i
     for (int64_t r = row_begin; r < row_end; ++r) {
       const uint8_t* wr = w + r * (x.in / 2);
       const uint16_t* pr = params + r * 2 * groups;
-      float dots[4];
-      int64_t i = 0;
-      const auto tile = [&]<int T>() {
+      ForRowTiles(m, [&]<int T>(int64_t i) {
+        float dots[4];
         if (i == 0) {
           Dots::template Run<G, T, true>(wr, pr, x, i, dots);
         } else {
@@ -137,12 +136,7 @@ void MatRowsI4Tiles(const uint8_t* w, const uint16_t* params, const I4Rows& x, i
         }
         for (int j = 0; j < T; ++j)
           y[(i + j) * out + r] = AddBiasI4(dots[j], bias, r);
-        i += T;
-      };
-      while (i + 4 <= m)
-        tile.template operator()<4>();
-      if (i + 2 <= m) tile.template operator()<2>();
-      if (i < m) tile.template operator()<1>();
+      });
     }
   });
 }

@@ -100,9 +100,8 @@ void MatRowsI8Tiles(const int8_t* w, const float* scale, const I8Rows& x, int64_
                     const float* bias, float* y, int64_t row_begin, int64_t row_end) {
   for (int64_t r = row_begin; r < row_end; ++r) {
     const int8_t* wr = w + r * x.in;
-    float dots[4];
-    int64_t i = 0;
-    const auto tile = [&]<int T>() {
+    ForRowTiles(m, [&]<int T>(int64_t i) {
+      float dots[4];
       if (i == 0) {
         Dots::template Run<T, true>(wr, x, i, dots);
       } else {
@@ -110,12 +109,7 @@ void MatRowsI8Tiles(const int8_t* w, const float* scale, const I8Rows& x, int64_
       }
       for (int j = 0; j < T; ++j)
         y[(i + j) * out + r] = ScaleI8(dots[j], scale, bias, r);
-      i += T;
-    };
-    while (i + 4 <= m)
-      tile.template operator()<4>();
-    if (i + 2 <= m) tile.template operator()<2>();
-    if (i < m) tile.template operator()<1>();
+    });
   }
 }
 
