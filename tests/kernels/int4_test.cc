@@ -1,6 +1,6 @@
 // The int4 weight kernels (groups of 32 to 128 weights with a bf16 scale and
 // minimum each, dense_kernels.h MatVecI4Fn): the layout read back by an
-// independent unpacking, x's int8 blocks (prepare_i4) against an independent
+// independent unpacking, x's int8 blocks (PrepareI4Rows) against an independent
 // quantization, every SIMD table bitwise equal to the scalar reference, the
 // several-row kernel bitwise the one-row kernel per row (batch invariance),
 // and Linear()'s int4 paths against at::linear on the dequantized matrix
@@ -92,7 +92,7 @@ QuantizedBlock QuantizeBlock(const float* x) {
   return rounded_x::QuantizeBlock(x, 32);
 }
 
-// One table's prepare_i4 output for x [m, in].
+// One table's PrepareI4Rows output for x [m, in].
 struct Prepared {
   std::vector<int8_t> q;
   std::vector<float> lane_scale, group_sum;
@@ -103,8 +103,8 @@ Prepared Prepare(const torch::Tensor& x, int64_t group) {
   p.q.assign(static_cast<size_t>(m * kernels::I4RowBytes(in)), 99);
   p.lane_scale.assign(static_cast<size_t>(m * kernels::I4RowLaneScales(in)), 99.0f);
   p.group_sum.assign(static_cast<size_t>(m * kernels::I4RowGroupSums(in, group)), 99.0f);
-  kernels::ActiveKernels().prepare_i4(x.data_ptr<float>(), m, in, group, p.q.data(),
-                                      p.lane_scale.data(), p.group_sum.data());
+  kernels::PrepareI4Rows(kernels::ActiveKernels().quantize_x_block, x.data_ptr<float>(), m, in,
+                         group, p.q.data(), p.lane_scale.data(), p.group_sum.data());
   return p;
 }
 
@@ -132,7 +132,7 @@ TEST_CASE("int4 dequantization reads the documented layout, every table", "[line
   }
 }
 
-TEST_CASE("prepare_i4 writes x's int8 blocks in the documented layout, every table",
+TEST_CASE("PrepareI4Rows writes x's int8 blocks in the documented layout, every table",
           "[linear][int4]") {
   torch::manual_seed(24);
   for (Tables tables : {Tables::kAvx512, Tables::kAvx2, Tables::kScalar}) {

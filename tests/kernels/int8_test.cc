@@ -1,5 +1,5 @@
 // The int8 weight kernels (one float32 scale per output row, dense_kernels.h
-// MatVecI8Fn): x's int8 blocks (prepare_i8) against an independent
+// MatVecI8Fn): x's int8 blocks (PrepareI8Rows) against an independent
 // quantization, every SIMD table (with VNNI and without) bitwise equal to
 // the scalar reference, the several-row kernel bitwise the one-row kernel
 // per row (batch invariance), and Linear()'s int8 paths against at::linear
@@ -67,7 +67,7 @@ std::vector<float> RunRows(Tables tables, const Int8Weight& w, const torch::Tens
   return y;
 }
 
-TEST_CASE("prepare_i8 writes x's int8 blocks in the documented layout, every table",
+TEST_CASE("PrepareI8Rows writes x's int8 blocks in the documented layout, every table",
           "[linear][int8]") {
   torch::manual_seed(14);
   for (Tables tables : {Tables::kAvx512, Tables::kAvx2, Tables::kScalar}) {
@@ -78,7 +78,8 @@ TEST_CASE("prepare_i8 writes x's int8 blocks in the documented layout, every tab
       const torch::Tensor x = torch::randn({m, in}).mul_(2.0f);
       std::vector<int8_t> q(static_cast<size_t>(m * kernels::I8RowBytes(in)), 99);
       std::vector<float> lanes(static_cast<size_t>(m * kernels::I8RowLaneScales(in)), 99.0f);
-      kernels::ActiveKernels().prepare_i8(x.data_ptr<float>(), m, in, q.data(), lanes.data());
+      kernels::PrepareI8Rows(kernels::ActiveKernels().quantize_x_block, x.data_ptr<float>(), m, in,
+                             q.data(), lanes.data());
       INFO(in << " " << ActiveKernelsName());
       for (int64_t i = 0; i < m; ++i) {
         const int64_t row_bytes = kernels::I8RowBytes(in), row_lanes = kernels::I8RowLaneScales(in);

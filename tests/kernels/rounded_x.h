@@ -1,5 +1,5 @@
 // x rounded to int8 in blocks of 32, as dense_kernels.h documents it for the
-// int4 and int8 products (prepare_i4, prepare_i8), written here from the
+// int4 and int8 products (PrepareI4Rows, PrepareI8Rows), written here from the
 // text for the kernel tests: d = amax / 127 and xq = x · (127 / amax)
 // rounded to nearest even (float32 arithmetic), d = 0 and xq = 0 for amax <
 // 1e-30; blocks from each row's start, the last as short as the row leaves

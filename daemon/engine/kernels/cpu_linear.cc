@@ -88,23 +88,34 @@ torch::Tensor FloatBias(const torch::Tensor& bias) {
 // buffer of the calling thread's, grown and never shrunk: a decode step makes
 // several products a layer, and allocating one per product would put the
 // allocator on the per-token path. Valid until the thread's next call.
-// x rounded to int8 blocks for the int8 products (dense_kernels.h,
-// prepare_i8): once a product, on this thread, into buffers this thread
-// keeps for its next product.
-I8Rows PreparedI8Rows(const DenseKernels& k, const float* x, int64_t m, int64_t in) {
-  thread_local std::vector<int8_t> q;
-  thread_local std::vector<float> lane_scale;
-  q.resize(static_cast<size_t>(m * I8RowBytes(in)));
-  lane_scale.resize(static_cast<size_t>(m * I8RowLaneScales(in)));
-  k.prepare_i8(x, m, in, q.data(), lane_scale.data());
-  return {q.data(), lane_scale.data(), in};
-}
-
 const float* PreparedBf16Rows(const DenseKernels& k, const float* x, int64_t m, int64_t in) {
   thread_local AlignedFloats prepared;
   if (prepared.size() < static_cast<size_t>(m * in)) prepared.resize(static_cast<size_t>(m * in));
   k.prepare_bf16_rows(x, m, in, prepared.data());
   return prepared.data();
+}
+
+// x rounded to int8 blocks and laid out for the int8 and int4 products
+// (dense_kernels.h, PrepareI8Rows and PrepareI4Rows) in buffers of the
+// calling thread's, as PreparedBf16Rows: once a product, valid until the
+// thread's next call.
+I8Rows PreparedI8Rows(const DenseKernels& k, const float* x, int64_t m, int64_t in) {
+  thread_local std::vector<int8_t> q;
+  thread_local std::vector<float> lane_scale;
+  q.resize(static_cast<size_t>(m * I8RowBytes(in)));
+  lane_scale.resize(static_cast<size_t>(m * I8RowLaneScales(in)));
+  PrepareI8Rows(k.quantize_x_block, x, m, in, q.data(), lane_scale.data());
+  return {q.data(), lane_scale.data(), in};
+}
+
+I4Rows PreparedI4Rows(const DenseKernels& k, const float* x, int64_t m, int64_t in, int64_t group) {
+  thread_local std::vector<int8_t> q;
+  thread_local std::vector<float> lane_scale, group_sum;
+  q.resize(static_cast<size_t>(m * I4RowBytes(in)));
+  lane_scale.resize(static_cast<size_t>(m * I4RowLaneScales(in)));
+  group_sum.resize(static_cast<size_t>(m * I4RowGroupSums(in, group)));
+  PrepareI4Rows(k.quantize_x_block, x, m, in, group, q.data(), lane_scale.data(), group_sum.data());
+  return {q.data(), lane_scale.data(), group_sum.data(), in, group};
 }
 
 }  // namespace
@@ -345,15 +356,7 @@ void MatRowsInt4Into(const torch::Tensor& packed, const torch::Tensor& params, c
                      int64_t m, const float* bias, float* y) {
   const Int4Matrix q = Int4Of(packed, params);
   const DenseKernels& k = ActiveKernels();
-  // x quantized once a product (dense_kernels.h, prepare_i4), on this thread,
-  // into buffers this thread keeps for its next product.
-  thread_local std::vector<int8_t> xq;
-  thread_local std::vector<float> lane_scale, group_sum;
-  xq.resize(static_cast<size_t>(m * I4RowBytes(q.in)));
-  lane_scale.resize(static_cast<size_t>(m * I4RowLaneScales(q.in)));
-  group_sum.resize(static_cast<size_t>(m * I4RowGroupSums(q.in, q.group)));
-  k.prepare_i4(x, m, q.in, q.group, xq.data(), lane_scale.data(), group_sum.data());
-  const I4Rows rows{xq.data(), lane_scale.data(), group_sum.data(), q.in, q.group};
+  const I4Rows rows = PreparedI4Rows(k, x, m, q.in, q.group);
   // The split by the weight bytes, half a byte a weight: rows of in / 2.
   ParallelOverRows(q.out, q.in / 2, sizeof(uint8_t), [&](int64_t begin, int64_t end) {
     if (m == 1) {

@@ -27,7 +27,7 @@ torch::Tensor CpuMatVec(const torch::Tensor& x, const torch::Tensor& weight,
 // No allocation and no LibTorch dispatch.
 // int8 weights (torch::kChar, symmetric, one scale a row: DenseKernels'
 // matvec_i8) take `scale`, float32 [out], the row scales, and round x to
-// int8 in blocks of 32 first (prepare_i8, into a buffer this thread keeps);
+// int8 in blocks of 32 first (PrepareI8Rows, into a buffer this thread keeps);
 // other dtypes ignore `scale`.
 void MatVecInto(const torch::Tensor& weight, const float* x, const float* bias, float* y,
                 const float* scale = nullptr);
@@ -92,7 +92,7 @@ torch::Tensor CpuTiledGemmInt8(const torch::Tensor& x, const torch::Tensor& weig
 // contiguous on the CPU; in is 2 · packed.size(1), the group in /
 // params.size(1), a multiple of 32 dividing in.
 // MatRowsInt4Into: y [m, out] = x [m, in] · wᵀ + bias on raw buffers as
-// MatRowsInto, with x quantized to int8 in blocks of 32 first (prepare_i4,
+// MatRowsInto, with x quantized to int8 in blocks of 32 first (PrepareI4Rows,
 // dense_kernels.h: integer products, as llama.cpp's Q4 kernels), row i of y
 // bitwise what it is for m = 1 (matvec_i4 for one row, matrows_i4 for
 // several), rows split over KernelThreads() threads.

@@ -102,9 +102,9 @@ using SoftmaxF32Fn = void (*)(float* p, int64_t n);
 // int8 weights, one float32 scale per output row (symmetric weight-only
 // quantization: w[r, k] ≈ q[r, k] · scale[r], q in [-127, 127]; -128 is
 // read too). Like the int4 products (below), they read x rounded to int8 in
-// blocks of 32 (prepare_i8: each block's d and xq as prepare_i4 makes them,
+// blocks of 32 (PrepareI8Rows: each block's d and xq as PrepareI4Rows makes them,
 // the last block of a row as short as in leaves it), so that a product is
-// integer multiply-adds. prepare_i8 writes, for each x row: q, xq[k] at k,
+// integer multiply-adds. PrepareI8Rows writes, for each x row: q, xq[k] at k,
 // zeros to a multiple of 64; lane_scale, 16 floats for each 64 values, lane
 // l = d of block 2c + l / 8 of chunk c (0 for a block past in).
 // For r in [row_begin, row_end): 16 float32 lanes A (from 0) take, chunk by
@@ -117,21 +117,20 @@ using SoftmaxF32Fn = void (*)(float* p, int64_t n);
 // a bias, dot · scale[r] without. Every table computes exactly this, so the
 // tables agree bitwise with the scalar reference.
 inline constexpr int64_t kInt8Chunk = 64;
-// Sizes of one x row's prepared buffers (prepare_i8), in elements.
+// Sizes of one x row's prepared buffers (PrepareI8Rows), in elements.
 inline constexpr int64_t I8RowBytes(int64_t in) {
   return (in + kInt8Chunk - 1) / kInt8Chunk * kInt8Chunk;
 }
 inline constexpr int64_t I8RowLaneScales(int64_t in) {
   return I8RowBytes(in) / 4;
 }
-// x rows as prepare_i8 wrote them: row i's buffers start at q + i *
+// x rows as PrepareI8Rows wrote them: row i's buffers start at q + i *
 // I8RowBytes(in) and lane_scale + i * I8RowLaneScales(in).
 struct I8Rows {
   const int8_t* q;
   const float* lane_scale;
   int64_t in;
 };
-using PrepareI8Fn = void (*)(const float* x, int64_t m, int64_t in, int8_t* q, float* lane_scale);
 // One x row (row 0 of x) against the rows [row_begin, row_end) of w.
 using MatVecI8Fn = void (*)(const int8_t* w, const float* scale, const I8Rows& x, const float* bias,
                             float* y, int64_t row_begin, int64_t row_end);
@@ -163,7 +162,7 @@ using DequantizeI8Fn = void (*)(const int8_t* q, const float* scale, int64_t row
 // 32, as llama.cpp's Q4 kernels read its Q8 activations, so that a product
 // is integer multiply-adds (VNNI's vpdpbusd, AVX2's vpmaddubsw): four to
 // eight times the weights a cycle of float32 FMAs, which four sequences'
-// rows need (bench/engine/README.md). prepare_i4 writes, for each x row:
+// rows need (bench/engine/README.md). PrepareI4Rows writes, for each x row:
 // - per block b of x[32b .. 32b + 32): amax = max |x|; d = amax / 127 and
 //   xq[k] = round-to-nearest-even(x[k] · (127 / amax)) in [-127, 127] (d = 0
 //   and xq = 0 where amax < 1e-30; d = NaN and xq = 0 where a value is not
@@ -191,7 +190,7 @@ using DequantizeI8Fn = void (*)(const int8_t* q, const float* scale, int64_t row
 // weights with x as quantized, to float32 rounding.
 inline constexpr int64_t kInt4Block = 32;
 inline constexpr int64_t kInt4Chunk = 128;
-// Sizes of one x row's prepared buffers (prepare_i4), in elements.
+// Sizes of one x row's prepared buffers (PrepareI4Rows), in elements.
 inline constexpr int64_t I4RowBytes(int64_t in) {
   return (in + kInt4Chunk - 1) / kInt4Chunk * kInt4Chunk;
 }
@@ -201,7 +200,7 @@ inline constexpr int64_t I4RowLaneScales(int64_t in) {
 inline constexpr int64_t I4RowGroupSums(int64_t in, int64_t group) {
   return (in / group + 15) / 16 * 16;
 }
-// x rows as prepare_i4 wrote them: row i's buffers start at q + i *
+// x rows as PrepareI4Rows wrote them: row i's buffers start at q + i *
 // I4RowBytes(in), lane_scale + i * I4RowLaneScales(in) and group_sum + i *
 // I4RowGroupSums(in, group).
 struct I4Rows {
@@ -211,8 +210,19 @@ struct I4Rows {
   int64_t in;
   int64_t group;
 };
-using PrepareI4Fn = void (*)(const float* x, int64_t m, int64_t in, int64_t group, int8_t* q,
-                             float* lane_scale, float* group_sum);
+// One block of x, n <= 32 values, rounded as above: xq[t] to lo[t] for t <
+// 16 and to hi[t - 16] for 16 <= t < n (zeros may be written to the
+// positions of t in [n, 32)); d to *d; returns Σ xq. Nothing is written for
+// a block whose d is 0 or NaN (its xq are 0). The one per-table piece of the
+// preparation: PrepareI8Rows and PrepareI4Rows lay the blocks out.
+using QuantizeXBlockFn = int32_t (*)(const float* x, int64_t n, int8_t* lo, int8_t* hi, float* d);
+
+// x [m, in] laid out for the int8 and for the int4 products, with a table's
+// quantize_x_block (prepare_x.cc): once a product, not per row range.
+void PrepareI8Rows(QuantizeXBlockFn quantize, const float* x, int64_t m, int64_t in, int8_t* q,
+                   float* lane_scale);
+void PrepareI4Rows(QuantizeXBlockFn quantize, const float* x, int64_t m, int64_t in, int64_t group,
+                   int8_t* q, float* lane_scale, float* group_sum);
 // One x row (row 0 of x) against the rows [row_begin, row_end) of w.
 using MatVecI4Fn = void (*)(const uint8_t* w, const uint16_t* params, const I4Rows& x,
                             const float* bias, float* y, int64_t row_begin, int64_t row_end);
@@ -245,11 +255,10 @@ struct DenseKernels {
   SiluMulF32Fn silu_mul_f32;
   ScoresF32Fn scores_f32;
   SoftmaxF32Fn softmax_f32;
-  PrepareI8Fn prepare_i8;
+  QuantizeXBlockFn quantize_x_block;
   MatVecI8Fn matvec_i8;
   MatRowsI8Fn matrows_i8;
   DequantizeI8Fn dequantize_i8;
-  PrepareI4Fn prepare_i4;
   MatVecI4Fn matvec_i4;
   MatRowsI4Fn matrows_i4;
   DequantizeI4Fn dequantize_i4;
@@ -312,10 +321,9 @@ void PrepareBf16RowsAvx512(const float* x, int64_t m, int64_t in, float* prepare
 
 // The AVX2+FMA table's int8 entries (int8_avx2.cc, built with -mavx2 -mfma:
 // vpsignb, vpmaddubsw and vpmaddwd for the integer sums), of which the
-// AVX-512VL table shares prepare_i8 and dequantize_i8; same precondition as
+// AVX-512VL table shares dequantize_i8; same precondition as
 // Avx2FmaKernels(). Both tables' matvec_i8 and matrows_i8 take the VNNI
 // kernels below where the CPU has them (and SetVnniKernelsEnabled allows).
-void PrepareI8Avx2(const float* x, int64_t m, int64_t in, int8_t* q, float* lane_scale);
 void MatVecI8Avx2(const int8_t* w, const float* scale, const I8Rows& x, const float* bias, float* y,
                   int64_t row_begin, int64_t row_end);
 void MatRowsI8Avx2(const int8_t* w, const float* scale, const I8Rows& x, int64_t out, int64_t m,
@@ -337,12 +345,11 @@ void MatRowsI8Vnni(const int8_t* w, const float* scale, const I8Rows& x, int64_t
 
 // The AVX2+FMA table's int4 entries (int4_avx2.cc, built with -mavx2
 // -mfma: vpmaddubsw and vpmaddwd for the integer sums); same precondition as
-// Avx2FmaKernels(). The AVX-512VL table shares prepare_i4 and
-// dequantize_i4. Both tables' matvec_i4 and matrows_i4 take the VNNI
-// kernels below where the CPU has them (and SetVnniKernelsEnabled allows),
-// these where it has neither.
-void PrepareI4Avx2(const float* x, int64_t m, int64_t in, int64_t group, int8_t* q,
-                   float* lane_scale, float* group_sum);
+// Avx2FmaKernels(). The AVX-512VL table shares dequantize_i4. Both tables'
+// matvec_i4 and matrows_i4 take the VNNI kernels below where the CPU has
+// them (and SetVnniKernelsEnabled allows), these where it has neither.
+// Both tables' quantize_x_block (prepare_x_avx2.cc, -mavx2 -mfma).
+int32_t QuantizeXBlockAvx2(const float* x, int64_t n, int8_t* lo, int8_t* hi, float* d);
 void MatVecI4Avx2(const uint8_t* w, const uint16_t* params, const I4Rows& x, const float* bias,
                   float* y, int64_t row_begin, int64_t row_end);
 void MatRowsI4Avx2(const uint8_t* w, const uint16_t* params, const I4Rows& x, int64_t out,

@@ -159,10 +159,6 @@ void PackedBf16(const uint16_t* packed, int64_t in, int64_t out, const float* x,
   }
 }
 
-// One block of x (n <= 32 values) rounded as prepare_i4 and prepare_i8 do
-// (dense_kernels.h): xq into out, the block's d into *d; returns Σ xq.
-int32_t QuantizeXBlock(const float* x, int64_t n, int8_t* out, float* d);
-
 // The int8 dot product of weight row w with prepared x row i, in the order
 // every table's int8 kernels sum it (dense_kernels.h, MatVecI8Fn).
 float DotI8(const int8_t* w, const I8Rows& x, int64_t i) {
@@ -189,23 +185,6 @@ float DotI8(const int8_t* w, const I8Rows& x, int64_t i) {
 
 inline float ScaleI8(float dot, const float* scale, const float* bias, int64_t r) {
   return bias != nullptr ? std::fma(dot, scale[r], bias[r]) : dot * scale[r];
-}
-
-void PrepareI8(const float* x, int64_t m, int64_t in, int8_t* q, float* lane_scale) {
-  const int64_t row_bytes = I8RowBytes(in), lanes = I8RowLaneScales(in);
-  for (int64_t i = 0; i < m; ++i) {
-    int8_t* qi = q + i * row_bytes;
-    float* li = lane_scale + i * lanes;
-    std::fill(qi, qi + row_bytes, int8_t{0});
-    std::fill(li, li + lanes, 0.0f);
-    for (int64_t b = 0; b * kInt4Block < in; ++b) {
-      float d;
-      QuantizeXBlock(x + i * in + b * kInt4Block, std::min(kInt4Block, in - b * kInt4Block),
-                     qi + b * kInt4Block, &d);
-      for (int64_t l = 0; l < 8; ++l)
-        li[(b / 2) * 16 + (b % 2) * 8 + l] = d;
-    }
-  }
 }
 
 void MatVecI8(const int8_t* w, const float* scale, const I8Rows& x, const float* bias, float* y,
@@ -242,14 +221,15 @@ inline float Int4Weight(const uint8_t* w, const uint16_t* params, int64_t group,
   return std::fma(static_cast<float>(Int4At(w, k)), Bf16ToF32(p[0]), Bf16ToF32(p[1]));
 }
 
-// One value of x as prepare_i4 quantizes it (dense_kernels.h): v = x · (127
+// One value of x as the products round it (dense_kernels.h): v = x · (127
 // / amax) rounded to nearest even, as vcvtps2dq and the saturating packs to
 // int8 give it (the block's values are finite here, so |v| <= 127).
 inline int8_t QuantizeXValue(float v) {
   return static_cast<int8_t>(std::clamp(std::lrint(v), -128L, 127L));
 }
 
-int32_t QuantizeXBlock(const float* x, int64_t n, int8_t* out, float* d) {
+// quantize_x_block (dense_kernels.h, QuantizeXBlockFn).
+int32_t QuantizeXBlock(const float* x, int64_t n, int8_t* lo, int8_t* hi, float* d) {
   float amax = 0.0f;
   bool finite = true;
   for (int64_t t = 0; t < n; ++t) {
@@ -258,44 +238,16 @@ int32_t QuantizeXBlock(const float* x, int64_t n, int8_t* out, float* d) {
   }
   *d = 0.0f;
   if (!finite) *d = std::numeric_limits<float>::quiet_NaN();
-  if (!finite || !(amax >= 1e-30f)) {
-    std::fill(out, out + n, int8_t{0});
-    return 0;
-  }
+  if (!finite || !(amax >= 1e-30f)) return 0;
   *d = amax / 127.0f;
   const float id = 127.0f / amax;
   int32_t sum = 0;
   for (int64_t t = 0; t < n; ++t) {
-    out[t] = QuantizeXValue(x[t] * id);
-    sum += out[t];
+    const int8_t v = QuantizeXValue(x[t] * id);
+    (t < 16 ? lo[t] : hi[t - 16]) = v;
+    sum += v;
   }
   return sum;
-}
-
-void PrepareI4(const float* x, int64_t m, int64_t in, int64_t group, int8_t* q, float* lane_scale,
-               float* group_sum) {
-  const int64_t row_bytes = I4RowBytes(in), lanes = I4RowLaneScales(in);
-  const int64_t sums = I4RowGroupSums(in, group);
-  for (int64_t i = 0; i < m; ++i) {
-    int8_t* qi = q + i * row_bytes;
-    float* li = lane_scale + i * lanes;
-    float* gi = group_sum + i * sums;
-    std::fill(qi, qi + row_bytes, int8_t{0});
-    std::fill(li, li + lanes, 0.0f);
-    std::fill(gi, gi + sums, 0.0f);
-    for (int64_t b = 0; b < in / kInt4Block; ++b) {
-      int8_t block[kInt4Block];
-      float d;
-      const int32_t sum = QuantizeXBlock(x + i * in + b * kInt4Block, kInt4Block, block, &d);
-      int8_t* chunk = qi + (b / 4) * kInt4Chunk + (b % 4) * 16;
-      std::copy(block, block + 16, chunk);
-      std::copy(block + 16, block + 32, chunk + 64);
-      for (int64_t l = 0; l < 4; ++l)
-        li[(b / 4) * 16 + (b % 4) * 4 + l] = d;
-      float& s = gi[b * kInt4Block / group];
-      s = std::fma(d, static_cast<float>(sum), s);
-    }
-  }
 }
 
 // The int4 dot product of weight row w with prepared x row i, in the order
@@ -367,10 +319,10 @@ void PrepareBf16Rows(const float* x, int64_t m, int64_t in, float* prepared) {
 
 const DenseKernels& ScalarKernels() {
   static constexpr DenseKernels kTable{
-      "scalar",    &MatVecF32,   &MatVecBf16,  &PrepareBf16Rows, &MatMulBf16,   &ConvertBf16,
-      &MatRowsF32, &MatRowsBf16, &PackedBf16,  &VecMatF32,       &SiluMulF32,   &ScoresF32,
-      &SoftmaxF32, &PrepareI8,   &MatVecI8,    &MatRowsI8,       &DequantizeI8, &PrepareI4,
-      &MatVecI4,   &MatRowsI4,   &DequantizeI4};
+      "scalar",     &MatVecF32,    &MatVecBf16,  &PrepareBf16Rows, &MatMulBf16,
+      &ConvertBf16, &MatRowsF32,   &MatRowsBf16, &PackedBf16,      &VecMatF32,
+      &SiluMulF32,  &ScoresF32,    &SoftmaxF32,  &QuantizeXBlock,  &MatVecI8,
+      &MatRowsI8,   &DequantizeI8, &MatVecI4,    &MatRowsI4,       &DequantizeI4};
   return kTable;
 }
 

@@ -3,7 +3,7 @@
 // -mfma like the other *_avx2.cc files, called only after the runtime check
 // in cpu_features.cc; everything but the entries has internal linkage.
 //
-// A product reads x as prepare_i4 quantized it: 32 bytes of a weight row
+// A product reads x as PrepareI4Rows quantized it: 32 bytes of a weight row
 // (two blocks, 64 weights) split into their low and high nibbles are 32
 // unsigned bytes each, which vpmaddubsw multiplies by the 32 int8 values of
 // x in the same places and adds in pairs (at most 2 · 15 · 128, no

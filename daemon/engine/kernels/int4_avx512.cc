@@ -1,7 +1,7 @@
 // The int4 products with AVX-512 VNNI (dense_kernels.h, MatVecI4Fn): a
 // chunk of 128 weights is one 64-byte load, its low and high nibbles two
 // registers of 64 unsigned bytes, and each x row two vpdpbusd against the
-// 128 int8 values prepare_i4 laid out in the same places: the 16 lanes of
+// 128 int8 values PrepareI4Rows laid out in the same places: the 16 lanes of
 // the contract, four weights of a half block each, in two instructions where
 // float32 FMAs took sixteen. The group scales come in by one permute a chunk
 // and the lane's scale (s · d) by a multiply, shared by nothing but one FMA.

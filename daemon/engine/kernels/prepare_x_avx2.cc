@@ -1,11 +1,10 @@
-// x rounded to int8 blocks for the int4 and int8 products (prepare_i4 and
-// prepare_i8 of dense_kernels.h) with AVX2: per block of 32 values the
-// largest magnitude, the scale and the rounding are vector operations, exact
-// and so the scalar table's bits whatever the order. Built with -mavx2 -mfma
-// like the other *_avx2.cc files; the AVX-512VL table shares these.
+// A block of x rounded to int8 for the int4 and int8 products
+// (dense_kernels.h, quantize_x_block) with AVX2: the largest magnitude, the
+// scale and the rounding are vector operations, exact and so the scalar
+// table's bits whatever the order. Built with -mavx2 -mfma like the other
+// *_avx2.cc files; the AVX-512VL table shares it.
 #include <immintrin.h>
 
-#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -63,11 +62,12 @@ inline int32_t QuantizeBlock(const float* x, float id, int8_t* lo, int8_t* hi) {
   return _mm_cvtsi128_si32(sum4);
 }
 
-// One block of x (n <= 32 values; a shorter one padded with zeros, which
-// change neither its largest magnitude nor its sum): xq into lo (the first
-// 16) and hi (the last 16; only n of the 32 values are meaningful), its d
-// into *d; returns Σ xq.
-inline int32_t QuantizeXBlock(const float* x, int64_t n, int8_t* lo, int8_t* hi, float* d) {
+}  // namespace
+
+// quantize_x_block (dense_kernels.h): a block shorter than 32 is padded with
+// zeros, which change neither its largest magnitude nor its sum, and
+// written whole (zeros past n).
+int32_t QuantizeXBlockAvx2(const float* x, int64_t n, int8_t* lo, int8_t* hi, float* d) {
   alignas(32) float padded[32] = {};
   if (n < 32) {
     std::memcpy(padded, x, static_cast<size_t>(n) * sizeof(float));
@@ -83,50 +83,6 @@ inline int32_t QuantizeXBlock(const float* x, int64_t n, int8_t* lo, int8_t* hi,
   if (!(amax >= 1e-30f)) return 0;
   *d = amax / 127.0f;
   return QuantizeBlock(x, 127.0f / amax, lo, hi);
-}
-
-}  // namespace
-
-void PrepareI4Avx2(const float* x, int64_t m, int64_t in, int64_t group, int8_t* q,
-                   float* lane_scale, float* group_sum) {
-  const int64_t row_bytes = I4RowBytes(in), lanes = I4RowLaneScales(in);
-  const int64_t sums = I4RowGroupSums(in, group);
-  for (int64_t i = 0; i < m; ++i) {
-    int8_t* qi = q + i * row_bytes;
-    float* li = lane_scale + i * lanes;
-    float* gi = group_sum + i * sums;
-    std::fill(qi, qi + row_bytes, int8_t{0});
-    std::fill(li, li + lanes, 0.0f);
-    std::fill(gi, gi + sums, 0.0f);
-    for (int64_t b = 0; b < in / kInt4Block; ++b) {
-      int8_t* chunk = qi + (b / 4) * kInt4Chunk + (b % 4) * 16;
-      float d;
-      const int32_t sum =
-          QuantizeXBlock(x + i * in + b * kInt4Block, kInt4Block, chunk, chunk + 64, &d);
-      for (int64_t l = 0; l < 4; ++l)
-        li[(b / 4) * 16 + (b % 4) * 4 + l] = d;
-      float& s = gi[b * kInt4Block / group];
-      s = std::fma(d, static_cast<float>(sum), s);
-    }
-  }
-}
-
-void PrepareI8Avx2(const float* x, int64_t m, int64_t in, int8_t* q, float* lane_scale) {
-  const int64_t row_bytes = I8RowBytes(in), lanes = I8RowLaneScales(in);
-  for (int64_t i = 0; i < m; ++i) {
-    int8_t* qi = q + i * row_bytes;
-    float* li = lane_scale + i * lanes;
-    std::fill(qi, qi + row_bytes, int8_t{0});
-    std::fill(li, li + lanes, 0.0f);
-    for (int64_t b = 0; b * kInt4Block < in; ++b) {
-      int8_t* block = qi + b * kInt4Block;
-      float d;
-      QuantizeXBlock(x + i * in + b * kInt4Block, std::min(kInt4Block, in - b * kInt4Block), block,
-                     block + 16, &d);
-      for (int64_t l = 0; l < 8; ++l)
-        li[(b / 2) * 16 + (b % 2) * 8 + l] = d;
-    }
-  }
 }
 
 }  // namespace medq::engine::kernels
