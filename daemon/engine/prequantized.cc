@@ -152,13 +152,7 @@ void Unpack(const PrequantizedConfig& f, const Packed& p, int64_t in, int64_t mg
     }
     for (int64_t r = r0; r < r1; ++r) {
       const uint8_t* c = codes.data() + (r - r0) * in;
-      // Blocks of 32: byte j holds code j low and code j + 16 high.
-      uint8_t* dst = values + (row0 + r) * (in / 2);
-      for (int64_t b = 0; b < in / 32; ++b) {
-        for (int64_t j = 0; j < 16; ++j) {
-          dst[b * 16 + j] = static_cast<uint8_t>(c[32 * b + j] | c[32 * b + 16 + j] << 4);
-        }
-      }
+      kernels::PackInt4Row(c, in, values + (row0 + r) * (in / 2));
       const int nibble = awq ? kAwqNibble[r % 8] : static_cast<int>(r % 8);
       uint16_t* pr = params + (row0 + r) * mgroups * 2;
       for (int64_t g = 0; g < groups; ++g) {

@@ -295,25 +295,20 @@ QuantizedGroups QuantizeRowsInt4(const at::Tensor& w, int64_t group) {
         params[(r * groups + g) * 2] = c.s_bits;
         params[(r * groups + g) * 2 + 1] = c.m_bits;
       }
-      // Blocks of 32: byte j holds code j low and code j + 16 high.
-      uint8_t* packed = dst + r * (in / 2);
-      for (int64_t b = 0; b < in / 32; ++b) {
-        for (int64_t j = 0; j < 16; ++j) {
-          packed[b * 16 + j] =
-              static_cast<uint8_t>(codes[static_cast<size_t>(32 * b + j)] |
-                                   codes[static_cast<size_t>(32 * b + 16 + j)] << 4);
-        }
-      }
+      kernels::PackInt4Row(codes.data(), in, dst + r * (in / 2));
     }
   });
   return q;
 }
 
 at::Tensor Int4Codes(const at::Tensor& values) {
-  // Blocks of 32: byte j holds code j (low nibble) and j + 16 (high).
+  // Each byte's low and high nibble side by side, then gathered into weight
+  // order.
   const int64_t out = values.size(0), in = 2 * values.size(1);
-  const at::Tensor blocks = values.contiguous().view({out, in / 32, 16});
-  return at::cat({blocks.bitwise_and(15), blocks.bitwise_right_shift(4)}, 2).view({out, in});
+  const at::Tensor nibbles =
+      at::stack({values.bitwise_and(15), values.bitwise_right_shift(4)}, 2).view({out, in});
+  return nibbles.index_select(
+      1, at::tensor(kernels::Int4CodeOrder(in), at::kLong).to(values.device()));
 }
 
 at::Tensor DequantizeRowsInt4(const at::Tensor& values, const at::Tensor& params) {

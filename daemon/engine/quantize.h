@@ -99,8 +99,8 @@ struct QuantizedGroups {
 };
 QuantizedGroups QuantizeRowsInt4(const at::Tensor& w, int64_t group);
 
-// The codes of the int4 matrix `values` (uint8 [out, in / 2], the kernels'
-// blocks of 32) one a byte in k order, uint8 [out, in], on its device.
+// The codes of the int4 matrix `values` (uint8 [out, in / 2] in the kernels'
+// layout) one a byte in k order, uint8 [out, in], on its device.
 at::Tensor Int4Codes(const at::Tensor& values);
 
 // The int4 matrix as float32 [out, in], each element fma(q, s, m) (one

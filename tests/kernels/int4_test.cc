@@ -31,14 +31,16 @@ struct Int4Shape {
   int64_t group;
 };
 
-// in from one block to real widths, odd numbers of 32-weight blocks (in %
-// 64 == 32, the kernels' tail), every group size, and outputs large enough
-// to be split across threads.
+// in from one block to real widths: spans of 16 blocks whole (512, 1024,
+// 1536) and with the last one 1 to 15 blocks long (the kernels' masked
+// tail, in each half of it), every group size, and outputs large enough to
+// be split across threads.
 const std::vector<Int4Shape>& Int4Shapes() {
   static const std::vector<Int4Shape> shapes = {
       {1, 32, 32},    {3, 64, 32},   {5, 96, 32},    {4, 128, 64},   {7, 128, 128},
       {9, 192, 64},   {2, 160, 32},  {1000, 64, 64}, {64, 576, 64},  {40, 896, 128},
-      {257, 320, 32}, {3, 1536, 64}, {2051, 64, 32}, {24, 4864, 64},
+      {257, 320, 32}, {3, 1536, 64}, {2051, 64, 32}, {24, 4864, 64}, {6, 512, 128},
+      {5, 1024, 32},  {3, 992, 32},  {4, 544, 32},   {2, 768, 128},
   };
   return shapes;
 }
@@ -58,8 +60,17 @@ Int4Weight RandomInt4(const Int4Shape& s) {
   return w;
 }
 
-// The dequantized matrix in double, unpacked here from the layout's words
-// (dense_kernels.h): byte j of a block of 32 holds weight j low, j + 16 high.
+// Where byte j of block b of a row `in` wide lies, written here from the
+// layout's text (dense_kernels.h): spans of 16 blocks, 256 bytes each (the
+// last one n blocks); byte j = 4t + u of the span's block l at 4n·t + 4l +
+// u, or at 16l + j in a span of fewer than 8 blocks.
+int64_t Int4ByteAt(int64_t in, int64_t b, int64_t j) {
+  const int64_t span = b / 16, n = std::min<int64_t>(16, in / 32 - 16 * span), l = b % 16;
+  return 256 * span + (n >= 8 ? 4 * n * (j / 4) + 4 * l + j % 4 : 16 * l + j);
+}
+
+// The dequantized matrix in double, unpacked here from the layout: byte j of
+// a block of 32 holds weight j low, j + 16 high.
 torch::Tensor DequantizedDouble(const Int4Weight& w) {
   const int64_t out = w.packed.size(0), in = 2 * w.packed.size(1);
   const int64_t group = in / w.params.size(1);
@@ -71,7 +82,7 @@ torch::Tensor DequantizedDouble(const Int4Weight& w) {
   for (int64_t r = 0; r < out; ++r) {
     for (int64_t b = 0; b < in / 32; ++b) {
       for (int64_t j = 0; j < 16; ++j) {
-        const uint8_t byte = bytes[r][b * 16 + j];
+        const uint8_t byte = bytes[r][Int4ByteAt(in, b, j)];
         for (const auto& [k, q] : {std::pair<int64_t, int>{32 * b + j, byte & 0xF},
                                    std::pair<int64_t, int>{32 * b + 16 + j, byte >> 4}}) {
           da[r][k] = q * pa[r][k / group][0] + pa[r][k / group][1];
@@ -132,6 +143,30 @@ TEST_CASE("int4 dequantization reads the documented layout, every table", "[line
   }
 }
 
+TEST_CASE("PackInt4Row writes the documented layout and Int4CodeOrder reads it back",
+          "[linear][int4]") {
+  torch::manual_seed(25);
+  for (const Int4Shape& s : Int4Shapes()) {
+    INFO("in " << s.in);
+    const torch::Tensor codes = torch::randint(0, 16, {s.in}).to(torch::kByte);
+    const uint8_t* c = codes.data_ptr<uint8_t>();
+    std::vector<uint8_t> row(static_cast<size_t>(s.in / 2), 0xAA);
+    kernels::PackInt4Row(c, s.in, row.data());
+    for (int64_t b = 0; b < s.in / 32; ++b) {
+      for (int64_t j = 0; j < 16; ++j) {
+        const uint8_t byte = row[static_cast<size_t>(Int4ByteAt(s.in, b, j))];
+        REQUIRE((byte & 0xF) == c[32 * b + j]);
+        REQUIRE((byte >> 4) == c[32 * b + 16 + j]);
+      }
+    }
+    const std::vector<int64_t> order = kernels::Int4CodeOrder(s.in);
+    for (int64_t k = 0; k < s.in; ++k) {
+      const int64_t at = order[static_cast<size_t>(k)];
+      REQUIRE((row[static_cast<size_t>(at / 2)] >> (4 * (at % 2)) & 0xF) == c[k]);
+    }
+  }
+}
+
 TEST_CASE("PrepareI4Rows writes x's int8 blocks in the documented layout, every table",
           "[linear][int4]") {
   torch::manual_seed(24);
@@ -155,8 +190,14 @@ TEST_CASE("PrepareI4Rows writes x's int8 blocks in the documented layout, every 
           const QuantizedBlock q = QuantizeBlock(xi + 32 * b);
           int sum = 0;
           for (int t = 0; t < 32; ++t) {
-            // Byte 16c + j of chunk b / 4 (c = b % 4) for j < 16, 64 + 16c + j - 16 after.
-            const int64_t at = (b / 4) * 128 + (t < 16 ? 0 : 64) + (b % 4) * 16 + t % 16;
+            // Span b / 16 (n blocks), l = b % 16: value t = 4q + u (q, u <
+            // 4) of the low half at 128q + 4l + u, of the high half 64 bytes
+            // on; in a span of n < 8, the halves whole at 128 (l / 4) + 16 (l
+            // % 4) and 64 bytes on.
+            const int64_t l = b % 16, n = std::min<int64_t>(16, in / 32 - (b / 16) * 16);
+            const int64_t at = (b / 16) * 512 + (t < 16 ? 0 : 64) +
+                               (n >= 8 ? 128 * ((t % 16) / 4) + 4 * l + t % 4
+                                       : 128 * (l / 4) + 16 * (l % 4) + t % 16);
             written[static_cast<size_t>(at)] = true;
             REQUIRE(p.q[static_cast<size_t>(i * row_bytes + at)] == q.values[t]);
             REQUIRE(std::abs(q.values[t]) <= 127);
@@ -166,19 +207,17 @@ TEST_CASE("PrepareI4Rows writes x's int8 blocks in the documented layout, every 
             REQUIRE(error <= (q.d > 0.0f ? q.d * 0.5f * 1.0001f : 1e-30f));
             sum += q.values[t];
           }
-          for (int l = 0; l < 4; ++l)
-            REQUIRE(p.lane_scale[static_cast<size_t>(i * lanes + (b / 4) * 16 + (b % 4) * 4 + l)] ==
-                    q.d);
+          REQUIRE(p.lane_scale[static_cast<size_t>(i * lanes + b)] == q.d);
           float& g = group_sum[static_cast<size_t>(32 * b / s.group)];
           g = std::fma(q.d, static_cast<float>(sum), g);
         }
         if (i == 1 || i == 2) REQUIRE(p.lane_scale[static_cast<size_t>(i * lanes)] == 0.0f);
-        // Past in: zeros, to a whole chunk and to a multiple of 16 sums.
+        // Past in: zeros, to a whole span and to a multiple of 16 sums.
         for (int64_t k = 0; k < row_bytes; ++k) {
           if (!written[static_cast<size_t>(k)])
             REQUIRE(p.q[static_cast<size_t>(i * row_bytes + k)] == 0);
         }
-        for (int64_t l = in / 8; l < lanes; ++l)
+        for (int64_t l = in / 32; l < lanes; ++l)
           REQUIRE(p.lane_scale[static_cast<size_t>(i * lanes + l)] == 0.0f);
         REQUIRE(SameBits(p.group_sum.data() + i * sums, group_sum.data(), sums));
       }

@@ -13,6 +13,8 @@
 
 #include <torch/torch.h>
 
+#include <vector>
+
 namespace medq::engine::kernels {
 
 // Exactly one row of x (x.numel() == in), float32 or bf16 weights: the
@@ -103,6 +105,13 @@ torch::Tensor CpuTiledGemmInt8(const torch::Tensor& x, const torch::Tensor& weig
 // quantize x.
 // DequantizeInt4: the whole matrix as float32 [out, in], for the baseline
 // path and for tests.
+// PackInt4Row: one row of `in` codes (0..15, in weight order) written to dst
+// as the in / 2 bytes of that layout (the engine's quantizer and checkpoint
+// loaders pack with it). Int4CodeOrder: for each weight k of a row, the
+// index 2 · byte + (1 for a high nibble) of its code among the row's bytes'
+// nibbles laid side by side, low then high: how tensors unpack the layout.
+void PackInt4Row(const uint8_t* codes, int64_t in, uint8_t* dst);
+std::vector<int64_t> Int4CodeOrder(int64_t in);
 void MatRowsInt4Into(const torch::Tensor& packed, const torch::Tensor& params, const float* x,
                      int64_t m, const float* bias, float* y);
 torch::Tensor CpuMatRowsInt4(const torch::Tensor& x, const torch::Tensor& packed,

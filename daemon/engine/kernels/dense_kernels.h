@@ -151,12 +151,23 @@ using DequantizeI8Fn = void (*)(const int8_t* q, const float* scale, int64_t row
 
 // int4 weights in groups of `group` weights along the input (asymmetric
 // weight-only quantization, quantize.h in the engine). A row of w [out, in]
-// is in / 2 bytes in blocks of 32 weights: byte j (0..15) of block b holds
-// weight 32b + j in its low nibble and 32b + 16 + j in its high one. params
-// [out, in / group, 2] holds bf16 bit patterns: each group's scale s and
-// minimum m. A weight dequantizes to w[k] = fma(float(q[k]), s, m) (one
-// rounding), 0 <= q <= 15. in is a multiple of 32 and of group, and group
-// is 32, 64 or 128.
+// is in / 2 bytes of blocks of 32 weights: byte j = 4t + u (t, u < 4) of
+// block b, its word t, holds weight 32b + j in its low nibble and 32b + 16 +
+// j in its high one. The blocks lie in spans of 16 (512 weights, 256 bytes;
+// the last span holds the n = (in / 32) % 16 blocks left, if any), and a
+// span of n >= 8 blocks (16 for a whole one) interleaves them by words:
+// word t of its block l is bytes 4n·t + 4l .. + 4 of the span, so quarter t
+// is word t of every block, one 32-bit lane a block, and a lane sums a whole
+// block in integers before it is scaled once (the x rows line up with it,
+// below). A last span of n < 8 blocks keeps them plain, block l at bytes
+// 16l .. + 16, read in chunks of four blocks, lane 4i + t = word t of the
+// chunk's block i: a short span's lanes would stand mostly empty.
+// Int4WordAt gives a word's place, Int4PlaceOf a weight's; cpu_linear.h's
+// PackInt4Row writes the layout. params [out, in / group, 2] holds bf16 bit
+// patterns: each group's scale s and minimum m. A weight dequantizes to w[k]
+// = fma(float(q[k]), s, m) (one rounding), 0 <= q <= 15. in is a multiple
+// of 32 and of group, and group is 32, 64 or 128 (so a span and a chunk hold
+// whole groups).
 //
 // The products (matvec_i4, matrows_i4) read x quantized to int8 in blocks of
 // 32, as llama.cpp's Q4 kernels read its Q8 activations, so that a product
@@ -167,20 +178,29 @@ using DequantizeI8Fn = void (*)(const int8_t* q, const float* scale, int64_t row
 //   xq[k] = round-to-nearest-even(x[k] · (127 / amax)) in [-127, 127] (d = 0
 //   and xq = 0 where amax < 1e-30; d = NaN and xq = 0 where a value is not
 //   finite, so that a NaN or an infinity still poisons the product);
-// - q: xq in chunks of 128 bytes (4 blocks): bytes 16c .. 16c + 16 of the
-//   chunk hold x[32b + j] of its block c for j < 16, bytes 64 + 16c .. the
-//   j >= 16 half, the order of the weights' low and high nibbles; zeros
-//   past in, to a whole chunk;
-// - lane_scale: 16 floats a chunk, lane l = d of the chunk's block l / 4
-//   (0 past in);
+// - q: xq in spans of 512 bytes (16 blocks), each value beside the weight it
+//   multiplies: in a span of n >= 8 blocks (of the weights' layout), byte
+//   128t + 4l + u holds xq[32b + 4t + u] of the span's block l and byte
+//   128t + 64 + 4l + u holds xq[32b + 16 + 4t + u], the partners of the low
+//   and high nibbles of its word t; in a span of n < 8, byte 128c + 16i + j
+//   holds xq[32b + j] and byte 128c + 64 + 16i + j holds xq[32b + 16 + j]
+//   for block l = 4c + i (chunk c); zeros elsewhere, to a whole span;
+// - lane_scale: 16 floats a span, lane l = d of the span's block l (0 past
+//   in);
 // - group_sum: per weight group g, S_g = Σ_{blocks b of g, in order}
 //   fma(d_b, float(Σ xq of b), S) from S = 0, i.e. Σ x as quantized; zeros
 //   to a multiple of 16.
-// For r in [row_begin, row_end): 16 float32 lanes A (from 0) take, chunk by
-// chunk, lane l = 4i + j (block b = 4c + i of chunk c, present if 32b < in):
-//   P = Σ_{t < 4} q[4j + t] · xq[4j + t] + q[16 + 4j + t] · xq[16 + 4j + t]
-//   (int32, exact: weight indices within block b),
-//   A_l = fma(float(P), s_b · lane_scale_l, A_l)   (s_b · d one rounding),
+// For r in [row_begin, row_end): 16 float32 lanes A (from 0) take, span by
+// span, each block b = 16c + l of span c (present if 32b < in) with its
+// group's scale s_b and its d_b = lane_scale_l:
+// - in a span of n >= 8 blocks, lane l:
+//     P = Σ_{j < 32} q[32b + j] · xq[32b + j]   (int32, exact),
+//     A_l = fma(float(P), s_b · d_b, A_l)   (s_b · d_b one rounding);
+// - in a span of n < 8, chunk by chunk, for block l = 4c + i and t < 4,
+//   lane L = 4i + t:
+//     P = Σ_{u < 4} q[32b + 4t + u] · xq[32b + 4t + u]
+//         + q[32b + 16 + 4t + u] · xq[32b + 16 + 4t + u],
+//     A_L = fma(float(P), s_b · d_b, A_L);
 // then the same lanes take the minimums, A_{g % 16} = fma(m_g, S_g,
 // A_{g % 16}) for the groups g in order; A's halves [0, 8) + [8, 16), and
 // those eight lanes as HorizontalSum (avx2_common.h) folds them: dot.
@@ -189,13 +209,41 @@ using DequantizeI8Fn = void (*)(const int8_t* q, const float* scale, int64_t row
 // bitwise with the scalar reference; the product is that of the dequantized
 // weights with x as quantized, to float32 rounding.
 inline constexpr int64_t kInt4Block = 32;
-inline constexpr int64_t kInt4Chunk = 128;
+inline constexpr int64_t kInt4SpanBlocks = 16;
+inline constexpr int64_t kInt4SpanBytes = 512;  // of prepared x: 16 blocks
+// The fewest blocks a span interleaves; shorter ones are plain.
+inline constexpr int64_t kInt4InterleavedBlocks = 8;
+// The blocks of span `span` of a row of `blocks` blocks.
+inline constexpr int64_t Int4SpanLength(int64_t blocks, int64_t span) {
+  const int64_t left = blocks - span * kInt4SpanBlocks;
+  return left < kInt4SpanBlocks ? left : kInt4SpanBlocks;
+}
+// The byte at which word t of block l of a span of n blocks starts, from the
+// span's start (byte 256 · its index).
+inline constexpr int64_t Int4WordAt(int64_t n, int64_t l, int64_t t) {
+  return n >= kInt4InterleavedBlocks ? 4 * n * t + 4 * l : 16 * l + 4 * t;
+}
+// Where weight k of an int4 row `in` wide lies: its byte, and the shift of
+// its nibble (0 low, 4 high).
+struct Int4Place {
+  int64_t byte;
+  int shift;
+};
+inline constexpr Int4Place Int4PlaceOf(int64_t in, int64_t k) {
+  const int64_t b = k / kInt4Block, span = b / kInt4SpanBlocks, j = k % 16;
+  const int64_t n = Int4SpanLength(in / kInt4Block, span);
+  return {span * kInt4SpanBlocks * 16 + Int4WordAt(n, b % kInt4SpanBlocks, j / 4) + j % 4,
+          k % kInt4Block < 16 ? 0 : 4};
+}
 // Sizes of one x row's prepared buffers (PrepareI4Rows), in elements.
+inline constexpr int64_t I4RowSpans(int64_t in) {
+  return (in / kInt4Block + kInt4SpanBlocks - 1) / kInt4SpanBlocks;
+}
 inline constexpr int64_t I4RowBytes(int64_t in) {
-  return (in + kInt4Chunk - 1) / kInt4Chunk * kInt4Chunk;
+  return I4RowSpans(in) * kInt4SpanBytes;
 }
 inline constexpr int64_t I4RowLaneScales(int64_t in) {
-  return I4RowBytes(in) / 8;
+  return I4RowSpans(in) * 16;
 }
 inline constexpr int64_t I4RowGroupSums(int64_t in, int64_t group) {
   return (in / group + 15) / 16 * 16;

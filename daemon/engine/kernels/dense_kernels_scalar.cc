@@ -208,17 +208,17 @@ void DequantizeI8(const int8_t* q, const float* scale, int64_t rows, int64_t in,
   }
 }
 
-// The int4 weight k of a row (dense_kernels.h, MatVecI4Fn): block k / 32,
-// byte k % 16 of it, the high nibble for the block's second half.
-inline int Int4At(const uint8_t* w, int64_t k) {
-  const uint8_t byte = w[(k / kInt4Block) * (kInt4Block / 2) + k % (kInt4Block / 2)];
-  return (k % kInt4Block) < kInt4Block / 2 ? byte & 0xF : byte >> 4;
+// The int4 weight k of a row `in` wide (dense_kernels.h, MatVecI4Fn).
+inline int Int4At(const uint8_t* w, int64_t in, int64_t k) {
+  const Int4Place p = Int4PlaceOf(in, k);
+  return w[p.byte] >> p.shift & 0xF;
 }
 
 // Weight k dequantized: fma(q, s, m) with its group's bf16 scale and minimum.
-inline float Int4Weight(const uint8_t* w, const uint16_t* params, int64_t group, int64_t k) {
+inline float Int4Weight(const uint8_t* w, const uint16_t* params, int64_t in, int64_t group,
+                        int64_t k) {
   const uint16_t* p = params + 2 * (k / group);
-  return std::fma(static_cast<float>(Int4At(w, k)), Bf16ToF32(p[0]), Bf16ToF32(p[1]));
+  return std::fma(static_cast<float>(Int4At(w, in, k)), Bf16ToF32(p[0]), Bf16ToF32(p[1]));
 }
 
 // One value of x as the products round it (dense_kernels.h): v = x · (127
@@ -257,18 +257,32 @@ float DotI4(const uint8_t* w, const uint16_t* params, const I4Rows& x, int64_t i
   const int8_t* q = x.q + i * I4RowBytes(in);
   const float* ls = x.lane_scale + i * I4RowLaneScales(in);
   const float* gs = x.group_sum + i * I4RowGroupSums(in, group);
+  const int64_t blocks = in / kInt4Block;
   float a[16] = {};
-  for (int64_t b = 0; b < in / kInt4Block; ++b) {
-    const uint8_t* wb = w + b * (kInt4Block / 2);
-    const int8_t* lo = q + (b / 4) * kInt4Chunk + (b % 4) * 16;
-    const int8_t* hi = lo + 64;
-    const float s = Bf16ToF32(params[2 * (b * kInt4Block / group)]);
-    for (int64_t j = 0; j < 4; ++j) {
+  for (int64_t b = 0; b < blocks; ++b) {
+    const int64_t span = b / kInt4SpanBlocks, l = b % kInt4SpanBlocks;
+    const int8_t* xs = q + span * kInt4SpanBytes;
+    const float sd = Bf16ToF32(params[2 * (b * kInt4Block / group)]) * ls[span * 16 + l];
+    // Word t's products: its four weights low and high, with their x.
+    const auto word = [&](int64_t t, const int8_t* xlo, const int8_t* xhi) {
       int32_t p = 0;
-      for (int64_t t = 4 * j; t < 4 * j + 4; ++t)
-        p += (wb[t] & 0xF) * lo[t] + (wb[t] >> 4) * hi[t];
-      const int64_t l = (b % 4) * 4 + j;
-      a[l] = std::fma(static_cast<float>(p), s * ls[(b / 4) * 16 + l], a[l]);
+      for (int64_t u = 0; u < 4; ++u) {
+        const int64_t j = 4 * t + u;
+        p += Int4At(w, in, 32 * b + j) * xlo[u] + Int4At(w, in, 32 * b + 16 + j) * xhi[u];
+      }
+      return p;
+    };
+    if (Int4SpanLength(blocks, span) >= kInt4InterleavedBlocks) {
+      int32_t p = 0;  // the block's lane l
+      for (int64_t t = 0; t < 4; ++t)
+        p += word(t, xs + 128 * t + 4 * l, xs + 128 * t + 64 + 4 * l);
+      a[l] = std::fma(static_cast<float>(p), sd, a[l]);
+    } else {
+      const int8_t* xc = xs + 128 * (l / 4) + 16 * (l % 4);  // lanes 4i + t
+      for (int64_t t = 0; t < 4; ++t) {
+        const int64_t lane = 4 * (l % 4) + t;
+        a[lane] = std::fma(static_cast<float>(word(t, xc + 4 * t, xc + 64 + 4 * t)), sd, a[lane]);
+      }
     }
   }
   for (int64_t g = 0; g < in / group; ++g)
@@ -306,7 +320,7 @@ void DequantizeI4(const uint8_t* w, const uint16_t* params, int64_t rows, int64_
                   float* dst) {
   for (int64_t r = 0; r < rows; ++r) {
     for (int64_t k = 0; k < in; ++k)
-      dst[r * in + k] = Int4Weight(w + r * (in / 2), params + r * 2 * (in / group), group, k);
+      dst[r * in + k] = Int4Weight(w + r * (in / 2), params + r * 2 * (in / group), in, group, k);
   }
 }
 

@@ -3,26 +3,40 @@
 // -mfma like the other *_avx2.cc files, called only after the runtime check
 // in cpu_features.cc; everything but the entries has internal linkage.
 //
-// A product reads x as PrepareI4Rows quantized it: 32 bytes of a weight row
-// (two blocks, 64 weights) split into their low and high nibbles are 32
-// unsigned bytes each, which vpmaddubsw multiplies by the 32 int8 values of
-// x in the same places and adds in pairs (at most 2 · 15 · 128, no
-// saturation), and vpmaddwd by ones sums to eight 32-bit lanes of four
-// weights each: half of the 16 lanes of dense_kernels.h's contract, the
-// same integers as VNNI's vpdpbusd (int4_rows.h has the rest of the
+// A product reads x as PrepareI4Rows quantized it: each quarter of a half
+// span (word t of eight blocks) split into its low and high nibbles is 32
+// unsigned bytes, which vpmaddubsw multiplies by the 32 int8 values of x in
+// the same places and adds in pairs (at most 2 · 15 · 128, no saturation),
+// and vpmaddwd by ones sums to eight 32-bit lanes of a block each: half of
+// the 16 lanes of dense_kernels.h's contract, the same integers as VNNI's
+// vpdpbusd (int4_rows.h has the rest of the
 // product and the row loops; prepare_x_avx2.cc has x's preparation).
 #include <immintrin.h>
+
+#include <algorithm>
+#include <cstring>
 
 #include "daemon/engine/kernels/int4_rows.h"
 
 namespace medq::engine::kernels {
 namespace {
 
-// AVX2's integer sums of DotsI4Ymm (int4_rows.h).
+// AVX2's integer sums of DotsI4Ymm (int4_rows.h). A pair of products is
+// at most 2 · 15 · 128 in magnitude, so the pairs of all four quarters, low
+// and high nibbles, add up in 16 bits (at most 30720) before one vpmaddwd.
 struct MaddubsDot {
-  static __m256i Sum(__m256i lo, __m256i hi, __m256i xlo, __m256i xhi) {
+  static __m256i Pair(__m256i lo, __m256i hi, __m256i xlo, __m256i xhi) {
     const __m256i pairs =
         _mm256_add_epi16(_mm256_maddubs_epi16(lo, xlo), _mm256_maddubs_epi16(hi, xhi));
+    return _mm256_madd_epi16(pairs, _mm256_set1_epi16(1));
+  }
+  static __m256i Sum(const __m256i* lo, const __m256i* hi, const int8_t* q) {
+    __m256i pairs = _mm256_setzero_si256();
+    for (int t = 0; t < 4; ++t) {
+      const auto* xt = reinterpret_cast<const __m256i*>(q + 128 * t);
+      pairs = _mm256_add_epi16(pairs, _mm256_maddubs_epi16(lo[t], _mm256_loadu_si256(xt)));
+      pairs = _mm256_add_epi16(pairs, _mm256_maddubs_epi16(hi[t], _mm256_loadu_si256(xt + 2)));
+    }
     return _mm256_madd_epi16(pairs, _mm256_set1_epi16(1));
   }
 };
@@ -43,22 +57,28 @@ void MatRowsI4Avx2(const uint8_t* w, const uint16_t* params, const I4Rows& x, in
 void DequantizeI4Avx2(const uint8_t* w, const uint16_t* params, int64_t rows, int64_t in,
                       int64_t group, float* dst) {
   const __m256i nibble = _mm256_set1_epi32(0xF);
-  const int64_t groups = in / group;
+  const int64_t groups = in / group, blocks = in / kInt4Block;
   for (int64_t r = 0; r < rows; ++r) {
     const uint8_t* wr = w + r * (in / 2);
     const uint16_t* pr = params + r * 2 * groups;
     float* d = dst + r * in;
     __m256 s = _mm256_setzero_ps(), m = _mm256_setzero_ps();
-    for (int64_t k = 0; k < in; k += kInt4Block) {
+    for (int64_t b = 0; b < blocks; ++b) {
+      const int64_t k = b * kInt4Block;
       if (k % group == 0) {
         s = _mm256_set1_ps(Scalar(pr[2 * (k / group)]));
         m = _mm256_set1_ps(Scalar(pr[2 * (k / group) + 1]));
       }
-      const uint8_t* block = wr + k / 2;
-      const __m256i v0 =
-          _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(block)));
-      const __m256i v1 =
-          _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(block + 8)));
+      // The block's four words, from the quarters of its span.
+      const int64_t span = b / kInt4SpanBlocks, l = b % kInt4SpanBlocks;
+      const int64_t n = Int4SpanLength(blocks, span);
+      const uint8_t* at = wr + span * kInt4SpanBlocks * 16;
+      int32_t word[4];
+      for (int t = 0; t < 4; ++t)
+        std::memcpy(&word[t], at + Int4WordAt(n, l, t), 4);
+      const __m128i block = _mm_setr_epi32(word[0], word[1], word[2], word[3]);
+      const __m256i v0 = _mm256_cvtepu8_epi32(block);
+      const __m256i v1 = _mm256_cvtepu8_epi32(_mm_srli_si128(block, 8));
       _mm256_storeu_ps(d + k,
                        _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_and_si256(v0, nibble)), s, m));
       _mm256_storeu_ps(d + k + 8,

@@ -1,14 +1,16 @@
 // The int4 products with AVX-512 VNNI (dense_kernels.h, MatVecI4Fn): a
-// chunk of 128 weights is one 64-byte load, its low and high nibbles two
-// registers of 64 unsigned bytes, and each x row two vpdpbusd against the
-// 128 int8 values PrepareI4Rows laid out in the same places: the 16 lanes of
-// the contract, four weights of a half block each, in two instructions where
-// float32 FMAs took sixteen. The group scales come in by one permute a chunk
-// and the lane's scale (s · d) by a multiply, shared by nothing but one FMA.
-// Tiles of up to four x rows share the unpacked chunk (int4_rows.h's row
-// loops). Built with -mavx2 -mfma -mavx512f -mavx512vl -mavx512vnni, called
-// only where cpu_features.cc found AVX-512 VNNI (dense_kernels_avx2.cc's
-// table chooses).
+// span of 16 blocks (512 weights) is four 64-byte loads, quarter t holding
+// word t of every block, their low and high nibbles eight registers of 64
+// unsigned bytes, and each x row eight vpdpbusd against the int8 values
+// PrepareI4Rows laid out in the same places: the 16 lanes of the contract,
+// a block each, summed whole in integers. Then one convert, one multiply
+// (the lane's scale s · d) and one FMA a span, where a lane over four weights
+// of a half block took those three every two vpdpbusd. The group scales
+// come in by one permute a span. A last span of fewer than eight blocks is
+// plain, in chunks of four blocks, a lane a word (dense_kernels.h). Tiles of
+// up to four x rows share the unpacked span (int4_rows.h's row loops). Built with -mavx2 -mfma
+// -mavx512f -mavx512vl -mavx512vnni, called only where cpu_features.cc found AVX-512 VNNI
+// (dense_kernels_avx2.cc's table chooses).
 #include "daemon/engine/kernels/int4_rows.h"
 
 // GCC 12 reports the undefined pass-through operand inside the 512-bit
@@ -22,58 +24,125 @@
 namespace medq::engine::kernels {
 namespace {
 
-// Lane l of a chunk belongs to block l / 4, whose group is pair (l / 4) /
-// (G / 32) of the chunk's parameters.
+// Lane l of a span is its block l, whose group is pair l / (G / 32) of the
+// span's parameters.
 template <int64_t G>
 inline __m512i PairIndex() {
-  constexpr int kPerGroup = static_cast<int>(G / kInt4Block) * 4;
+  constexpr int kPerGroup = static_cast<int>(G / kInt4Block);
   return _mm512_setr_epi32(0 / kPerGroup, 1 / kPerGroup, 2 / kPerGroup, 3 / kPerGroup,
                            4 / kPerGroup, 5 / kPerGroup, 6 / kPerGroup, 7 / kPerGroup,
                            8 / kPerGroup, 9 / kPerGroup, 10 / kPerGroup, 11 / kPerGroup,
                            12 / kPerGroup, 13 / kPerGroup, 14 / kPerGroup, 15 / kPerGroup);
 }
 
-// Each lane's group scale, as float32, for the chunk whose parameter pairs
+// Each lane's group scale, as float32, for the span whose parameter pairs
 // (scale low, minimum high) are the `pairs` dwords at p (missing ones 0).
 template <int64_t G>
-inline __m512 ChunkScales(const uint16_t* p, int pairs) {
+inline __m512 SpanScales(const uint16_t* p, int64_t pairs) {
   const __m512i raw = _mm512_maskz_loadu_epi32(static_cast<__mmask16>((1u << pairs) - 1), p);
   return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_permutexvar_epi32(PairIndex<G>(), raw), 16));
+}
+
+// dots[i] = HorizontalSum(low half + high half of acc[i]) for four
+// accumulators at once, with the same additions of the same operands (so
+// bitwise the one-row fold), in 512-bit registers: 11 instructions where
+// one at a time took some 30, which rows as short as 576 or 896 weights
+// (two spans) feel (FinishFullTile in dense_kernels_rows_avx512.cc does the
+// same for bf16 tiles).
+inline void FoldFour(const __m512* acc, float* dots) {
+  // [v0 | v1] and [v2 | v3], v_i = low + high of acc[i].
+  const __m512 v01 = _mm512_add_ps(_mm512_shuffle_f32x4(acc[0], acc[1], 0x44),
+                                   _mm512_shuffle_f32x4(acc[0], acc[1], 0xEE));
+  const __m512 v23 = _mm512_add_ps(_mm512_shuffle_f32x4(acc[2], acc[3], 0x44),
+                                   _mm512_shuffle_f32x4(acc[2], acc[3], 0xEE));
+  // HorizontalSum's steps: block i = low + high 128 of v_i; then lane 0 +
+  // lane 2 and lane 1 + lane 3; then those two, into lane 4i.
+  const __m512 s =
+      _mm512_add_ps(_mm512_shuffle_f32x4(v01, v23, 0x88), _mm512_shuffle_f32x4(v01, v23, 0xDD));
+  const __m512 u = _mm512_add_ps(s, _mm512_shuffle_ps(s, s, _MM_SHUFFLE(3, 2, 3, 2)));
+  const __m512 v = _mm512_add_ps(u, _mm512_movehdup_ps(u));
+  const __m512i order = _mm512_setr_epi32(0, 4, 8, 12, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
+  _mm_storeu_ps(dots, _mm512_castps512_ps128(_mm512_permutexvar_ps(order, v)));
 }
 
 template <int64_t G, int M, bool kStream>
 inline void DotsI4(const uint8_t* w, const uint16_t* params, const I4Rows& x, int64_t i0,
                    float* dots) {
-  constexpr int64_t kPairsPerChunk = kInt4Chunk / G;
+  constexpr int64_t kPairsPerSpan = kInt4SpanBlocks * kInt4Block / G;
   const int64_t in = x.in, blocks = in / kInt4Block;
   const int64_t row_bytes = I4RowBytes(in), row_lanes = I4RowLaneScales(in);
   const __m512i nibble = _mm512_set1_epi8(0x0F);
   __m512 acc[M];
   for (int i = 0; i < M; ++i)
     acc[i] = _mm512_setzero_ps();
-  const auto chunk = [&](int64_t c, __m512i v, __m512 s) {
-    const __m512i lo = _mm512_and_si512(v, nibble);
-    const __m512i hi = _mm512_and_si512(_mm512_srli_epi32(v, 4), nibble);
+  // Interleaved span c of n >= 8 blocks (16 but for the last).
+  const auto span = [&](int64_t c, int64_t n) {
+    const uint8_t* ws = w + c * kInt4SpanBlocks * 16;
+    const auto lanes = static_cast<__mmask16>((1u << n) - 1);
+    __m512i lo[4], hi[4];
+    for (int t = 0; t < 4; ++t) {
+      const __m512i v = n == kInt4SpanBlocks
+                            ? _mm512_loadu_si512(ws + 64 * t)
+                            : _mm512_maskz_loadu_epi32(lanes, ws + Int4WordAt(n, 0, t));
+      lo[t] = _mm512_and_si512(v, nibble);
+      hi[t] = _mm512_and_si512(_mm512_srli_epi32(v, 4), nibble);
+    }
+    const __m512 s = SpanScales<G>(params + 2 * c * kPairsPerSpan, n * kInt4Block / G);
     for (int i = 0; i < M; ++i) {
-      const int8_t* q = x.q + (i0 + i) * row_bytes + c * kInt4Chunk;
-      __m512i p = _mm512_dpbusd_epi32(_mm512_setzero_si512(), lo, _mm512_loadu_si512(q));
-      p = _mm512_dpbusd_epi32(p, hi, _mm512_loadu_si512(q + 64));
+      const int8_t* q = x.q + (i0 + i) * row_bytes + c * kInt4SpanBytes;
+      // Two chains of four (low nibbles, high nibbles), not one of eight:
+      // vpdpbusd's latency, not its throughput, would bound one.
+      __m512i pl = _mm512_dpbusd_epi32(_mm512_setzero_si512(), lo[0], _mm512_loadu_si512(q));
+      __m512i ph = _mm512_dpbusd_epi32(_mm512_setzero_si512(), hi[0], _mm512_loadu_si512(q + 64));
+      for (int t = 1; t < 4; ++t) {
+        pl = _mm512_dpbusd_epi32(pl, lo[t], _mm512_loadu_si512(q + 128 * t));
+        ph = _mm512_dpbusd_epi32(ph, hi[t], _mm512_loadu_si512(q + 128 * t + 64));
+      }
+      const __m512i p = _mm512_add_epi32(pl, ph);
       const __m512 scale =
           _mm512_mul_ps(s, _mm512_loadu_ps(x.lane_scale + (i0 + i) * row_lanes + c * 16));
       acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), scale, acc[i]);
     }
   };
-  const int64_t full = blocks / 4;
+  // A plain span of n < 8 blocks: chunks of four, lane 4i + t = word t of
+  // block 4h + i, its scale and d permuted in from the span's.
+  const auto plain = [&](int64_t c, int64_t n) {
+    const uint8_t* ws = w + c * kInt4SpanBlocks * 16;
+    const __m512i raw = _mm512_maskz_loadu_epi32(
+        static_cast<__mmask16>((1u << (n * kInt4Block / G)) - 1), params + 2 * c * kPairsPerSpan);
+    for (int64_t h = 0; 4 * h < n; ++h) {
+      const int64_t nb = std::min<int64_t>(4, n - 4 * h);
+      const __m512i v =
+          _mm512_maskz_loadu_epi32(static_cast<__mmask16>((1u << (4 * nb)) - 1), ws + 64 * h);
+      const __m512i lo = _mm512_and_si512(v, nibble);
+      const __m512i hi = _mm512_and_si512(_mm512_srli_epi32(v, 4), nibble);
+      const __m512i block =
+          _mm512_add_epi32(_mm512_set1_epi32(static_cast<int>(4 * h)),
+                           _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3));
+      const __m512 s = _mm512_castsi512_ps(_mm512_slli_epi32(
+          _mm512_permutexvar_epi32(_mm512_srli_epi32(block, kGroupShift<G>), raw), 16));
+      for (int i = 0; i < M; ++i) {
+        const int8_t* q = x.q + (i0 + i) * row_bytes + c * kInt4SpanBytes + 128 * h;
+        __m512i p = _mm512_dpbusd_epi32(_mm512_setzero_si512(), lo, _mm512_loadu_si512(q));
+        p = _mm512_dpbusd_epi32(p, hi, _mm512_loadu_si512(q + 64));
+        const __m512 d = _mm512_permutexvar_ps(
+            block, _mm512_loadu_ps(x.lane_scale + (i0 + i) * row_lanes + c * 16));
+        acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), _mm512_mul_ps(s, d), acc[i]);
+      }
+    }
+  };
+  const int64_t full = blocks / kInt4SpanBlocks;
   for (int64_t c = 0; c < full; ++c) {
-    if constexpr (kStream) PrefetchAt<_MM_HINT_T1>(w + c * 64, kStreamPrefetchBytes);
-    chunk(c, _mm512_loadu_si512(w + c * 64),
-          ChunkScales<G>(params + 2 * c * kPairsPerChunk, static_cast<int>(kPairsPerChunk)));
+    if constexpr (kStream) {
+      for (int t = 0; t < 4; ++t)
+        PrefetchAt<_MM_HINT_T1>(w + c * kInt4SpanBlocks * 16 + 64 * t, kStreamPrefetchBytes);
+    }
+    span(c, kInt4SpanBlocks);
   }
-  if (const int64_t rest = blocks - 4 * full; rest > 0) {  // 1 to 3 blocks
-    const int pairs = static_cast<int>((rest * kInt4Block + G - 1) / G);
-    chunk(full,
-          _mm512_maskz_loadu_epi32(static_cast<__mmask16>((1u << (4 * rest)) - 1), w + full * 64),
-          ChunkScales<G>(params + 2 * full * kPairsPerChunk, pairs));
+  if (const int64_t rest = blocks - full * kInt4SpanBlocks; rest >= kInt4InterleavedBlocks) {
+    span(full, rest);
+  } else if (rest > 0) {
+    plain(full, rest);
   }
   // The minimums: A_{g % 16} += m_g · S_g.
   const int64_t groups = in / G, row_sums = I4RowGroupSums(in, G);
@@ -87,10 +156,14 @@ inline void DotsI4(const uint8_t* w, const uint16_t* params, const I4Rows& x, in
       acc[i] =
           _mm512_fmadd_ps(mins, _mm512_loadu_ps(x.group_sum + (i0 + i) * row_sums + g0), acc[i]);
   }
-  for (int i = 0; i < M; ++i) {
-    const __m256 low = _mm512_castps512_ps256(acc[i]);
-    const __m256 high = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc[i]), 1));
-    dots[i] = HorizontalSum(_mm256_add_ps(low, high));
+  if constexpr (M == 4) {
+    FoldFour(acc, dots);
+  } else {
+    for (int i = 0; i < M; ++i) {
+      const __m256 low = _mm512_castps512_ps256(acc[i]);
+      const __m256 high = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc[i]), 1));
+      dots[i] = HorizontalSum(_mm256_add_ps(low, high));
+    }
   }
 }
 

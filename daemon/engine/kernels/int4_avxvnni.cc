@@ -1,18 +1,28 @@
 // The AVX2 int4 products with AVX-VNNI's 256-bit vpdpbusd (Intel Alder Lake
 // and later, AMD Zen 5), which many laptop CPUs without AVX-512 have: one
-// instruction a half chunk's nibbles where AVX2 takes vpmaddubsw twice, an
-// add and vpmaddwd, for the same integers (int4_rows.h has the rest). Built
-// with -mavx2 -mfma -mavxvnni, called only where cpu_features.cc found
-// AVX-VNNI (dense_kernels_avx2.cc's tables choose).
+// instruction for the low or high nibbles of a quarter where AVX2 takes
+// vpmaddubsw and an add (and vpmaddwd once a half span), for the same
+// integers (int4_rows.h has the rest). Built with -mavx2 -mfma -mavxvnni,
+// called only where cpu_features.cc found AVX-VNNI (dense_kernels_avx2.cc's
+// tables choose).
 #include "daemon/engine/kernels/int4_rows.h"
 
 namespace medq::engine::kernels {
 namespace {
 
 struct AvxVnniDot {
-  static __m256i Sum(__m256i lo, __m256i hi, __m256i xlo, __m256i xhi) {
+  static __m256i Pair(__m256i lo, __m256i hi, __m256i xlo, __m256i xhi) {
     return _mm256_dpbusd_avx_epi32(_mm256_dpbusd_avx_epi32(_mm256_setzero_si256(), lo, xlo), hi,
                                    xhi);
+  }
+  static __m256i Sum(const __m256i* lo, const __m256i* hi, const int8_t* q) {
+    __m256i p = _mm256_setzero_si256();
+    for (int t = 0; t < 4; ++t) {
+      const auto* xt = reinterpret_cast<const __m256i*>(q + 128 * t);
+      p = _mm256_dpbusd_avx_epi32(p, lo[t], _mm256_loadu_si256(xt));
+      p = _mm256_dpbusd_avx_epi32(p, hi[t], _mm256_loadu_si256(xt + 2));
+    }
+    return p;
   }
 };
 using DotsI4AvxVnni = DotsI4YmmRows<AvxVnniDot>;

@@ -3,9 +3,9 @@
 // int4_avx512.cc, the only includers (all built with -mavx2 -mfma; the
 // second with AVX-VNNI too, the third with AVX-512 and its VNNI).
 // DotsI4Ymm is the 256-bit product: the 16 lanes of the contract as two
-// registers, lanes [0, 8) and [8, 16), a half chunk (two blocks, 64 weights)
-// at a time; its integer sums come from a policy, AVX2's vpmaddubsw +
-// vpmaddwd or AVX-VNNI's vpdpbusd, which give the same integers. The row
+// registers, lanes [0, 8) and [8, 16), a half span (eight blocks, 256
+// weights) at a time; its integer sums come from a policy, AVX2's vpmaddubsw
+// + vpmaddwd or AVX-VNNI's vpdpbusd, which give the same integers. The row
 // loops take any such product (and int4_avx512.cc's 512-bit one): tiles of
 // up to four x rows share each unpacked weight row, which the first tile
 // reads from memory and the later ones find in L1.
@@ -27,46 +27,112 @@ inline float AddBiasI4(float dot, const float* bias, int64_t r) {
   return _mm_cvtss_f32(_mm_add_ss(_mm_set_ss(dot), _mm_set_ss(bias[r])));
 }
 
-// The group's bf16 scale of block b as float32.
+// Block l of a span belongs to the span's group l >> kGroupShift<G>.
 template <int64_t G>
-inline float BlockScale(const uint16_t* params, int64_t b) {
-  return Scalar(params[2 * (b * kInt4Block / G)]);
+inline constexpr int kGroupShift = G == 32   ? 0
+                                   : G == 64 ? 1
+                                             : 2;
+
+// Lane l of a half span is its block l, whose group is pair l / (G / 32) of
+// the half span's parameters.
+template <int64_t G>
+inline __m256i PairIndexYmm() {
+  constexpr int kPerGroup = static_cast<int>(G / kInt4Block);
+  return _mm256_setr_epi32(0 / kPerGroup, 1 / kPerGroup, 2 / kPerGroup, 3 / kPerGroup,
+                           4 / kPerGroup, 5 / kPerGroup, 6 / kPerGroup, 7 / kPerGroup);
+}
+
+// The first n (<= 8) 32-bit words at p as a mask for maskload.
+inline __m256i FirstWords(int64_t n) {
+  return _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(n)),
+                            _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
+// A plain span (n < 8 blocks at ws, the parameters of its groups at p):
+// half chunks of two blocks, lanes 4i + t of [0, 8) for blocks 4h and 4h +
+// 1 of chunk h, of [8, 16) for blocks 4h + 2 and 4h + 3, each block's
+// scale and d permuted in from the span's. IntDot::Pair(lo, hi, xlo, xhi):
+// the eight 32-bit sums of four byte products of lo · xlo plus four of hi ·
+// xhi.
+template <typename IntDot, int64_t G, int M>
+inline void PlainSpanYmm(const uint8_t* ws, const uint16_t* p, const I4Rows& x, int64_t i0,
+                         int64_t c, int64_t n, __m256 (*acc)[2]) {
+  const int64_t row_bytes = I4RowBytes(x.in), row_lanes = I4RowLaneScales(x.in);
+  const __m256i nibble = _mm256_set1_epi8(0x0F);
+  const __m256i raw =
+      _mm256_maskload_epi32(reinterpret_cast<const int*>(p), FirstWords(n * kInt4Block / G));
+  for (int64_t h = 0; 4 * h < n; ++h) {
+    for (int half = 0; half < 2; ++half) {
+      const int64_t b0 = 4 * h + 2 * half, nb = std::min<int64_t>(2, n - b0);
+      if (nb <= 0) break;
+      const __m256i v =
+          _mm256_maskload_epi32(reinterpret_cast<const int*>(ws + 16 * b0), FirstWords(4 * nb));
+      const __m256i lo = _mm256_and_si256(v, nibble);
+      const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), nibble);
+      const __m256i block = _mm256_add_epi32(_mm256_set1_epi32(static_cast<int>(b0)),
+                                             _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1));
+      const __m256 s = _mm256_castsi256_ps(_mm256_slli_epi32(
+          _mm256_permutevar8x32_epi32(raw, _mm256_srli_epi32(block, kGroupShift<G>)), 16));
+      for (int i = 0; i < M; ++i) {
+        const int8_t* q = x.q + (i0 + i) * row_bytes + c * kInt4SpanBytes + 128 * h + 32 * half;
+        const __m256i sum =
+            IntDot::Pair(lo, hi, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q)),
+                         _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + 64)));
+        const __m256 d = _mm256_permutevar8x32_ps(
+            _mm256_loadu_ps(x.lane_scale + (i0 + i) * row_lanes + c * 16), block);
+        acc[i][half] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), _mm256_mul_ps(s, d), acc[i][half]);
+      }
+    }
+  }
 }
 
 // M x rows (from row i0 of x) against one weight row: each row's lanes
-// [0, 8) and [8, 16), half chunk by half chunk, each half unpacked once for
-// the M rows. IntDot::Sum(lo, hi, xlo, xhi): the eight 32-bit sums of four
-// byte products of lo · xlo plus four of hi · xhi (unsigned weights, signed
-// x).
+// [0, 8) and [8, 16), half span by half span, each half unpacked once for
+// the M rows. IntDot::Sum(lo, hi, q): the eight 32-bit sums, over the four
+// quarters t, of four byte products of lo[t] · x at q + 128t plus four of
+// hi[t] · x at q + 128t + 64 (unsigned weights, signed x).
 template <typename IntDot, int64_t G, int M, bool kStream>
 inline void DotsI4Ymm(const uint8_t* w, const uint16_t* params, const I4Rows& x, int64_t i0,
                       float* dots) {
+  constexpr int64_t kPairsPerHalf = 8 * kInt4Block / G;
   const int64_t in = x.in, blocks = in / kInt4Block;
   const int64_t row_bytes = I4RowBytes(in), row_lanes = I4RowLaneScales(in);
   const __m256i nibble = _mm256_set1_epi8(0x0F);
   __m256 acc[M][2];
   for (int i = 0; i < M; ++i)
     acc[i][0] = acc[i][1] = _mm256_setzero_ps();
-  for (int64_t c = 0; c * 4 < blocks; ++c) {
-    if constexpr (kStream) PrefetchAt<_MM_HINT_T1>(w + c * 64, kStreamPrefetchBytes);
+  for (int64_t c = 0; c * kInt4SpanBlocks < blocks; ++c) {
+    // n blocks in this span (16 but for the last).
+    const int64_t n = std::min(kInt4SpanBlocks, blocks - c * kInt4SpanBlocks);
+    const uint8_t* ws = w + c * kInt4SpanBlocks * 16;
+    if constexpr (kStream) {
+      for (int t = 0; t < 4; ++t)
+        PrefetchAt<_MM_HINT_T1>(ws + 64 * t, kStreamPrefetchBytes);
+    }
+    if (n < kInt4InterleavedBlocks) {
+      PlainSpanYmm<IntDot, G, M>(ws, params + 2 * c * 2 * kPairsPerHalf, x, i0, c, n, acc);
+      continue;
+    }
     for (int h = 0; h < 2; ++h) {
-      const int64_t b0 = 4 * c + 2 * h;
-      if (b0 >= blocks) break;
-      const bool two = b0 + 1 < blocks;
-      const uint8_t* wb = w + b0 * (kInt4Block / 2);
-      const __m256i v =
-          two ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb))
-              : _mm256_zextsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(wb)));
-      const __m256i lo = _mm256_and_si256(v, nibble);
-      const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), nibble);
-      const __m256 s =
-          _mm256_insertf128_ps(_mm256_castps128_ps256(_mm_set1_ps(BlockScale<G>(params, b0))),
-                               _mm_set1_ps(two ? BlockScale<G>(params, b0 + 1) : 0.0f), 1);
+      const int64_t nh = std::min<int64_t>(8, n - 8 * h);
+      if (nh <= 0) break;
+      const __m256i words = FirstWords(nh);
+      __m256i lo[4], hi[4];
+      for (int t = 0; t < 4; ++t) {
+        const auto* at = reinterpret_cast<const __m256i*>(ws + Int4WordAt(n, 8 * h, t));
+        const __m256i v = nh == 8 ? _mm256_loadu_si256(at)
+                                  : _mm256_maskload_epi32(reinterpret_cast<const int*>(at), words);
+        lo[t] = _mm256_and_si256(v, nibble);
+        hi[t] = _mm256_and_si256(_mm256_srli_epi16(v, 4), nibble);
+      }
+      const __m256i pairs = _mm256_maskload_epi32(
+          reinterpret_cast<const int*>(params + 2 * (2 * c + h) * kPairsPerHalf),
+          FirstWords(nh * kInt4Block / G));
+      const __m256 s = _mm256_castsi256_ps(
+          _mm256_slli_epi32(_mm256_permutevar8x32_epi32(pairs, PairIndexYmm<G>()), 16));
       for (int i = 0; i < M; ++i) {
-        const int8_t* q = x.q + (i0 + i) * row_bytes + c * kInt4Chunk + 32 * h;
-        const __m256i p =
-            IntDot::Sum(lo, hi, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q)),
-                        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + 64)));
+        const int8_t* q = x.q + (i0 + i) * row_bytes + c * kInt4SpanBytes + 32 * h;
+        const __m256i p = IntDot::Sum(lo, hi, q);
         const __m256 scale =
             _mm256_mul_ps(s, _mm256_loadu_ps(x.lane_scale + (i0 + i) * row_lanes + c * 16 + 8 * h));
         acc[i][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), scale, acc[i][h]);
@@ -78,10 +144,9 @@ inline void DotsI4Ymm(const uint8_t* w, const uint16_t* params, const I4Rows& x,
   const __m256i high_half = _mm256_set1_epi32(kBf16HighHalf);
   for (int64_t g0 = 0; g0 < groups; g0 += 8) {
     const int64_t n = std::min<int64_t>(8, groups - g0);
-    const __m256i mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(n)),
-                                            _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
     const __m256 mins = _mm256_castsi256_ps(_mm256_and_si256(
-        _mm256_maskload_epi32(reinterpret_cast<const int*>(params + 2 * g0), mask), high_half));
+        _mm256_maskload_epi32(reinterpret_cast<const int*>(params + 2 * g0), FirstWords(n)),
+        high_half));
     const int h = static_cast<int>((g0 / 8) % 2);
     for (int i = 0; i < M; ++i) {
       const __m256 sums = _mm256_loadu_ps(x.group_sum + (i0 + i) * row_sums + g0);
