@@ -6,7 +6,9 @@
 // on the dequantized matrix (below 32 rows, times x as rounded).
 #include <catch2/catch.hpp>
 
+#include <cmath>
 #include <cstring>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -25,16 +27,15 @@ struct Int8Shape {
   int64_t in;
 };
 
-// in below, at and between the kernels' steps (8, 16, 32) with odd tails,
-// and outputs large enough to be split across threads. The AVX-512 kernels
-// hold two 8-wide accumulators a register: 16 and 24 (no 32-block, only
-// 8-wide groups), 88 (two blocks and three groups) and 1031 (32 blocks, a
-// scalar tail) take every way out of their 16-wide loop.
+// in below, at and between the kernels' steps (a 32-byte half chunk, a
+// 64-byte chunk, a 512-byte span) with odd tails, whole spans and last spans
+// of every kind (a partial chunk, whole chunks, one byte), and outputs large
+// enough to be split across threads.
 const std::vector<Int8Shape>& Int8Shapes() {
   static const std::vector<Int8Shape> shapes = {
-      {1, 1},    {3, 7},     {5, 8},   {4, 15},   {6, 16},    {5, 24},    {7, 31},
-      {2, 32},   {3, 33},    {11, 47}, {5, 63},   {9, 72},    {2, 88},    {1000, 33},
-      {64, 576}, {257, 130}, {3, 999}, {3, 1031}, {2051, 40}, {40, 4864},
+      {1, 1},   {3, 7},    {5, 8},     {4, 15},    {6, 16},  {5, 24},    {7, 31},   {2, 32},
+      {3, 33},  {11, 47},  {5, 63},    {9, 72},    {2, 88},  {1000, 33}, {64, 576}, {257, 130},
+      {3, 999}, {3, 1031}, {2051, 40}, {40, 4864}, {5, 512}, {4, 1024},  {3, 520},  {2, 513},
   };
   return shapes;
 }
@@ -76,30 +77,52 @@ TEST_CASE("PrepareI8Rows writes x's int8 blocks in the documented layout, every 
     for (const Int8Shape& s : Int8Shapes()) {
       const int64_t m = 2, in = s.in;
       const torch::Tensor x = torch::randn({m, in}).mul_(2.0f);
-      std::vector<int8_t> q(static_cast<size_t>(m * kernels::I8RowBytes(in)), 99);
-      std::vector<float> lanes(static_cast<size_t>(m * kernels::I8RowLaneScales(in)), 99.0f);
-      kernels::PrepareI8Rows(kernels::ActiveKernels().quantize_x_block, x.data_ptr<float>(), m, in,
-                             q.data(), lanes.data());
+      const int64_t row_bytes = kernels::I8RowBytes(in), row_lanes = kernels::I8RowLanes(in);
+      std::vector<int8_t> q(static_cast<size_t>(m * row_bytes), 99);
+      std::vector<float> lanes(static_cast<size_t>(m * row_lanes), 99.0f);
+      std::vector<int32_t> offsets(static_cast<size_t>(m * row_lanes), 99);
+      kernels::PrepareI8Rows(kernels::ActiveKernels().quantize_x_span, x.data_ptr<float>(), m, in,
+                             q.data(), lanes.data(), offsets.data());
       INFO(in << " " << ActiveKernelsName());
       for (int64_t i = 0; i < m; ++i) {
-        const int64_t row_bytes = kernels::I8RowBytes(in), row_lanes = kernels::I8RowLaneScales(in);
-        for (int64_t k = 0; k < row_bytes; ++k) {
-          const int64_t b = k / 32;
-          const int64_t n = std::min<int64_t>(32, in - 32 * b);
-          const int expected =
-              k < in ? rounded_x::QuantizeBlock(x.data_ptr<float>() + i * in + 32 * b, n)
-                           .values[k % 32]
-                     : 0;
-          REQUIRE(q[static_cast<size_t>(i * row_bytes + k)] == expected);
+        const float* xi = x.data_ptr<float>() + i * in;
+        std::vector<int> expected(static_cast<size_t>(row_bytes), 0);  // zeros past in
+        for (int64_t span = 0; 512 * span < in; ++span) {
+          for (int64_t l = 0; l < 16; ++l) {
+            const std::vector<int64_t> at = rounded_x::SpanBlock(in, span, l);
+            const rounded_x::QuantizedBlock b = rounded_x::QuantizeSpanBlock(xi, in, span, l);
+            int sum = 0;
+            for (size_t t = 0; t < at.size(); ++t) {
+              expected[static_cast<size_t>(at[t])] = b.values[t];
+              sum += b.values[t];
+            }
+            const auto lane = static_cast<size_t>(i * row_lanes + 16 * span + l);
+            REQUIRE(lanes[lane] == b.d);
+            REQUIRE(offsets[lane] == -128 * sum);
+          }
         }
-        for (int64_t l = 0; l < row_lanes; ++l) {
-          const int64_t b = 2 * (l / 16) + (l % 16) / 8;  // block of lane l
-          const float d = 32 * b < in
-                              ? rounded_x::QuantizeBlock(x.data_ptr<float>() + i * in + 32 * b,
-                                                         std::min<int64_t>(32, in - 32 * b))
-                                    .d
-                              : 0.0f;
-          REQUIRE(lanes[static_cast<size_t>(i * row_lanes + l)] == d);
+        for (int64_t k = 0; k < row_bytes; ++k)
+          REQUIRE(q[static_cast<size_t>(i * row_bytes + k)] == expected[static_cast<size_t>(k)]);
+      }
+    }
+  }
+}
+
+TEST_CASE("a NaN or an infinity in x makes the int8 product NaN, every table", "[linear][int8]") {
+  // Whole spans (in a multiple of 64: quantize_x_span's registers) and a
+  // span of odd length (block by block), the bad value in a later span.
+  for (int64_t in : {int64_t{1024}, int64_t{1000}}) {
+    const Int8Weight w = RandomInt8(5, in);
+    for (Tables tables : {Tables::kAvx512, Tables::kAvx2, Tables::kScalar}) {
+      for (float bad :
+           {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity()}) {
+        INFO(TableName(tables) << " in " << in << " " << bad);
+        torch::Tensor x = torch::randn({2, in});
+        x[1][700] = bad;
+        const std::vector<float> y = RunRows(tables, w, x, 2, nullptr);
+        for (int64_t r = 0; r < 5; ++r) {
+          REQUIRE(std::isfinite(y[static_cast<size_t>(r)]));
+          REQUIRE(std::isnan(y[static_cast<size_t>(5 + r)]));
         }
       }
     }
@@ -223,7 +246,7 @@ TEST_CASE("Linear with int8 weights equals the dequantized product on every path
                    << ActiveKernelsName());
         const bool rows = m < kTiledGemmMinRows;
         REQUIRE(path == (rows ? LinearPath::kMatRowsInt8 : LinearPath::kTiledGemmInt8));
-        const torch::Tensor xd = rows ? rounded_x::QuantizedXDouble(x) : x.to(torch::kDouble);
+        const torch::Tensor xd = rows ? rounded_x::QuantizedXDoubleInt8(x) : x.to(torch::kDouble);
         RequireCloseToDequantized(Linear(x, w.values, bias, w.scales), xd, w, bias);
         RequireCloseToDequantized(Linear(x, w.values, {}, w.scales), xd, w, {});
         // LinearAddInto: the residual plus the product.

@@ -102,10 +102,12 @@ const float* PreparedBf16Rows(const DenseKernels& k, const float* x, int64_t m, 
 I8Rows PreparedI8Rows(const DenseKernels& k, const float* x, int64_t m, int64_t in) {
   thread_local std::vector<int8_t> q;
   thread_local std::vector<float> lane_scale;
+  thread_local std::vector<int32_t> offset;
   q.resize(static_cast<size_t>(m * I8RowBytes(in)));
-  lane_scale.resize(static_cast<size_t>(m * I8RowLaneScales(in)));
-  PrepareI8Rows(k.quantize_x_block, x, m, in, q.data(), lane_scale.data());
-  return {q.data(), lane_scale.data(), in};
+  lane_scale.resize(static_cast<size_t>(m * I8RowLanes(in)));
+  offset.resize(static_cast<size_t>(m * I8RowLanes(in)));
+  PrepareI8Rows(k.quantize_x_span, x, m, in, q.data(), lane_scale.data(), offset.data());
+  return {q.data(), lane_scale.data(), offset.data(), in};
 }
 
 I4Rows PreparedI4Rows(const DenseKernels& k, const float* x, int64_t m, int64_t in, int64_t group) {

@@ -101,34 +101,46 @@ using SoftmaxF32Fn = void (*)(float* p, int64_t n);
 
 // int8 weights, one float32 scale per output row (symmetric weight-only
 // quantization: w[r, k] ≈ q[r, k] · scale[r], q in [-127, 127]; -128 is
-// read too). Like the int4 products (below), they read x rounded to int8 in
-// blocks of 32 (PrepareI8Rows: each block's d and xq as PrepareI4Rows makes them,
-// the last block of a row as short as in leaves it), so that a product is
-// integer multiply-adds. PrepareI8Rows writes, for each x row: q, xq[k] at k,
-// zeros to a multiple of 64; lane_scale, 16 floats for each 64 values, lane
-// l = d of block 2c + l / 8 of chunk c (0 for a block past in).
-// For r in [row_begin, row_end): 16 float32 lanes A (from 0) take, chunk by
-// chunk (64 weights), lane l:
-//   P = Σ_{t < 4} q[r, 64c + 4l + t] · xq[64c + 4l + t]   (int32, exact;
-//   weights past in count as 0),
+// read too), row-major. Like the int4 products (below), they read x rounded
+// to int8 in blocks of 32 values, each block's d and xq as PrepareI4Rows
+// makes them, so that a product is integer multiply-adds. With one weight
+// scale a row, the blocks of x need not be contiguous, so they are laid out
+// for the kernels: x lies in spans of 512 values (8 chunks of 64), and lane
+// l of a span, its block l, is the values at 512S + 64c + 4l + u for chunks
+// c < 8 and u < 4 (those below in: the last span's blocks may be shorter).
+// A lane then sums a whole block, 8 vpdpbusd, before one convert and one
+// FMA. PrepareI8Rows writes, for each x row:
+// - q: xq[k] at k, zeros to a multiple of 64;
+// - lane_scale: 16 floats a span, lane l = d of block l (0 for an empty
+//   block);
+// - offset: 16 int32 a span, lane l = -128 · Σ xq of block l: what a kernel
+//   that reads the weights as unsigned bytes q + 128 (VNNI's vpdpbusd takes
+//   unsigned times signed) starts the lane's sum from.
+// For r in [row_begin, row_end): 16 float32 lanes A (from 0) take, span by
+// span, lane l:
+//   P = Σ_{c < 8, u < 4} q[r, k] · xq[k], k = 512S + 64c + 4l + u < in
+//   (int32, exact),
 //   A_l = fma(float(P), lane_scale_l, A_l);
 // A's halves [0, 8) + [8, 16), and those eight lanes as HorizontalSum
 // (avx2_common.h) folds them: dot; y[r] = fma(dot, scale[r], bias[r]) with
 // a bias, dot · scale[r] without. Every table computes exactly this, so the
 // tables agree bitwise with the scalar reference.
 inline constexpr int64_t kInt8Chunk = 64;
+inline constexpr int64_t kInt8Span = 512;
 // Sizes of one x row's prepared buffers (PrepareI8Rows), in elements.
 inline constexpr int64_t I8RowBytes(int64_t in) {
   return (in + kInt8Chunk - 1) / kInt8Chunk * kInt8Chunk;
 }
-inline constexpr int64_t I8RowLaneScales(int64_t in) {
-  return I8RowBytes(in) / 4;
+inline constexpr int64_t I8RowLanes(int64_t in) {
+  return (in + kInt8Span - 1) / kInt8Span * 16;
 }
 // x rows as PrepareI8Rows wrote them: row i's buffers start at q + i *
-// I8RowBytes(in) and lane_scale + i * I8RowLaneScales(in).
+// I8RowBytes(in), lane_scale + i * I8RowLanes(in) and offset + i *
+// I8RowLanes(in).
 struct I8Rows {
   const int8_t* q;
   const float* lane_scale;
+  const int32_t* offset;
   int64_t in;
 };
 // One x row (row 0 of x) against the rows [row_begin, row_end) of w.
@@ -265,10 +277,21 @@ struct I4Rows {
 // preparation: PrepareI8Rows and PrepareI4Rows lay the blocks out.
 using QuantizeXBlockFn = int32_t (*)(const float* x, int64_t n, int8_t* lo, int8_t* hi, float* d);
 
+// One span of x for the int8 products, n <= 512 values at x, rounded as
+// above: xq[k] to q[k] for k < n and zeros to a multiple of 64, block l's d
+// to d[l] and -128 · Σ xq to offset[l] (l < 16; empty blocks d = 0). The
+// int8 products' per-table piece of the preparation (a whole span in
+// registers); QuantizeXSpanWith is the generic one, any table's
+// quantize_x_block a block at a time (prepare_x.cc).
+using QuantizeXSpanFn = void (*)(const float* x, int64_t n, int8_t* q, float* d, int32_t* offset);
+void QuantizeXSpanWith(QuantizeXBlockFn quantize, const float* x, int64_t n, int8_t* q, float* d,
+                       int32_t* offset);
+
 // x [m, in] laid out for the int8 and for the int4 products, with a table's
-// quantize_x_block (prepare_x.cc): once a product, not per row range.
-void PrepareI8Rows(QuantizeXBlockFn quantize, const float* x, int64_t m, int64_t in, int8_t* q,
-                   float* lane_scale);
+// quantize_x_span and quantize_x_block (prepare_x.cc): once a product, not
+// per row range.
+void PrepareI8Rows(QuantizeXSpanFn quantize, const float* x, int64_t m, int64_t in, int8_t* q,
+                   float* lane_scale, int32_t* offset);
 void PrepareI4Rows(QuantizeXBlockFn quantize, const float* x, int64_t m, int64_t in, int64_t group,
                    int8_t* q, float* lane_scale, float* group_sum);
 // One x row (row 0 of x) against the rows [row_begin, row_end) of w.
@@ -304,6 +327,7 @@ struct DenseKernels {
   ScoresF32Fn scores_f32;
   SoftmaxF32Fn softmax_f32;
   QuantizeXBlockFn quantize_x_block;
+  QuantizeXSpanFn quantize_x_span;
   MatVecI8Fn matvec_i8;
   MatRowsI8Fn matrows_i8;
   DequantizeI8Fn dequantize_i8;
@@ -396,8 +420,10 @@ void MatRowsI8Vnni(const int8_t* w, const float* scale, const I8Rows& x, int64_t
 // Avx2FmaKernels(). The AVX-512VL table shares dequantize_i4. Both tables'
 // matvec_i4 and matrows_i4 take the VNNI kernels below where the CPU has
 // them (and SetVnniKernelsEnabled allows), these where it has neither.
-// Both tables' quantize_x_block (prepare_x_avx2.cc, -mavx2 -mfma).
+// Both tables' quantize_x_block and quantize_x_span (prepare_x_avx2.cc,
+// -mavx2 -mfma).
 int32_t QuantizeXBlockAvx2(const float* x, int64_t n, int8_t* lo, int8_t* hi, float* d);
+void QuantizeXSpanAvx2(const float* x, int64_t n, int8_t* q, float* d, int32_t* offset);
 void MatVecI4Avx2(const uint8_t* w, const uint16_t* params, const I4Rows& x, const float* bias,
                   float* y, int64_t row_begin, int64_t row_end);
 void MatRowsI4Avx2(const uint8_t* w, const uint16_t* params, const I4Rows& x, int64_t out,

@@ -325,22 +325,24 @@ constexpr MatRowsI8Fn kMatRowsI8 =
 }  // namespace
 
 const DenseKernels& Avx2FmaKernels() {
-  static constexpr DenseKernels kTable{
-      "avx2_fma",        &MatVecF32Avx2,      &MatVecBf16Avx2,   &PrepareBf16Rows,
-      &MatMulBf16,       &ConvertBf16,        &MatRowsF32Avx2,   &MatRowsBf16Avx2,
-      &PackedBf16Avx2,   &VecMatF32,          &SiluMulAvx2,      &ScoresF32Avx2,
-      &SoftmaxF32Avx2,   &QuantizeXBlockAvx2, kMatVecI8<false>,  kMatRowsI8<false>,
-      &DequantizeI8Avx2, kMatVecI4<false>,    kMatRowsI4<false>, &DequantizeI4Avx2};
+  static constexpr DenseKernels kTable{"avx2_fma",       &MatVecF32Avx2,      &MatVecBf16Avx2,
+                                       &PrepareBf16Rows, &MatMulBf16,         &ConvertBf16,
+                                       &MatRowsF32Avx2,  &MatRowsBf16Avx2,    &PackedBf16Avx2,
+                                       &VecMatF32,       &SiluMulAvx2,        &ScoresF32Avx2,
+                                       &SoftmaxF32Avx2,  &QuantizeXBlockAvx2, &QuantizeXSpanAvx2,
+                                       kMatVecI8<false>, kMatRowsI8<false>,   &DequantizeI8Avx2,
+                                       kMatVecI4<false>, kMatRowsI4<false>,   &DequantizeI4Avx2};
   return kTable;
 }
 
 const DenseKernels& Avx512VlKernels() {
   static constexpr DenseKernels kTable{
-      "avx512vl",        &MatVecF32,          &MatVecBf16,       &PrepareBf16RowsAvx512,
-      &MatMulBf16,       &ConvertBf16,        &MatRowsF32Avx512, &MatRowsBf16Avx512,
-      &PackedBf16Avx2,   &VecMatF32,          &SiluMulAvx2,      &ScoresF32Avx2,
-      &SoftmaxF32Avx2,   &QuantizeXBlockAvx2, kMatVecI8<true>,   kMatRowsI8<true>,
-      &DequantizeI8Avx2, kMatVecI4<true>,     kMatRowsI4<true>,  &DequantizeI4Avx2};
+      "avx512vl",       &MatVecF32,          &MatVecBf16,        &PrepareBf16RowsAvx512,
+      &MatMulBf16,      &ConvertBf16,        &MatRowsF32Avx512,  &MatRowsBf16Avx512,
+      &PackedBf16Avx2,  &VecMatF32,          &SiluMulAvx2,       &ScoresF32Avx2,
+      &SoftmaxF32Avx2,  &QuantizeXBlockAvx2, &QuantizeXSpanAvx2, kMatVecI8<true>,
+      kMatRowsI8<true>, &DequantizeI8Avx2,   kMatVecI4<true>,    kMatRowsI4<true>,
+      &DequantizeI4Avx2};
   return kTable;
 }
 

@@ -164,14 +164,18 @@ void PackedBf16(const uint16_t* packed, int64_t in, int64_t out, const float* x,
 float DotI8(const int8_t* w, const I8Rows& x, int64_t i) {
   const int64_t in = x.in;
   const int8_t* q = x.q + i * I8RowBytes(in);
-  const float* ls = x.lane_scale + i * I8RowLaneScales(in);
+  const float* ls = x.lane_scale + i * I8RowLanes(in);
   float a[16] = {};
-  for (int64_t c = 0; c * kInt8Chunk < in; ++c) {
+  for (int64_t span = 0; span * kInt8Span < in; ++span) {
     for (int64_t l = 0; l < 16; ++l) {
       int32_t p = 0;
-      for (int64_t k = c * kInt8Chunk + 4 * l; k < c * kInt8Chunk + 4 * l + 4 && k < in; ++k)
-        p += w[k] * q[k];
-      a[l] = std::fma(static_cast<float>(p), ls[c * 16 + l], a[l]);
+      for (int64_t c = 0; c < kInt8Span / kInt8Chunk; ++c) {
+        for (int64_t u = 0; u < 4; ++u) {
+          const int64_t k = span * kInt8Span + c * kInt8Chunk + 4 * l + u;
+          if (k < in) p += w[k] * q[k];
+        }
+      }
+      a[l] = std::fma(static_cast<float>(p), ls[span * 16 + l], a[l]);
     }
   }
   float v[8];
@@ -248,6 +252,11 @@ int32_t QuantizeXBlock(const float* x, int64_t n, int8_t* lo, int8_t* hi, float*
     sum += v;
   }
   return sum;
+}
+
+// quantize_x_span (dense_kernels.h, QuantizeXSpanFn): the generic one.
+void QuantizeXSpan(const float* x, int64_t n, int8_t* q, float* d, int32_t* offset) {
+  QuantizeXSpanWith(&QuantizeXBlock, x, n, q, d, offset);
 }
 
 // The int4 dot product of weight row w with prepared x row i, in the order
@@ -333,10 +342,10 @@ void PrepareBf16Rows(const float* x, int64_t m, int64_t in, float* prepared) {
 
 const DenseKernels& ScalarKernels() {
   static constexpr DenseKernels kTable{
-      "scalar",     &MatVecF32,    &MatVecBf16,  &PrepareBf16Rows, &MatMulBf16,
-      &ConvertBf16, &MatRowsF32,   &MatRowsBf16, &PackedBf16,      &VecMatF32,
-      &SiluMulF32,  &ScoresF32,    &SoftmaxF32,  &QuantizeXBlock,  &MatVecI8,
-      &MatRowsI8,   &DequantizeI8, &MatVecI4,    &MatRowsI4,       &DequantizeI4};
+      "scalar",    &MatVecF32,      &MatVecBf16,    &PrepareBf16Rows, &MatMulBf16, &ConvertBf16,
+      &MatRowsF32, &MatRowsBf16,    &PackedBf16,    &VecMatF32,       &SiluMulF32, &ScoresF32,
+      &SoftmaxF32, &QuantizeXBlock, &QuantizeXSpan, &MatVecI8,        &MatRowsI8,  &DequantizeI8,
+      &MatVecI4,   &MatRowsI4,      &DequantizeI4};
   return kTable;
 }
 

@@ -8,10 +8,14 @@
 namespace medq::engine::kernels {
 namespace {
 
-// AVX2's integer sums of DotsI8Ymm: vpmaddubsw, then vpmaddwd by ones.
+// AVX2's integer sums of DotsI8Ymm: the weight's sign onto x, its
+// magnitude times x by vpmaddubsw, then vpmaddwd by ones.
 struct MaddubsDotI8 {
-  static __m256i Sum(__m256i u, __m256i s) {
-    return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1));
+  static __m256i Weights(__m256i v) { return _mm256_sign_epi8(v, v); }
+  static __m256i Start(const int32_t*) { return _mm256_setzero_si256(); }
+  static __m256i Add(__m256i p, __m256i u, __m256i v, __m256i xq) {
+    const __m256i pairs = _mm256_maddubs_epi16(u, _mm256_sign_epi8(xq, v));
+    return _mm256_add_epi32(p, _mm256_madd_epi16(pairs, _mm256_set1_epi16(1)));
   }
 };
 using DotsI8Avx2 = DotsI8YmmRows<MaddubsDotI8>;

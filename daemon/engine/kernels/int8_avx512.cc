@@ -1,8 +1,9 @@
 // The int8 products with AVX-512 VNNI (dense_kernels.h, MatVecI8Fn): a chunk
-// of 64 weights is one register, its magnitudes (vpabsb) the unsigned side
-// of one vpdpbusd an x row and its signs moved onto x by a masked subtract:
-// the 16 lanes of the contract, the same integers as int8_rows.h's 256-bit
-// product. Tiles of up to four x rows share the weight row (int8_rows.h's
+// of 64 weights is one register, offset by 128 (one vpxor) the unsigned side
+// of one vpdpbusd an x row; each lane's sum starts from -128 · Σ x of its
+// block (PrepareI8Rows' offset) and takes a span's eight chunks before one
+// convert and one FMA: the 16 lanes of the contract, the same integers as
+// int8_rows.h's 256-bit product. Tiles of up to four x rows share the weight row (int8_rows.h's
 // row loops). Built with -mavx2 -mfma -mavx512f -mavx512vl -mavx512bw
 // -mavx512vnni, called only where cpu_features.cc found AVX-512 VNNI
 // (dense_kernels_avx2.cc's table chooses).
@@ -22,27 +23,39 @@ namespace {
 template <int M, bool kStream>
 inline void DotsI8(const int8_t* w, const I8Rows& x, int64_t i0, float* dots) {
   const int64_t in = x.in;
-  const int64_t row_bytes = I8RowBytes(in), row_lanes = I8RowLaneScales(in);
+  const int64_t row_bytes = I8RowBytes(in), row_lanes = I8RowLanes(in);
+  const __m512i offset_128 = _mm512_set1_epi8(-128);
   __m512 acc[M];
   for (int i = 0; i < M; ++i)
     acc[i] = _mm512_setzero_ps();
-  const auto chunk = [&](int64_t k, __m512i v) {
-    const __m512i magnitude = _mm512_abs_epi8(v);
-    const __mmask64 negative = _mm512_movepi8_mask(v);
-    for (int i = 0; i < M; ++i) {
-      const __m512i xq = _mm512_loadu_si512(x.q + (i0 + i) * row_bytes + k);
-      const __m512i signed_x = _mm512_mask_sub_epi8(xq, negative, _mm512_setzero_si512(), xq);
-      const __m512i p = _mm512_dpbusd_epi32(_mm512_setzero_si512(), magnitude, signed_x);
-      const __m512 scale = _mm512_loadu_ps(x.lane_scale + (i0 + i) * row_lanes + k / 4);
-      acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), scale, acc[i]);
+  for (int64_t span = 0; span * kInt8Span < in; ++span) {
+    const int64_t k0 = span * kInt8Span;
+    __m512i p[M];
+    for (int i = 0; i < M; ++i)
+      p[i] = _mm512_loadu_si512(x.offset + (i0 + i) * row_lanes + span * 16);
+    const auto chunk = [&](int64_t k, __m512i v) {
+      const __m512i u = _mm512_xor_si512(v, offset_128);
+      for (int i = 0; i < M; ++i)
+        p[i] = _mm512_dpbusd_epi32(p[i], u, _mm512_loadu_si512(x.q + (i0 + i) * row_bytes + k));
+    };
+    if (k0 + kInt8Span <= in) {
+      if constexpr (kStream) {
+        for (int c = 0; c < 8; ++c)
+          PrefetchAt<_MM_HINT_T1>(w + k0 + c * kInt8Chunk, kStreamPrefetchBytes);
+      }
+      for (int c = 0; c < 8; ++c)
+        chunk(k0 + c * kInt8Chunk, _mm512_loadu_si512(w + k0 + c * kInt8Chunk));
+    } else {  // the last span: whole chunks, then zeros after the last weight
+      int64_t k = k0;
+      for (; k + kInt8Chunk <= in; k += kInt8Chunk)
+        chunk(k, _mm512_loadu_si512(w + k));
+      if (k < in) chunk(k, _mm512_maskz_loadu_epi8(~0ULL >> (64 - (in - k)), w + k));
     }
-  };
-  int64_t k = 0;
-  for (; k + 64 <= in; k += 64) {
-    if constexpr (kStream) PrefetchAt<_MM_HINT_T1>(w + k, kStreamPrefetchBytes);
-    chunk(k, _mm512_loadu_si512(w + k));
+    for (int i = 0; i < M; ++i) {
+      const __m512 d = _mm512_loadu_ps(x.lane_scale + (i0 + i) * row_lanes + span * 16);
+      acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p[i]), d, acc[i]);
+    }
   }
-  if (k < in) chunk(k, _mm512_maskz_loadu_epi8(~0ULL >> (64 - (in - k)), w + k));
   for (int i = 0; i < M; ++i) {
     const __m256 low = _mm512_castps512_ps256(acc[i]);
     const __m256 high = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc[i]), 1));

@@ -3,19 +3,22 @@
 // int8_avx512.cc, the only includers (all built with -mavx2 -mfma; the
 // second with AVX-VNNI too, the third with AVX-512 and its VNNI).
 // DotsI8Ymm is the 256-bit product: the 16 lanes of the contract as two
-// registers, lanes [0, 8) and [8, 16), 32 weights (one block of x) at a
-// time. vpmaddubsw and vpdpbusd multiply unsigned bytes by signed ones, so
-// a weight's sign moves onto x (vpsignb) and its magnitude, up to 128, is
-// the unsigned side: the same products, exact. The integer sums come from a
-// policy: AVX2's vpmaddubsw + vpmaddwd (at most 2 · 128 · 127 a pair, no
-// saturation) or AVX-VNNI's vpdpbusd, the same integers. The row loops take
-// any such product (and int8_avx512.cc's 512-bit one): tiles of up to four x
-// rows share each weight row, which the first tile reads from memory and
-// the later ones find in L1.
+// registers, lanes [0, 8) and [8, 16), each summed over a span's eight
+// chunks (32 bytes of each) in integers before one convert and one FMA.
+// vpmaddubsw and vpdpbusd multiply unsigned bytes by signed ones; the
+// integer sums come from a policy that gives the same integers: AVX2's
+// moves a weight's sign onto x (vpsignb) and takes its magnitude, up to
+// 128, as the unsigned side (vpmaddubsw + vpmaddwd, at most 2 · 128 · 127 a
+// pair, no saturation); AVX-VNNI's reads the weights offset by 128 and
+// starts from PrepareI8Rows' offset, -128 · Σ x (one vpdpbusd a row). The
+// row loops take any such product (and int8_avx512.cc's 512-bit one): tiles
+// of up to four x rows share each weight row, which the first tile reads
+// from memory and the later ones find in L1.
 #pragma once
 
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "daemon/engine/kernels/avx2_common.h"
@@ -38,38 +41,51 @@ inline float ScaleI8(float dot, const float* scale, const float* bias, int64_t r
 }
 
 // M x rows (from row i0 of x) against the weight row w: each row's lanes
-// [0, 8) and [8, 16). IntDot::Sum(u, s): the eight 32-bit sums of four
-// products of unsigned bytes u and signed bytes s.
+// [0, 8) and [8, 16), a span at a time, half by half. IntDot: Weights(v),
+// the 32 weight bytes v as its unsigned side; Start(offset), a lane sum's
+// start from the prepared offsets; Add(p, u, v, xq), p plus the eight
+// 32-bit sums of four products of weights v (u as Weights made them) and x
+// bytes xq.
 template <typename IntDot, int M, bool kStream>
 inline void DotsI8Ymm(const int8_t* w, const I8Rows& x, int64_t i0, float* dots) {
   const int64_t in = x.in;
-  const int64_t row_bytes = I8RowBytes(in), row_lanes = I8RowLaneScales(in);
+  const int64_t row_bytes = I8RowBytes(in), row_lanes = I8RowLanes(in);
   __m256 acc[M][2];
   for (int i = 0; i < M; ++i)
     acc[i][0] = acc[i][1] = _mm256_setzero_ps();
-  const auto half = [&](int64_t k, __m256i v, int h) {
-    const __m256i magnitude = _mm256_sign_epi8(v, v);
-    for (int i = 0; i < M; ++i) {
-      const __m256i xq =
-          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.q + (i0 + i) * row_bytes + k));
-      const __m256i p = IntDot::Sum(magnitude, _mm256_sign_epi8(xq, v));
-      const __m256 scale = _mm256_loadu_ps(x.lane_scale + (i0 + i) * row_lanes + k / 4);
-      acc[i][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), scale, acc[i][h]);
-    }
-  };
-  int64_t k = 0;
-  for (; k + 32 <= in; k += 32) {
+  for (int64_t span = 0; span * kInt8Span < in; ++span) {
+    const int64_t k0 = span * kInt8Span;
+    const int64_t chunks = std::min<int64_t>(8, (in - k0 + kInt8Chunk - 1) / kInt8Chunk);
     if constexpr (kStream) {
-      if ((k & 32) == 0) PrefetchAt<_MM_HINT_T1>(w + k, kStreamPrefetchBytes);
+      for (int64_t c = 0; c < chunks; ++c)
+        PrefetchAt<_MM_HINT_T1>(w + k0 + c * kInt8Chunk, kStreamPrefetchBytes);
     }
-    half(k, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + k)),
-         static_cast<int>((k / 32) % 2));
-  }
-  if (k < in) {  // the last weights, zeros after them (x is zero there too)
-    alignas(32) int8_t tail[32] = {};
-    std::memcpy(tail, w + k, static_cast<size_t>(in - k));
-    half(k, _mm256_load_si256(reinterpret_cast<const __m256i*>(tail)),
-         static_cast<int>((k / 32) % 2));
+    for (int h = 0; h < 2; ++h) {
+      __m256i p[M];
+      for (int i = 0; i < M; ++i)
+        p[i] = IntDot::Start(x.offset + (i0 + i) * row_lanes + span * 16 + 8 * h);
+      for (int64_t c = 0; c < chunks; ++c) {
+        const int64_t k = k0 + c * kInt8Chunk + 32 * h;
+        if (k >= in) break;
+        __m256i v;
+        if (k + 32 <= in) {
+          v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + k));
+        } else {  // the last weights, zeros after them (x is zero there too)
+          alignas(32) int8_t tail[32] = {};
+          std::memcpy(tail, w + k, static_cast<size_t>(in - k));
+          v = _mm256_load_si256(reinterpret_cast<const __m256i*>(tail));
+        }
+        const __m256i u = IntDot::Weights(v);
+        for (int i = 0; i < M; ++i) {
+          const auto* xq = reinterpret_cast<const __m256i*>(x.q + (i0 + i) * row_bytes + k);
+          p[i] = IntDot::Add(p[i], u, v, _mm256_loadu_si256(xq));
+        }
+      }
+      for (int i = 0; i < M; ++i) {
+        const __m256 d = _mm256_loadu_ps(x.lane_scale + (i0 + i) * row_lanes + span * 16 + 8 * h);
+        acc[i][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p[i]), d, acc[i][h]);
+      }
+    }
   }
   for (int i = 0; i < M; ++i)
     dots[i] = HorizontalSum(_mm256_add_ps(acc[i][0], acc[i][1]));

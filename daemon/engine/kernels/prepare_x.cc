@@ -1,6 +1,7 @@
 // The layouts of the int8 and int4 products, written once for every table
 // (dense_kernels.h): x's (PrepareI8Rows, PrepareI4Rows; each table brings
-// only its quantize_x_block) and the int4 weights' (PackInt4Row).
+// only its quantize_x_span and quantize_x_block, and QuantizeXSpanWith
+// makes a span of blocks) and the int4 weights' (PackInt4Row).
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -10,18 +11,39 @@
 
 namespace medq::engine::kernels {
 
-void PrepareI8Rows(QuantizeXBlockFn quantize, const float* x, int64_t m, int64_t in, int8_t* q,
-                   float* lane_scale) {
-  const int64_t row_bytes = I8RowBytes(in), lanes = I8RowLaneScales(in);
-  std::fill(q, q + m * row_bytes, int8_t{0});
-  std::fill(lane_scale, lane_scale + m * lanes, 0.0f);
+void QuantizeXSpanWith(QuantizeXBlockFn quantize, const float* x, int64_t n, int8_t* q, float* d,
+                       int32_t* offset) {
+  std::fill(q, q + (n + kInt8Chunk - 1) / kInt8Chunk * kInt8Chunk, int8_t{0});
+  for (int64_t l = 0; l < 16; ++l) {
+    // Block l: its values gathered in order (chunk by chunk, four bytes
+    // each), rounded, and put back in place.
+    float values[32];
+    int64_t at[32], count = 0;
+    for (int64_t c = 0; c < kInt8Span / kInt8Chunk; ++c) {
+      for (int64_t u = 0; u < 4; ++u) {
+        if (const int64_t k = c * kInt8Chunk + 4 * l + u; k < n) at[count++] = k;
+      }
+    }
+    for (int64_t t = 0; t < count; ++t)
+      values[t] = x[at[t]];
+    int8_t xq[32] = {};
+    d[l] = 0.0f;
+    int32_t sum = 0;
+    if (count > 0) sum = quantize(values, count, xq, xq + 16, &d[l]);
+    for (int64_t t = 0; t < count; ++t)
+      q[at[t]] = xq[t];
+    offset[l] = -128 * sum;
+  }
+}
+
+void PrepareI8Rows(QuantizeXSpanFn quantize, const float* x, int64_t m, int64_t in, int8_t* q,
+                   float* lane_scale, int32_t* offset) {
+  const int64_t row_bytes = I8RowBytes(in), lanes = I8RowLanes(in);
   for (int64_t i = 0; i < m; ++i) {
-    for (int64_t b = 0; b * kInt4Block < in; ++b) {
-      int8_t* block = q + i * row_bytes + b * kInt4Block;
-      float d;
-      quantize(x + i * in + b * kInt4Block, std::min(kInt4Block, in - b * kInt4Block), block,
-               block + 16, &d);
-      std::fill_n(lane_scale + i * lanes + (b / 2) * 16 + (b % 2) * 8, 8, d);
+    for (int64_t span = 0; span * kInt8Span < in; ++span) {
+      const int64_t k0 = span * kInt8Span;
+      quantize(x + i * in + k0, std::min(kInt8Span, in - k0), q + i * row_bytes + k0,
+               lane_scale + i * lanes + span * 16, offset + i * lanes + span * 16);
     }
   }
 }

@@ -1,7 +1,8 @@
-// A block of x rounded to int8 for the int4 and int8 products
-// (dense_kernels.h, quantize_x_block) with AVX2: the largest magnitude, the
-// scale and the rounding are vector operations, exact and so the scalar
-// table's bits whatever the order. Built with -mavx2 -mfma like the other
+// x rounded to int8 for the int4 and int8 products with AVX2, a block
+// (dense_kernels.h, quantize_x_block) or an int8 span (quantize_x_span) at
+// a time: the largest magnitude, the scale and the rounding are vector
+// operations, exact and so the scalar table's bits whatever the order. Built with -mavx2 -mfma like
+// the other
 // *_avx2.cc files; the AVX-512VL table shares it.
 #include <immintrin.h>
 
@@ -83,6 +84,76 @@ int32_t QuantizeXBlockAvx2(const float* x, int64_t n, int8_t* lo, int8_t* hi, fl
   if (!(amax >= 1e-30f)) return 0;
   *d = amax / 127.0f;
   return QuantizeBlock(x, 127.0f / amax, lo, hi);
+}
+
+// quantize_x_span (dense_kernels.h): a whole span in registers. Eight
+// floats j of a chunk (j < 8) are the blocks 2j (low half) and 2j + 1 (high
+// half), four values each, so that each block's largest magnitude, scale and
+// sum are a half register's; the values round in place. A span of whole
+// chunks (n a multiple of 64, as the widths of models are) goes so; any
+// other, block by block.
+void QuantizeXSpanAvx2(const float* x, int64_t n, int8_t* q, float* d, int32_t* offset) {
+  if (n % kInt8Chunk != 0) {
+    QuantizeXSpanWith(&QuantizeXBlockAvx2, x, n, q, d, offset);
+    return;
+  }
+  const int64_t chunks = n / kInt8Chunk;
+  const __m256 abs = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
+  const __m256 largest = _mm256_set1_ps(std::numeric_limits<float>::max());
+  __m256 mx[8], bad[8];
+  for (int j = 0; j < 8; ++j)
+    mx[j] = bad[j] = _mm256_setzero_ps();
+  for (int64_t c = 0; c < chunks; ++c) {
+    for (int j = 0; j < 8; ++j) {
+      const __m256 a = _mm256_and_ps(_mm256_loadu_ps(x + 64 * c + 8 * j), abs);
+      bad[j] = _mm256_or_ps(bad[j], _mm256_cmp_ps(a, largest, _CMP_NLE_UQ));
+      mx[j] = _mm256_max_ps(mx[j], a);
+    }
+  }
+  // Each half's largest (and any non-finite) in all four of its lanes; the
+  // blocks' d and 127 / amax, 0 where the block rounds to zeros (amax <
+  // 1e-30, or a value not finite: then d is NaN).
+  __m256 id[8], keep[8];
+  const __m256 k127 = _mm256_set1_ps(127.0f), tiny = _mm256_set1_ps(1e-30f);
+  for (int j = 0; j < 8; ++j) {
+    __m256 m = _mm256_max_ps(mx[j], _mm256_permute_ps(mx[j], _MM_SHUFFLE(1, 0, 3, 2)));
+    m = _mm256_max_ps(m, _mm256_permute_ps(m, _MM_SHUFFLE(2, 3, 0, 1)));
+    __m256 b = _mm256_or_ps(bad[j], _mm256_permute_ps(bad[j], _MM_SHUFFLE(1, 0, 3, 2)));
+    b = _mm256_or_ps(b, _mm256_permute_ps(b, _MM_SHUFFLE(2, 3, 0, 1)));
+    keep[j] = _mm256_andnot_ps(b, _mm256_cmp_ps(m, tiny, _CMP_GE_OQ));
+    id[j] = _mm256_div_ps(k127, m);
+    const __m256 dj = _mm256_or_ps(_mm256_and_ps(keep[j], _mm256_div_ps(m, k127)),
+                                   _mm256_and_ps(b, _mm256_set1_ps(std::nanf(""))));
+    d[2 * j] = _mm256_cvtss_f32(dj);
+    d[2 * j + 1] = _mm_cvtss_f32(_mm256_extractf128_ps(dj, 1));
+  }
+  __m256i sum[8];
+  for (int j = 0; j < 8; ++j)
+    sum[j] = _mm256_setzero_si256();
+  for (int64_t c = 0; c < chunks; ++c) {
+    __m256i v[8];
+    for (int j = 0; j < 8; ++j) {
+      const __m256 scaled = _mm256_mul_ps(_mm256_loadu_ps(x + 64 * c + 8 * j), id[j]);
+      v[j] = _mm256_cvtps_epi32(_mm256_and_ps(scaled, keep[j]));
+      sum[j] = _mm256_add_epi32(sum[j], v[j]);
+    }
+    // As QuantizeBlock: the packs work within 128-bit lanes; the permute
+    // puts the dwords back in order.
+    const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+    for (int h = 0; h < 2; ++h) {
+      const __m256i bytes = _mm256_permutevar8x32_epi32(
+          _mm256_packs_epi16(_mm256_packs_epi32(v[4 * h], v[4 * h + 1]),
+                             _mm256_packs_epi32(v[4 * h + 2], v[4 * h + 3])),
+          order);
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + 64 * c + 32 * h), bytes);
+    }
+  }
+  for (int j = 0; j < 8; ++j) {
+    __m256i s = _mm256_add_epi32(sum[j], _mm256_shuffle_epi32(sum[j], _MM_SHUFFLE(1, 0, 3, 2)));
+    s = _mm256_add_epi32(s, _mm256_shuffle_epi32(s, _MM_SHUFFLE(2, 3, 0, 1)));
+    offset[2 * j] = -128 * _mm256_cvtsi256_si32(s);
+    offset[2 * j + 1] = -128 * _mm_cvtsi128_si32(_mm256_extracti128_si256(s, 1));
+  }
 }
 
 }  // namespace medq::engine::kernels
