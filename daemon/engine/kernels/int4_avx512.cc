@@ -131,18 +131,26 @@ inline void DotsI4(const uint8_t* w, const uint16_t* params, const I4Rows& x, in
       }
     }
   };
-  const int64_t full = blocks / kInt4SpanBlocks;
-  for (int64_t c = 0; c < full; ++c) {
+  // Every span's lines asked for ahead (the last one's too: a row of 896
+  // weights is a whole span and 12 blocks).
+  const auto prefetch = [&](int64_t c) {
     if constexpr (kStream) {
       for (int t = 0; t < 4; ++t)
         PrefetchAt<_MM_HINT_T1>(w + c * kInt4SpanBlocks * 16 + 64 * t, kStreamPrefetchBytes);
     }
+  };
+  const int64_t full = blocks / kInt4SpanBlocks;
+  for (int64_t c = 0; c < full; ++c) {
+    prefetch(c);
     span(c, kInt4SpanBlocks);
   }
-  if (const int64_t rest = blocks - full * kInt4SpanBlocks; rest >= kInt4InterleavedBlocks) {
-    span(full, rest);
-  } else if (rest > 0) {
-    plain(full, rest);
+  if (const int64_t rest = blocks - full * kInt4SpanBlocks; rest > 0) {
+    prefetch(full);
+    if (rest >= kInt4InterleavedBlocks) {
+      span(full, rest);
+    } else {
+      plain(full, rest);
+    }
   }
   // The minimums: A_{g % 16} += m_g · S_g.
   const int64_t groups = in / G, row_sums = I4RowGroupSums(in, G);

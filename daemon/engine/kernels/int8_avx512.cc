@@ -38,11 +38,11 @@ inline void DotsI8(const int8_t* w, const I8Rows& x, int64_t i0, float* dots) {
       for (int i = 0; i < M; ++i)
         p[i] = _mm512_dpbusd_epi32(p[i], u, _mm512_loadu_si512(x.q + (i0 + i) * row_bytes + k));
     };
+    if constexpr (kStream) {  // every chunk's line asked for ahead, the last span's too
+      for (int64_t k = k0; k < k0 + kInt8Span && k < in; k += kInt8Chunk)
+        PrefetchAt<_MM_HINT_T1>(w + k, kStreamPrefetchBytes);
+    }
     if (k0 + kInt8Span <= in) {
-      if constexpr (kStream) {
-        for (int c = 0; c < 8; ++c)
-          PrefetchAt<_MM_HINT_T1>(w + k0 + c * kInt8Chunk, kStreamPrefetchBytes);
-      }
       for (int c = 0; c < 8; ++c)
         chunk(k0 + c * kInt8Chunk, _mm512_loadu_si512(w + k0 + c * kInt8Chunk));
     } else {  // the last span: whole chunks, then zeros after the last weight
