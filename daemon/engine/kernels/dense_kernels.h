@@ -222,7 +222,8 @@ using DequantizeI8Fn = void (*)(const int8_t* q, const float* scale, int64_t row
 // weights with x as quantized, to float32 rounding.
 inline constexpr int64_t kInt4Block = 32;
 inline constexpr int64_t kInt4SpanBlocks = 16;
-inline constexpr int64_t kInt4SpanBytes = 512;  // of prepared x: 16 blocks
+inline constexpr int64_t kInt4SpanWeightBytes = 256;  // of a weight row: 16 blocks
+inline constexpr int64_t kInt4SpanBytes = 512;        // of prepared x: 16 blocks
 // The fewest blocks a span interleaves; shorter ones are plain.
 inline constexpr int64_t kInt4InterleavedBlocks = 8;
 // The blocks of span `span` of a row of `blocks` blocks.
@@ -244,7 +245,7 @@ struct Int4Place {
 inline constexpr Int4Place Int4PlaceOf(int64_t in, int64_t k) {
   const int64_t b = k / kInt4Block, span = b / kInt4SpanBlocks, j = k % 16;
   const int64_t n = Int4SpanLength(in / kInt4Block, span);
-  return {span * kInt4SpanBlocks * 16 + Int4WordAt(n, b % kInt4SpanBlocks, j / 4) + j % 4,
+  return {span * kInt4SpanWeightBytes + Int4WordAt(n, b % kInt4SpanBlocks, j / 4) + j % 4,
           k % kInt4Block < 16 ? 0 : 4};
 }
 // Sizes of one x row's prepared buffers (PrepareI4Rows), in elements.

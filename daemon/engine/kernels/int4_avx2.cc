@@ -72,7 +72,7 @@ void DequantizeI4Avx2(const uint8_t* w, const uint16_t* params, int64_t rows, in
       // The block's four words, from the quarters of its span.
       const int64_t span = b / kInt4SpanBlocks, l = b % kInt4SpanBlocks;
       const int64_t n = Int4SpanLength(blocks, span);
-      const uint8_t* at = wr + span * kInt4SpanBlocks * 16;
+      const uint8_t* at = wr + span * kInt4SpanWeightBytes;
       int32_t word[4];
       for (int t = 0; t < 4; ++t)
         std::memcpy(&word[t], at + Int4WordAt(n, l, t), 4);

@@ -24,15 +24,12 @@
 namespace medq::engine::kernels {
 namespace {
 
-// Lane l of a span is its block l, whose group is pair l / (G / 32) of the
-// span's parameters.
+// Lane l of a span is its block l, whose group is pair l >> kGroupShift<G>
+// of the span's parameters.
 template <int64_t G>
 inline __m512i PairIndex() {
-  constexpr int kPerGroup = static_cast<int>(G / kInt4Block);
-  return _mm512_setr_epi32(0 / kPerGroup, 1 / kPerGroup, 2 / kPerGroup, 3 / kPerGroup,
-                           4 / kPerGroup, 5 / kPerGroup, 6 / kPerGroup, 7 / kPerGroup,
-                           8 / kPerGroup, 9 / kPerGroup, 10 / kPerGroup, 11 / kPerGroup,
-                           12 / kPerGroup, 13 / kPerGroup, 14 / kPerGroup, 15 / kPerGroup);
+  return _mm512_srli_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                           kGroupShift<G>);
 }
 
 // Each lane's group scale, as float32, for the span whose parameter pairs
@@ -41,28 +38,6 @@ template <int64_t G>
 inline __m512 SpanScales(const uint16_t* p, int64_t pairs) {
   const __m512i raw = _mm512_maskz_loadu_epi32(static_cast<__mmask16>((1u << pairs) - 1), p);
   return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_permutexvar_epi32(PairIndex<G>(), raw), 16));
-}
-
-// dots[i] = HorizontalSum(low half + high half of acc[i]) for four
-// accumulators at once, with the same additions of the same operands (so
-// bitwise the one-row fold), in 512-bit registers: 11 instructions where
-// one at a time took some 30, which rows as short as 576 or 896 weights
-// (two spans) feel (FinishFullTile in dense_kernels_rows_avx512.cc does the
-// same for bf16 tiles).
-inline void FoldFour(const __m512* acc, float* dots) {
-  // [v0 | v1] and [v2 | v3], v_i = low + high of acc[i].
-  const __m512 v01 = _mm512_add_ps(_mm512_shuffle_f32x4(acc[0], acc[1], 0x44),
-                                   _mm512_shuffle_f32x4(acc[0], acc[1], 0xEE));
-  const __m512 v23 = _mm512_add_ps(_mm512_shuffle_f32x4(acc[2], acc[3], 0x44),
-                                   _mm512_shuffle_f32x4(acc[2], acc[3], 0xEE));
-  // HorizontalSum's steps: block i = low + high 128 of v_i; then lane 0 +
-  // lane 2 and lane 1 + lane 3; then those two, into lane 4i.
-  const __m512 s =
-      _mm512_add_ps(_mm512_shuffle_f32x4(v01, v23, 0x88), _mm512_shuffle_f32x4(v01, v23, 0xDD));
-  const __m512 u = _mm512_add_ps(s, _mm512_shuffle_ps(s, s, _MM_SHUFFLE(3, 2, 3, 2)));
-  const __m512 v = _mm512_add_ps(u, _mm512_movehdup_ps(u));
-  const __m512i order = _mm512_setr_epi32(0, 4, 8, 12, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
-  _mm_storeu_ps(dots, _mm512_castps512_ps128(_mm512_permutexvar_ps(order, v)));
 }
 
 template <int64_t G, int M, bool kStream>
@@ -77,7 +52,7 @@ inline void DotsI4(const uint8_t* w, const uint16_t* params, const I4Rows& x, in
     acc[i] = _mm512_setzero_ps();
   // Interleaved span c of n >= 8 blocks (16 but for the last).
   const auto span = [&](int64_t c, int64_t n) {
-    const uint8_t* ws = w + c * kInt4SpanBlocks * 16;
+    const uint8_t* ws = w + c * kInt4SpanWeightBytes;
     const auto lanes = static_cast<__mmask16>((1u << n) - 1);
     __m512i lo[4], hi[4];
     for (int t = 0; t < 4; ++t) {
@@ -90,15 +65,11 @@ inline void DotsI4(const uint8_t* w, const uint16_t* params, const I4Rows& x, in
     const __m512 s = SpanScales<G>(params + 2 * c * kPairsPerSpan, n * kInt4Block / G);
     for (int i = 0; i < M; ++i) {
       const int8_t* q = x.q + (i0 + i) * row_bytes + c * kInt4SpanBytes;
-      // Two chains of four (low nibbles, high nibbles), not one of eight:
-      // vpdpbusd's latency, not its throughput, would bound one.
-      __m512i pl = _mm512_dpbusd_epi32(_mm512_setzero_si512(), lo[0], _mm512_loadu_si512(q));
-      __m512i ph = _mm512_dpbusd_epi32(_mm512_setzero_si512(), hi[0], _mm512_loadu_si512(q + 64));
-      for (int t = 1; t < 4; ++t) {
-        pl = _mm512_dpbusd_epi32(pl, lo[t], _mm512_loadu_si512(q + 128 * t));
-        ph = _mm512_dpbusd_epi32(ph, hi[t], _mm512_loadu_si512(q + 128 * t + 64));
+      __m512i p = _mm512_setzero_si512();
+      for (int t = 0; t < 4; ++t) {
+        p = _mm512_dpbusd_epi32(p, lo[t], _mm512_loadu_si512(q + 128 * t));
+        p = _mm512_dpbusd_epi32(p, hi[t], _mm512_loadu_si512(q + 128 * t + 64));
       }
-      const __m512i p = _mm512_add_epi32(pl, ph);
       const __m512 scale =
           _mm512_mul_ps(s, _mm512_loadu_ps(x.lane_scale + (i0 + i) * row_lanes + c * 16));
       acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), scale, acc[i]);
@@ -107,7 +78,7 @@ inline void DotsI4(const uint8_t* w, const uint16_t* params, const I4Rows& x, in
   // A plain span of n < 8 blocks: chunks of four, lane 4i + t = word t of
   // block 4h + i, its scale and d permuted in from the span's.
   const auto plain = [&](int64_t c, int64_t n) {
-    const uint8_t* ws = w + c * kInt4SpanBlocks * 16;
+    const uint8_t* ws = w + c * kInt4SpanWeightBytes;
     const __m512i raw = _mm512_maskz_loadu_epi32(
         static_cast<__mmask16>((1u << (n * kInt4Block / G)) - 1), params + 2 * c * kPairsPerSpan);
     for (int64_t h = 0; 4 * h < n; ++h) {
@@ -136,7 +107,7 @@ inline void DotsI4(const uint8_t* w, const uint16_t* params, const I4Rows& x, in
   const auto prefetch = [&](int64_t c) {
     if constexpr (kStream) {
       for (int t = 0; t < 4; ++t)
-        PrefetchAt<_MM_HINT_T1>(w + c * kInt4SpanBlocks * 16 + 64 * t, kStreamPrefetchBytes);
+        PrefetchAt<_MM_HINT_T1>(w + c * kInt4SpanWeightBytes + 64 * t, kStreamPrefetchBytes);
     }
   };
   const int64_t full = blocks / kInt4SpanBlocks;
@@ -164,14 +135,10 @@ inline void DotsI4(const uint8_t* w, const uint16_t* params, const I4Rows& x, in
       acc[i] =
           _mm512_fmadd_ps(mins, _mm512_loadu_ps(x.group_sum + (i0 + i) * row_sums + g0), acc[i]);
   }
-  if constexpr (M == 4) {
-    FoldFour(acc, dots);
-  } else {
-    for (int i = 0; i < M; ++i) {
-      const __m256 low = _mm512_castps512_ps256(acc[i]);
-      const __m256 high = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc[i]), 1));
-      dots[i] = HorizontalSum(_mm256_add_ps(low, high));
-    }
+  for (int i = 0; i < M; ++i) {
+    const __m256 low = _mm512_castps512_ps256(acc[i]);
+    const __m256 high = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc[i]), 1));
+    dots[i] = HorizontalSum(_mm256_add_ps(low, high));
   }
 }
 

@@ -33,13 +33,11 @@ inline constexpr int kGroupShift = G == 32   ? 0
                                    : G == 64 ? 1
                                              : 2;
 
-// Lane l of a half span is its block l, whose group is pair l / (G / 32) of
-// the half span's parameters.
+// Lane l of a half span is its block l, whose group is pair l >>
+// kGroupShift<G> of the half span's parameters.
 template <int64_t G>
 inline __m256i PairIndexYmm() {
-  constexpr int kPerGroup = static_cast<int>(G / kInt4Block);
-  return _mm256_setr_epi32(0 / kPerGroup, 1 / kPerGroup, 2 / kPerGroup, 3 / kPerGroup,
-                           4 / kPerGroup, 5 / kPerGroup, 6 / kPerGroup, 7 / kPerGroup);
+  return _mm256_srli_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), kGroupShift<G>);
 }
 
 // The first n (<= 8) 32-bit words at p as a mask for maskload.
@@ -104,7 +102,7 @@ inline void DotsI4Ymm(const uint8_t* w, const uint16_t* params, const I4Rows& x,
   for (int64_t c = 0; c * kInt4SpanBlocks < blocks; ++c) {
     // n blocks in this span (16 but for the last).
     const int64_t n = std::min(kInt4SpanBlocks, blocks - c * kInt4SpanBlocks);
-    const uint8_t* ws = w + c * kInt4SpanBlocks * 16;
+    const uint8_t* ws = w + c * kInt4SpanWeightBytes;
     if constexpr (kStream) {
       for (int t = 0; t < 4; ++t)
         PrefetchAt<_MM_HINT_T1>(ws + 64 * t, kStreamPrefetchBytes);

@@ -86,7 +86,7 @@ void PackInt4Row(const uint8_t* codes, int64_t in, uint8_t* dst) {
   const int64_t blocks = in / kInt4Block;
   for (int64_t b = 0; b < blocks; ++b) {
     const int64_t span = b / kInt4SpanBlocks, n = Int4SpanLength(blocks, span);
-    uint8_t* at = dst + span * kInt4SpanBlocks * 16;
+    uint8_t* at = dst + span * kInt4SpanWeightBytes;
     const uint8_t* c = codes + b * kInt4Block;
     for (int64_t j = 0; j < 16; ++j) {
       at[Int4WordAt(n, b % kInt4SpanBlocks, j / 4) + j % 4] =
