@@ -40,19 +40,61 @@ inline float ScaleI8(float dot, const float* scale, const float* bias, int64_t r
   return _mm_cvtss_f32(_mm_fmadd_ss(_mm_set_ss(dot), _mm_set_ss(scale[r]), _mm_set_ss(bias[r])));
 }
 
+// The n < 32 weight bytes at w, zeros after them (x is zero there too): a
+// row's last half chunk, kept out of the loops (a call in them would spill
+// their registers).
+[[gnu::noinline]] inline __m256i LastWeightsI8(const int8_t* w, int64_t n) {
+  alignas(32) int8_t tail[32] = {};
+  std::memcpy(tail, w, static_cast<size_t>(n));
+  return _mm256_load_si256(reinterpret_cast<const __m256i*>(tail));
+}
+
 // M x rows (from row i0 of x) against the weight row w: each row's lanes
 // [0, 8) and [8, 16), a span at a time, half by half. IntDot: Weights(v),
 // the 32 weight bytes v as its unsigned side; Start(offset), a lane sum's
 // start from the prepared offsets; Add(p, u, v, xq), p plus the eight
 // 32-bit sums of four products of weights v (u as Weights made them) and x
-// bytes xq.
+// bytes xq. The half is a template argument so that acc[i][h] names a
+// register, and the whole chunks loop without a test for the row's end.
 template <typename IntDot, int M, bool kStream>
 inline void DotsI8Ymm(const int8_t* w, const I8Rows& x, int64_t i0, float* dots) {
   const int64_t in = x.in;
   const int64_t row_bytes = I8RowBytes(in), row_lanes = I8RowLanes(in);
+  const int8_t* const xq = x.q + i0 * row_bytes;
+  const float* const lane_scale = x.lane_scale + i0 * row_lanes;
+  const int32_t* const offset = x.offset + i0 * row_lanes;
   __m256 acc[M][2];
   for (int i = 0; i < M; ++i)
     acc[i][0] = acc[i][1] = _mm256_setzero_ps();
+  // Half h of the span from k0 (chunks of 64 bytes): bytes [32h, 32h + 32)
+  // of each chunk.
+  auto half = [&]<int h>(int64_t span, int64_t k0, int64_t chunks) {
+    const int64_t left = in - k0 - 32 * h;  // bytes from the half's first
+    if (left <= 0) return;
+    const int64_t whole = std::min(chunks, left >= 32 ? (left - 32) / kInt8Chunk + 1 : 0);
+    __m256i p[M];
+    for (int i = 0; i < M; ++i)
+      p[i] = IntDot::Start(offset + i * row_lanes + span * 16 + 8 * h);
+    auto add = [&](int64_t k, __m256i v) {
+      const __m256i u = IntDot::Weights(v);
+      for (int i = 0; i < M; ++i) {
+        const auto* at = reinterpret_cast<const __m256i*>(xq + i * row_bytes + k);
+        p[i] = IntDot::Add(p[i], u, v, _mm256_loadu_si256(at));
+      }
+    };
+    for (int64_t c = 0; c < whole; ++c) {
+      const int64_t k = k0 + c * kInt8Chunk + 32 * h;
+      add(k, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + k)));
+    }
+    if (whole < chunks && left > whole * kInt8Chunk) {
+      const int64_t k = k0 + whole * kInt8Chunk + 32 * h;
+      add(k, LastWeightsI8(w + k, in - k));
+    }
+    for (int i = 0; i < M; ++i) {
+      const __m256 d = _mm256_loadu_ps(lane_scale + i * row_lanes + span * 16 + 8 * h);
+      acc[i][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p[i]), d, acc[i][h]);
+    }
+  };
   for (int64_t span = 0; span * kInt8Span < in; ++span) {
     const int64_t k0 = span * kInt8Span;
     const int64_t chunks = std::min<int64_t>(8, (in - k0 + kInt8Chunk - 1) / kInt8Chunk);
@@ -60,32 +102,8 @@ inline void DotsI8Ymm(const int8_t* w, const I8Rows& x, int64_t i0, float* dots)
       for (int64_t c = 0; c < chunks; ++c)
         PrefetchAt<_MM_HINT_T1>(w + k0 + c * kInt8Chunk, kStreamPrefetchBytes);
     }
-    for (int h = 0; h < 2; ++h) {
-      __m256i p[M];
-      for (int i = 0; i < M; ++i)
-        p[i] = IntDot::Start(x.offset + (i0 + i) * row_lanes + span * 16 + 8 * h);
-      for (int64_t c = 0; c < chunks; ++c) {
-        const int64_t k = k0 + c * kInt8Chunk + 32 * h;
-        if (k >= in) break;
-        __m256i v;
-        if (k + 32 <= in) {
-          v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + k));
-        } else {  // the last weights, zeros after them (x is zero there too)
-          alignas(32) int8_t tail[32] = {};
-          std::memcpy(tail, w + k, static_cast<size_t>(in - k));
-          v = _mm256_load_si256(reinterpret_cast<const __m256i*>(tail));
-        }
-        const __m256i u = IntDot::Weights(v);
-        for (int i = 0; i < M; ++i) {
-          const auto* xq = reinterpret_cast<const __m256i*>(x.q + (i0 + i) * row_bytes + k);
-          p[i] = IntDot::Add(p[i], u, v, _mm256_loadu_si256(xq));
-        }
-      }
-      for (int i = 0; i < M; ++i) {
-        const __m256 d = _mm256_loadu_ps(x.lane_scale + (i0 + i) * row_lanes + span * 16 + 8 * h);
-        acc[i][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p[i]), d, acc[i][h]);
-      }
-    }
+    half.template operator()<0>(span, k0, chunks);
+    half.template operator()<1>(span, k0, chunks);
   }
   for (int i = 0; i < M; ++i)
     dots[i] = HorizontalSum(_mm256_add_ps(acc[i][0], acc[i][1]));
