@@ -52,104 +52,159 @@ inline __m256i FirstWords(int64_t n) {
 // scale and d permuted in from the span's. IntDot::Pair(lo, hi, xlo, xhi):
 // the eight 32-bit sums of four byte products of lo · xlo plus four of hi ·
 // xhi.
-template <typename IntDot, int64_t G, int M>
-inline void PlainSpanYmm(const uint8_t* ws, const uint16_t* p, const I4Rows& x, int64_t i0,
-                         int64_t c, int64_t n, __m256 (*acc)[2]) {
+template <typename IntDot, int64_t G, int M, int H0, int NH>
+[[gnu::always_inline]] inline void PlainSpanYmm(const uint8_t* ws, const uint16_t* p,
+                                                const I4Rows& x, int64_t i0, int64_t c, int64_t n,
+                                                __m256 (*acc)[2]) {
   const int64_t row_bytes = I4RowBytes(x.in), row_lanes = I4RowLaneScales(x.in);
   const __m256i nibble = _mm256_set1_epi8(0x0F);
   const __m256i raw =
       _mm256_maskload_epi32(reinterpret_cast<const int*>(p), FirstWords(n * kInt4Block / G));
-  for (int64_t h = 0; 4 * h < n; ++h) {
-    for (int half = 0; half < 2; ++half) {
-      const int64_t b0 = 4 * h + 2 * half, nb = std::min<int64_t>(2, n - b0);
-      if (nb <= 0) break;
-      const __m256i v =
-          _mm256_maskload_epi32(reinterpret_cast<const int*>(ws + 16 * b0), FirstWords(4 * nb));
-      const __m256i lo = _mm256_and_si256(v, nibble);
-      const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), nibble);
-      const __m256i block = _mm256_add_epi32(_mm256_set1_epi32(static_cast<int>(b0)),
-                                             _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1));
-      const __m256 s = _mm256_castsi256_ps(_mm256_slli_epi32(
-          _mm256_permutevar8x32_epi32(raw, _mm256_srli_epi32(block, kGroupShift<G>)), 16));
-      for (int i = 0; i < M; ++i) {
-        const int8_t* q = x.q + (i0 + i) * row_bytes + c * kInt4SpanBytes + 128 * h + 32 * half;
-        const __m256i sum =
-            IntDot::Pair(lo, hi, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q)),
-                         _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + 64)));
-        const __m256 d = _mm256_permutevar8x32_ps(
-            _mm256_loadu_ps(x.lane_scale + (i0 + i) * row_lanes + c * 16), block);
-        acc[i][half] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), _mm256_mul_ps(s, d), acc[i][half]);
-      }
+  // Half chunk `half` of chunk h, a template argument so that acc[i][half]
+  // names a register.
+  auto half_chunk = [&]<int half>(int64_t h) {
+    const int64_t b0 = 4 * h + 2 * half, nb = std::min<int64_t>(2, n - b0);
+    if (nb <= 0) return;
+    const __m256i v =
+        _mm256_maskload_epi32(reinterpret_cast<const int*>(ws + 16 * b0), FirstWords(4 * nb));
+    const __m256i lo = _mm256_and_si256(v, nibble);
+    const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), nibble);
+    const __m256i block = _mm256_add_epi32(_mm256_set1_epi32(static_cast<int>(b0)),
+                                           _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1));
+    const __m256 s = _mm256_castsi256_ps(_mm256_slli_epi32(
+        _mm256_permutevar8x32_epi32(raw, _mm256_srli_epi32(block, kGroupShift<G>)), 16));
+    for (int i = 0; i < M; ++i) {
+      const int8_t* q = x.q + (i0 + i) * row_bytes + c * kInt4SpanBytes + 128 * h + 32 * half;
+      const __m256i sum =
+          IntDot::Pair(lo, hi, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q)),
+                       _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + 64)));
+      const __m256 d = _mm256_permutevar8x32_ps(
+          _mm256_loadu_ps(x.lane_scale + (i0 + i) * row_lanes + c * 16), block);
+      acc[i][half] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), _mm256_mul_ps(s, d), acc[i][half]);
     }
+  };
+  for (int64_t h = 0; 4 * h < n; ++h) {
+    if constexpr (H0 == 0) half_chunk.template operator()<0>(h);
+    if constexpr (H0 + NH == 2) half_chunk.template operator()<1>(h);
   }
 }
 
-// M x rows (from row i0 of x) against one weight row: each row's lanes
-// [0, 8) and [8, 16), half span by half span, each half unpacked once for
-// the M rows. IntDot::Sum(lo, hi, q): the eight 32-bit sums, over the four
-// quarters t, of four byte products of lo[t] · x at q + 128t plus four of
-// hi[t] · x at q + 128t + 64 (unsigned weights, signed x).
-template <typename IntDot, int64_t G, int M, bool kStream>
-inline void DotsI4Ymm(const uint8_t* w, const uint16_t* params, const I4Rows& x, int64_t i0,
-                      float* dots) {
+// Half h (lanes [8h, 8h + 8)) of the interleaved span c (n >= 8 blocks at
+// ws, the parameters of its groups from p) for M x rows (from row i0),
+// added to acc[i][h]: its four quarters unpacked once for the M rows.
+// kWhole: the half holds all eight blocks (n = 16, or h = 0), so its loads
+// need no mask. IntDot::Sum(lo, hi, q): the eight 32-bit sums, over the
+// four quarters t, of four byte products of lo[t] · x at q + 128t plus
+// four of hi[t] · x at q + 128t + 64 (unsigned weights, signed x).
+template <typename IntDot, int64_t G, int M, int h, bool kWhole>
+[[gnu::always_inline]] inline void InterleavedHalfYmm(const uint8_t* ws, int64_t n,
+                                                      const uint16_t* p, const I4Rows& x,
+                                                      int64_t i0, int64_t c, __m256 (*acc)[2]) {
   constexpr int64_t kPairsPerHalf = 8 * kInt4Block / G;
-  const int64_t in = x.in, blocks = in / kInt4Block;
-  const int64_t row_bytes = I4RowBytes(in), row_lanes = I4RowLaneScales(in);
+  const int64_t row_bytes = I4RowBytes(x.in), row_lanes = I4RowLaneScales(x.in);
   const __m256i nibble = _mm256_set1_epi8(0x0F);
-  __m256 acc[M][2];
-  for (int i = 0; i < M; ++i)
-    acc[i][0] = acc[i][1] = _mm256_setzero_ps();
+  const int64_t nh = kWhole ? 8 : n - 8 * h;
+  const __m256i words = FirstWords(nh);
+  __m256i lo[4], hi[4];
+  for (int t = 0; t < 4; ++t) {
+    const auto* at = reinterpret_cast<const __m256i*>(ws + Int4WordAt(n, 8 * h, t));
+    const __m256i v = kWhole ? _mm256_loadu_si256(at)
+                             : _mm256_maskload_epi32(reinterpret_cast<const int*>(at), words);
+    lo[t] = _mm256_and_si256(v, nibble);
+    hi[t] = _mm256_and_si256(_mm256_srli_epi16(v, 4), nibble);
+  }
+  // The half's (scale, minimum) pairs, kPairsPerHalf 32-bit words of them
+  // (fewer past the row's last block); PairIndexYmm reads no lane past those.
+  const int* pairs_at = reinterpret_cast<const int*>(p + 2 * h * kPairsPerHalf);
+  __m256i pairs;
+  if constexpr (!kWhole) {
+    pairs = _mm256_maskload_epi32(pairs_at, FirstWords(nh * kInt4Block / G));
+  } else if constexpr (kPairsPerHalf == 8) {
+    pairs = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(pairs_at));
+  } else if constexpr (kPairsPerHalf == 4) {
+    pairs = _mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(pairs_at)));
+  } else {
+    pairs = _mm256_castsi128_si256(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(pairs_at)));
+  }
+  const __m256 s = _mm256_castsi256_ps(
+      _mm256_slli_epi32(_mm256_permutevar8x32_epi32(pairs, PairIndexYmm<G>()), 16));
+  for (int i = 0; i < M; ++i) {
+    const int8_t* q = x.q + (i0 + i) * row_bytes + c * kInt4SpanBytes + 32 * h;
+    const __m256i sum = IntDot::Sum(lo, hi, q);
+    const __m256 scale =
+        _mm256_mul_ps(s, _mm256_loadu_ps(x.lane_scale + (i0 + i) * row_lanes + c * 16 + 8 * h));
+    acc[i][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), scale, acc[i][h]);
+  }
+}
+
+// M x rows (from row i0 of x) against one weight row, the lanes of halves
+// [H0, H0 + NH) of each row (acc[i][h], h = 0: lanes [0, 8), h = 1: [8,
+// 16)): every span, then the minimums. The halves are template arguments
+// so that acc[i][h] names a register, never a slot in memory.
+template <typename IntDot, int64_t G, int M, bool kStream, int H0, int NH>
+[[gnu::always_inline]] inline void HalvesI4Ymm(const uint8_t* w, const uint16_t* params,
+                                               const I4Rows& x, int64_t i0, __m256 (*acc)[2]) {
+  constexpr int64_t kPairsPerHalf = 8 * kInt4Block / G;
+  constexpr bool kFirst = H0 == 0, kSecond = H0 + NH == 2;
+  const int64_t in = x.in, blocks = in / kInt4Block;
   for (int64_t c = 0; c * kInt4SpanBlocks < blocks; ++c) {
     // n blocks in this span (16 but for the last).
     const int64_t n = std::min(kInt4SpanBlocks, blocks - c * kInt4SpanBlocks);
     const uint8_t* ws = w + c * kInt4SpanWeightBytes;
+    const uint16_t* p = params + 2 * c * 2 * kPairsPerHalf;
     if constexpr (kStream) {
       for (int t = 0; t < 4; ++t)
         PrefetchAt<_MM_HINT_T1>(ws + 64 * t, kStreamPrefetchBytes);
     }
-    if (n < kInt4InterleavedBlocks) {
-      PlainSpanYmm<IntDot, G, M>(ws, params + 2 * c * 2 * kPairsPerHalf, x, i0, c, n, acc);
-      continue;
-    }
-    for (int h = 0; h < 2; ++h) {
-      const int64_t nh = std::min<int64_t>(8, n - 8 * h);
-      if (nh <= 0) break;
-      const __m256i words = FirstWords(nh);
-      __m256i lo[4], hi[4];
-      for (int t = 0; t < 4; ++t) {
-        const auto* at = reinterpret_cast<const __m256i*>(ws + Int4WordAt(n, 8 * h, t));
-        const __m256i v = nh == 8 ? _mm256_loadu_si256(at)
-                                  : _mm256_maskload_epi32(reinterpret_cast<const int*>(at), words);
-        lo[t] = _mm256_and_si256(v, nibble);
-        hi[t] = _mm256_and_si256(_mm256_srli_epi16(v, 4), nibble);
+    if (n == kInt4SpanBlocks) {
+      if constexpr (kFirst) InterleavedHalfYmm<IntDot, G, M, 0, true>(ws, n, p, x, i0, c, acc);
+      if constexpr (kSecond) InterleavedHalfYmm<IntDot, G, M, 1, true>(ws, n, p, x, i0, c, acc);
+    } else if (n >= kInt4InterleavedBlocks) {
+      if constexpr (kFirst) InterleavedHalfYmm<IntDot, G, M, 0, true>(ws, n, p, x, i0, c, acc);
+      if constexpr (kSecond) {
+        if (n > 8) InterleavedHalfYmm<IntDot, G, M, 1, false>(ws, n, p, x, i0, c, acc);
       }
-      const __m256i pairs = _mm256_maskload_epi32(
-          reinterpret_cast<const int*>(params + 2 * (2 * c + h) * kPairsPerHalf),
-          FirstWords(nh * kInt4Block / G));
-      const __m256 s = _mm256_castsi256_ps(
-          _mm256_slli_epi32(_mm256_permutevar8x32_epi32(pairs, PairIndexYmm<G>()), 16));
-      for (int i = 0; i < M; ++i) {
-        const int8_t* q = x.q + (i0 + i) * row_bytes + c * kInt4SpanBytes + 32 * h;
-        const __m256i p = IntDot::Sum(lo, hi, q);
-        const __m256 scale =
-            _mm256_mul_ps(s, _mm256_loadu_ps(x.lane_scale + (i0 + i) * row_lanes + c * 16 + 8 * h));
-        acc[i][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), scale, acc[i][h]);
-      }
+    } else {
+      PlainSpanYmm<IntDot, G, M, H0, NH>(ws, p, x, i0, c, n, acc);
     }
   }
   // The minimums: A_{g % 16} += m_g · S_g, lanes [0, 8) then [8, 16).
   const int64_t groups = in / G, row_sums = I4RowGroupSums(in, G);
   const __m256i high_half = _mm256_set1_epi32(kBf16HighHalf);
-  for (int64_t g0 = 0; g0 < groups; g0 += 8) {
+  auto minimums = [&]<int h>(int64_t g0) {
+    if (g0 >= groups) return;
     const int64_t n = std::min<int64_t>(8, groups - g0);
     const __m256 mins = _mm256_castsi256_ps(_mm256_and_si256(
         _mm256_maskload_epi32(reinterpret_cast<const int*>(params + 2 * g0), FirstWords(n)),
         high_half));
-    const int h = static_cast<int>((g0 / 8) % 2);
     for (int i = 0; i < M; ++i) {
       const __m256 sums = _mm256_loadu_ps(x.group_sum + (i0 + i) * row_sums + g0);
       acc[i][h] = _mm256_fmadd_ps(mins, sums, acc[i][h]);
     }
+  };
+  for (int64_t g0 = 0; g0 < groups; g0 += 16) {
+    if constexpr (kFirst) minimums.template operator()<0>(g0);
+    if constexpr (kSecond) minimums.template operator()<1>(g0 + 8);
+  }
+}
+
+// M x rows (from row i0 of x) against one weight row: each row's 16 lanes.
+// Up to two rows take both halves in one pass; four rows take half [0, 8)
+// of every span, then half [8, 16) (the row is in L1 by then), so that only
+// four accumulators and one half's unpacked quarters need registers: both
+// halves at once would hold eight accumulators and eight quarters, all
+// sixteen ymm registers, and spill. Each lane's sum is the same either way.
+template <typename IntDot, int64_t G, int M, bool kStream>
+inline void DotsI4Ymm(const uint8_t* w, const uint16_t* params, const I4Rows& x, int64_t i0,
+                      float* dots) {
+  __m256 acc[M][2];
+  for (int i = 0; i < M; ++i)
+    acc[i][0] = acc[i][1] = _mm256_setzero_ps();
+  if constexpr (M > 2) {
+    HalvesI4Ymm<IntDot, G, M, kStream, 0, 1>(w, params, x, i0, acc);
+    HalvesI4Ymm<IntDot, G, M, false, 1, 1>(w, params, x, i0, acc);
+  } else {
+    HalvesI4Ymm<IntDot, G, M, kStream, 0, 2>(w, params, x, i0, acc);
   }
   for (int i = 0; i < M; ++i)
     dots[i] = HorizontalSum(_mm256_add_ps(acc[i][0], acc[i][1]));
