@@ -266,6 +266,23 @@ void CheckAgainstScalar(Tables tables, bool vnni) {
       }
     }
   }
+  // The largest integer sums: every code 15 against x at ±127 everywhere (a
+  // constant row rounds to 127 in every block). AVX2's 16-bit pair sums
+  // (int4_avx2.cc) reach 30480 here, just inside int16; a sum that
+  // overflowed or saturated would differ from the scalar reference's int32.
+  for (const int64_t in : {512, 896}) {
+    Int4Weight w = RandomInt4({8, in, 64});
+    w.packed.fill_(0xFF);
+    for (const float sign : {1.0f, -1.0f}) {
+      for (int64_t m : {1, 4}) {
+        INFO("every code 15, x " << sign << ", in " << in << " m=" << m);
+        const torch::Tensor x = torch::full({m, in}, sign);
+        const std::vector<float> simd = RunRows(tables, w, x, m, nullptr);
+        const std::vector<float> scalar = RunRows(Tables::kScalar, w, x, m, nullptr);
+        REQUIRE(SameBits(simd.data(), scalar.data(), m * 8));
+      }
+    }
+  }
 }
 
 TEST_CASE("int4 kernels equal the scalar reference bitwise, AVX-512VL table", "[linear][int4]") {

@@ -30,15 +30,19 @@ struct MaddubsDot {
         _mm256_add_epi16(_mm256_maddubs_epi16(lo, xlo), _mm256_maddubs_epi16(hi, xhi));
     return _mm256_madd_epi16(pairs, _mm256_set1_epi16(1));
   }
-  static __m256i Sum(const __m256i* lo, const __m256i* hi, const int8_t* q) {
-    __m256i pairs = _mm256_setzero_si256();
-    for (int t = 0; t < 4; ++t) {
-      const auto* xt = reinterpret_cast<const __m256i*>(q + 128 * t);
-      pairs = _mm256_add_epi16(pairs, _mm256_maddubs_epi16(lo[t], _mm256_loadu_si256(xt)));
-      pairs = _mm256_add_epi16(pairs, _mm256_maddubs_epi16(hi[t], _mm256_loadu_si256(xt + 2)));
-    }
-    return _mm256_madd_epi16(pairs, _mm256_set1_epi16(1));
+  // 16-bit pair sums, widened once by Finish. kInOrder: the adds saturate,
+  // which they never need to (the bound above), so that GCC keeps them in
+  // order; it reassociates wrapping adds, and with four rows would take
+  // every row's eight products first and spill them.
+  template <bool kInOrder>
+  static __m256i Quarter(__m256i part, __m256i lo, __m256i hi, const int8_t* q) {
+    const auto* x = reinterpret_cast<const __m256i*>(q);
+    const __m256i a = _mm256_maddubs_epi16(lo, _mm256_loadu_si256(x));
+    const __m256i b = _mm256_maddubs_epi16(hi, _mm256_loadu_si256(x + 2));
+    if constexpr (kInOrder) return _mm256_adds_epi16(_mm256_adds_epi16(part, a), b);
+    return _mm256_add_epi16(_mm256_add_epi16(part, a), b);
   }
+  static __m256i Finish(__m256i part) { return _mm256_madd_epi16(part, _mm256_set1_epi16(1)); }
 };
 using DotsI4Avx2 = DotsI4YmmRows<MaddubsDot>;
 

@@ -15,15 +15,13 @@ struct AvxVnniDot {
     return _mm256_dpbusd_avx_epi32(_mm256_dpbusd_avx_epi32(_mm256_setzero_si256(), lo, xlo), hi,
                                    xhi);
   }
-  static __m256i Sum(const __m256i* lo, const __m256i* hi, const int8_t* q) {
-    __m256i p = _mm256_setzero_si256();
-    for (int t = 0; t < 4; ++t) {
-      const auto* xt = reinterpret_cast<const __m256i*>(q + 128 * t);
-      p = _mm256_dpbusd_avx_epi32(p, lo[t], _mm256_loadu_si256(xt));
-      p = _mm256_dpbusd_avx_epi32(p, hi[t], _mm256_loadu_si256(xt + 2));
-    }
-    return p;
+  template <bool>
+  static __m256i Quarter(__m256i part, __m256i lo, __m256i hi, const int8_t* q) {
+    const auto* x = reinterpret_cast<const __m256i*>(q);
+    part = _mm256_dpbusd_avx_epi32(part, lo, _mm256_loadu_si256(x));
+    return _mm256_dpbusd_avx_epi32(part, hi, _mm256_loadu_si256(x + 2));
   }
+  static __m256i Finish(__m256i part) { return part; }
 };
 using DotsI4AvxVnni = DotsI4YmmRows<AvxVnniDot>;
 

@@ -93,9 +93,13 @@ template <typename IntDot, int64_t G, int M, int H0, int NH>
 // ws, the parameters of its groups from p) for M x rows (from row i0),
 // added to acc[i][h]: its four quarters unpacked once for the M rows.
 // kWhole: the half holds all eight blocks (n = 16, or h = 0), so its loads
-// need no mask. IntDot::Sum(lo, hi, q): the eight 32-bit sums, over the
-// four quarters t, of four byte products of lo[t] · x at q + 128t plus
-// four of hi[t] · x at q + 128t + 64 (unsigned weights, signed x).
+// need no mask. Quarter by quarter, each row's partial sums take the
+// quarter's products (IntDot::Quarter<kInOrder>(part, lo, hi, q): part plus
+// four byte products of lo · x at q plus four of hi · x at q + 64 per lane,
+// unsigned weights, signed x; IntDot::Finish(part): the eight 32-bit sums).
+// With several rows the sums stay in quarter order (kInOrder), so that one
+// quarter's nibbles and a partial sum a row are all that is live; one row
+// alone lets the compiler add its products as a tree.
 template <typename IntDot, int64_t G, int M, int h, bool kWhole>
 [[gnu::always_inline]] inline void InterleavedHalfYmm(const uint8_t* ws, int64_t n,
                                                       const uint16_t* p, const I4Rows& x,
@@ -105,13 +109,18 @@ template <typename IntDot, int64_t G, int M, int h, bool kWhole>
   const __m256i nibble = _mm256_set1_epi8(0x0F);
   const int64_t nh = kWhole ? 8 : n - 8 * h;
   const __m256i words = FirstWords(nh);
-  __m256i lo[4], hi[4];
+  const int8_t* q = x.q + i0 * row_bytes + c * kInt4SpanBytes + 32 * h;
+  __m256i part[M];
+  for (int i = 0; i < M; ++i)
+    part[i] = _mm256_setzero_si256();
   for (int t = 0; t < 4; ++t) {
     const auto* at = reinterpret_cast<const __m256i*>(ws + Int4WordAt(n, 8 * h, t));
     const __m256i v = kWhole ? _mm256_loadu_si256(at)
                              : _mm256_maskload_epi32(reinterpret_cast<const int*>(at), words);
-    lo[t] = _mm256_and_si256(v, nibble);
-    hi[t] = _mm256_and_si256(_mm256_srli_epi16(v, 4), nibble);
+    const __m256i lo = _mm256_and_si256(v, nibble);
+    const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), nibble);
+    for (int i = 0; i < M; ++i)
+      part[i] = IntDot::template Quarter<(M > 1)>(part[i], lo, hi, q + i * row_bytes + 128 * t);
   }
   // The half's (scale, minimum) pairs, kPairsPerHalf 32-bit words of them
   // (fewer past the row's last block); PairIndexYmm reads no lane past those.
@@ -129,8 +138,7 @@ template <typename IntDot, int64_t G, int M, int h, bool kWhole>
   const __m256 s = _mm256_castsi256_ps(
       _mm256_slli_epi32(_mm256_permutevar8x32_epi32(pairs, PairIndexYmm<G>()), 16));
   for (int i = 0; i < M; ++i) {
-    const int8_t* q = x.q + (i0 + i) * row_bytes + c * kInt4SpanBytes + 32 * h;
-    const __m256i sum = IntDot::Sum(lo, hi, q);
+    const __m256i sum = IntDot::Finish(part[i]);
     const __m256 scale =
         _mm256_mul_ps(s, _mm256_loadu_ps(x.lane_scale + (i0 + i) * row_lanes + c * 16 + 8 * h));
     acc[i][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), scale, acc[i][h]);
