@@ -25,11 +25,6 @@ namespace {
 // at most 2 · 15 · 128 in magnitude, so the pairs of all four quarters, low
 // and high nibbles, add up in 16 bits (at most 30720) before one vpmaddwd.
 struct MaddubsDot {
-  static __m256i Pair(__m256i lo, __m256i hi, __m256i xlo, __m256i xhi) {
-    const __m256i pairs =
-        _mm256_add_epi16(_mm256_maddubs_epi16(lo, xlo), _mm256_maddubs_epi16(hi, xhi));
-    return _mm256_madd_epi16(pairs, _mm256_set1_epi16(1));
-  }
   // 16-bit pair sums, widened once by Finish. kInOrder: the adds saturate,
   // which they never need to (the bound above), so that GCC keeps them in
   // order; it reassociates wrapping adds, and with four rows would take

@@ -11,10 +11,6 @@ namespace medq::engine::kernels {
 namespace {
 
 struct AvxVnniDot {
-  static __m256i Pair(__m256i lo, __m256i hi, __m256i xlo, __m256i xhi) {
-    return _mm256_dpbusd_avx_epi32(_mm256_dpbusd_avx_epi32(_mm256_setzero_si256(), lo, xlo), hi,
-                                   xhi);
-  }
   template <bool>
   static __m256i Quarter(__m256i part, __m256i lo, __m256i hi, const int8_t* q) {
     const auto* x = reinterpret_cast<const __m256i*>(q);

@@ -49,10 +49,9 @@ inline __m256i FirstWords(int64_t n) {
 // A plain span (n < 8 blocks at ws, the parameters of its groups at p):
 // half chunks of two blocks, lanes 4i + t of [0, 8) for blocks 4h and 4h +
 // 1 of chunk h, of [8, 16) for blocks 4h + 2 and 4h + 3, each block's
-// scale and d permuted in from the span's. IntDot::Pair(lo, hi, xlo, xhi):
-// the eight 32-bit sums of four byte products of lo · xlo plus four of hi ·
-// xhi.
-template <typename IntDot, int64_t G, int M, int H0, int NH>
+// scale and d permuted in from the span's (IntDot as InterleavedHalfYmm's
+// below). kLow, kHigh: whether lanes [0, 8) and [8, 16) are wanted.
+template <typename IntDot, int64_t G, int M, bool kLow, bool kHigh>
 [[gnu::always_inline]] inline void PlainSpanYmm(const uint8_t* ws, const uint16_t* p,
                                                 const I4Rows& x, int64_t i0, int64_t c, int64_t n,
                                                 __m256 (*acc)[2]) {
@@ -76,16 +75,15 @@ template <typename IntDot, int64_t G, int M, int H0, int NH>
     for (int i = 0; i < M; ++i) {
       const int8_t* q = x.q + (i0 + i) * row_bytes + c * kInt4SpanBytes + 128 * h + 32 * half;
       const __m256i sum =
-          IntDot::Pair(lo, hi, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q)),
-                       _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + 64)));
+          IntDot::Finish(IntDot::template Quarter<false>(_mm256_setzero_si256(), lo, hi, q));
       const __m256 d = _mm256_permutevar8x32_ps(
           _mm256_loadu_ps(x.lane_scale + (i0 + i) * row_lanes + c * 16), block);
       acc[i][half] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), _mm256_mul_ps(s, d), acc[i][half]);
     }
   };
   for (int64_t h = 0; 4 * h < n; ++h) {
-    if constexpr (H0 == 0) half_chunk.template operator()<0>(h);
-    if constexpr (H0 + NH == 2) half_chunk.template operator()<1>(h);
+    if constexpr (kLow) half_chunk.template operator()<0>(h);
+    if constexpr (kHigh) half_chunk.template operator()<1>(h);
   }
 }
 
@@ -145,15 +143,14 @@ template <typename IntDot, int64_t G, int M, int h, bool kWhole>
   }
 }
 
-// M x rows (from row i0 of x) against one weight row, the lanes of halves
-// [H0, H0 + NH) of each row (acc[i][h], h = 0: lanes [0, 8), h = 1: [8,
-// 16)): every span, then the minimums. The halves are template arguments
-// so that acc[i][h] names a register, never a slot in memory.
-template <typename IntDot, int64_t G, int M, bool kStream, int H0, int NH>
+// M x rows (from row i0 of x) against one weight row, lanes [0, 8) of each
+// row if kLow (acc[i][0]) and [8, 16) if kHigh (acc[i][1]): every span,
+// then the minimums. The halves are template arguments so that acc[i][h]
+// names a register, never a slot in memory.
+template <typename IntDot, int64_t G, int M, bool kStream, bool kLow, bool kHigh>
 [[gnu::always_inline]] inline void HalvesI4Ymm(const uint8_t* w, const uint16_t* params,
                                                const I4Rows& x, int64_t i0, __m256 (*acc)[2]) {
   constexpr int64_t kPairsPerHalf = 8 * kInt4Block / G;
-  constexpr bool kFirst = H0 == 0, kSecond = H0 + NH == 2;
   const int64_t in = x.in, blocks = in / kInt4Block;
   for (int64_t c = 0; c * kInt4SpanBlocks < blocks; ++c) {
     // n blocks in this span (16 but for the last).
@@ -164,16 +161,19 @@ template <typename IntDot, int64_t G, int M, bool kStream, int H0, int NH>
       for (int t = 0; t < 4; ++t)
         PrefetchAt<_MM_HINT_T1>(ws + 64 * t, kStreamPrefetchBytes);
     }
-    if (n == kInt4SpanBlocks) {
-      if constexpr (kFirst) InterleavedHalfYmm<IntDot, G, M, 0, true>(ws, n, p, x, i0, c, acc);
-      if constexpr (kSecond) InterleavedHalfYmm<IntDot, G, M, 1, true>(ws, n, p, x, i0, c, acc);
-    } else if (n >= kInt4InterleavedBlocks) {
-      if constexpr (kFirst) InterleavedHalfYmm<IntDot, G, M, 0, true>(ws, n, p, x, i0, c, acc);
-      if constexpr (kSecond) {
-        if (n > 8) InterleavedHalfYmm<IntDot, G, M, 1, false>(ws, n, p, x, i0, c, acc);
+    if (n < kInt4InterleavedBlocks) {
+      PlainSpanYmm<IntDot, G, M, kLow, kHigh>(ws, p, x, i0, c, n, acc);
+      continue;
+    }
+    // The first half is whole in every interleaved span, the second in a
+    // whole span only.
+    if constexpr (kLow) InterleavedHalfYmm<IntDot, G, M, 0, true>(ws, n, p, x, i0, c, acc);
+    if constexpr (kHigh) {
+      if (n == kInt4SpanBlocks) {
+        InterleavedHalfYmm<IntDot, G, M, 1, true>(ws, n, p, x, i0, c, acc);
+      } else if (n > 8) {
+        InterleavedHalfYmm<IntDot, G, M, 1, false>(ws, n, p, x, i0, c, acc);
       }
-    } else {
-      PlainSpanYmm<IntDot, G, M, H0, NH>(ws, p, x, i0, c, n, acc);
     }
   }
   // The minimums: A_{g % 16} += m_g · S_g, lanes [0, 8) then [8, 16).
@@ -191,8 +191,8 @@ template <typename IntDot, int64_t G, int M, bool kStream, int H0, int NH>
     }
   };
   for (int64_t g0 = 0; g0 < groups; g0 += 16) {
-    if constexpr (kFirst) minimums.template operator()<0>(g0);
-    if constexpr (kSecond) minimums.template operator()<1>(g0 + 8);
+    if constexpr (kLow) minimums.template operator()<0>(g0);
+    if constexpr (kHigh) minimums.template operator()<1>(g0 + 8);
   }
 }
 
@@ -209,10 +209,10 @@ inline void DotsI4Ymm(const uint8_t* w, const uint16_t* params, const I4Rows& x,
   for (int i = 0; i < M; ++i)
     acc[i][0] = acc[i][1] = _mm256_setzero_ps();
   if constexpr (M > 2) {
-    HalvesI4Ymm<IntDot, G, M, kStream, 0, 1>(w, params, x, i0, acc);
-    HalvesI4Ymm<IntDot, G, M, false, 1, 1>(w, params, x, i0, acc);
+    HalvesI4Ymm<IntDot, G, M, kStream, true, false>(w, params, x, i0, acc);
+    HalvesI4Ymm<IntDot, G, M, false, false, true>(w, params, x, i0, acc);
   } else {
-    HalvesI4Ymm<IntDot, G, M, kStream, 0, 2>(w, params, x, i0, acc);
+    HalvesI4Ymm<IntDot, G, M, kStream, true, true>(w, params, x, i0, acc);
   }
   for (int i = 0; i < M; ++i)
     dots[i] = HorizontalSum(_mm256_add_ps(acc[i][0], acc[i][1]));
