@@ -2,8 +2,8 @@
 # check_prefetch.sh OBJECT...: the kernel objects that stream weights from
 # memory (the list below) must hold prefetch instructions. GCC once deleted
 # every prefetch of the int4 AVX2 and AVX-VNNI products without a word (see
-# PrefetchAt in daemon/engine/kernels/avx2_common.h), and they read their
-# weights 12 to 19 % slower until objdump showed it. Fails naming each such
+# PrefetchAt in daemon/engine/kernels/avx2_common.h): their one-row product
+# from memory was 11 to 16 % slower until objdump showed it. Fails naming each such
 # object with none, or missing from OBJECT... (medq_kernels' objects);
 # exits 77 (skipped) where objdump is not installed.
 set -euo pipefail
