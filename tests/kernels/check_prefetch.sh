@@ -1,9 +1,8 @@
 #!/usr/bin/env bash
 # check_prefetch.sh OBJECT...: the kernel objects that stream weights from
-# memory (the list below) must hold prefetch instructions. GCC once deleted
-# every prefetch of the int4 AVX2 and AVX-VNNI products without a word (see
-# PrefetchAt in daemon/engine/kernels/avx2_common.h): their one-row product
-# from memory was 11 to 16 % slower until objdump showed it. Fails naming each such
+# memory (the list below) must hold prefetch instructions; GCC once deleted
+# all of int4 AVX2's without a word (PrefetchAt in
+# daemon/engine/kernels/avx2_common.h says how). Fails naming each such
 # object with none, or missing from OBJECT... (medq_kernels' objects);
 # exits 77 (skipped) where objdump is not installed.
 set -euo pipefail
@@ -24,7 +23,8 @@ for name in "${streaming[@]}"; do
     status=1
     continue
   fi
-  count=$(objdump -d "$object" | grep -c prefetch || true)
+  # The mnemonic, not any symbol that merely says "prefetch".
+  count=$(objdump -d "$object" | grep -cE $'\tprefetch(t[012]|nta|w)? ' || true)
   if ((count == 0)); then
     echo "FAIL $name: no prefetch instruction in $name.cc.o"
     status=1
