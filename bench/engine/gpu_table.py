@@ -19,6 +19,15 @@ def load(path):
         return None
 
 
+def cell(values):
+    """A median with its range, or the one value."""
+    if not values:
+        return "-"
+    if len(values) == 1:
+        return f"{values[0]:.1f}"
+    return f"{statistics.median(values):.1f} ({min(values):.1f}-{max(values):.1f})"
+
+
 def main():
     out = pathlib.Path(sys.argv[1])
     medq = {}  # (model, label) -> [decode tok/s], plus first/warm prefill
@@ -45,13 +54,6 @@ def main():
           "graphs / static | share of ceiling | "
           "ttft / warm prefill | host ms / token |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
-
-    def cell(values):
-        if not values:
-            return "-"
-        if len(values) == 1:
-            return f"{values[0]:.1f}"
-        return f"{statistics.median(values):.1f} ({min(values):.1f}-{max(values):.1f})"
 
     for m in models:
         g = medq.get((m, "graphs"), [])
@@ -85,6 +87,28 @@ def first_request(out):
                   f"{r['prefill_ms']:.2f} | {r['ttft_ms'] / r['prefill_ms']:.2f} |")
 
 
+def long_context(out):
+    """Decode after a 2000-token prompt: attention with one split
+    (long_medq_one_*) and split into chunks (long_medq_auto_*), runs
+    interleaved."""
+    runs = {}  # (model, label) -> [decode tok/s]
+    for path in sorted(out.glob("long_medq_*_bench.json")):
+        label = "auto" if "_auto_" in path.name else "one"
+        for r in (load(path) or {}).get("results", []):
+            if "decode_tok_s" in r:
+                runs.setdefault((r["model"], label), []).append(r["decode_tok_s"])
+    if not runs:
+        return
+    print()
+    print("| model | prompt | one split tok/s | split (auto) tok/s | auto / one |")
+    print("| --- | --- | --- | --- | --- |")
+    for m in sorted({m for m, _ in runs}):
+        one, auto = runs.get((m, "one"), []), runs.get((m, "auto"), [])
+        ratio = f"{statistics.median(auto) / statistics.median(one):.2f}" if one and auto else "-"
+        print(f"| {m} | 2000 | {cell(one)} | {cell(auto)} | {ratio} |")
+
+
 if __name__ == "__main__":
     main()
     first_request(pathlib.Path(sys.argv[1]))
+    long_context(pathlib.Path(sys.argv[1]))

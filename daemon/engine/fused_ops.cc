@@ -10,6 +10,7 @@
 #include "daemon/engine/layers.h"
 
 #if MEDQ_WITH_CUDA
+#include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDAStream.h>
 
 #include "daemon/engine/cuda/decode_kernels.h"
@@ -19,6 +20,7 @@ namespace medq::engine {
 namespace {
 
 std::atomic<bool> g_fused_enabled{true};
+std::atomic<int> g_attention_splits{kAttentionSplitsFromEnvironment};
 
 // Key k of a cache of `capacity` slots may be seen from `position` ([1]):
 // [1, capacity] bool.
@@ -64,6 +66,31 @@ void Check(cudaError_t e, const char* what) {
 cudaStream_t Stream(const at::Tensor& t) {
   return c10::cuda::getCurrentCUDAStream(t.device().index()).stream();
 }
+
+// MEDQ_ATTENTION_SPLITS: unset (or anything else) 1, "auto" kAttentionSplitsAuto,
+// "1".."64" that many. Read once.
+int AttentionSplitsFromEnvironment() {
+  static const int splits = [] {
+    const char* v = std::getenv("MEDQ_ATTENTION_SPLITS");
+    if (v == nullptr) return 1;
+    const std::string s(v);
+    if (s == "auto") return kAttentionSplitsAuto;
+    const int n = std::atoi(v);
+    return n >= 1 && n <= cuda::kMaxAttentionSplits ? n : 1;
+  }();
+  return splits;
+}
+
+// The splits of DecodeAttention for `rows` rows of q (a CUDA tensor).
+int AttentionSplitsFor(const at::Tensor& q, int rows, int heads) {
+  int splits = g_attention_splits.load(std::memory_order_relaxed);
+  if (splits == kAttentionSplitsFromEnvironment) splits = AttentionSplitsFromEnvironment();
+  if (splits == kAttentionSplitsAuto) {
+    const cudaDeviceProp* p = at::cuda::getDeviceProperties(q.device().index());
+    return cuda::DecodeAttentionSplits(rows, heads, p->multiProcessorCount);
+  }
+  return splits >= 1 && splits <= cuda::kMaxAttentionSplits ? splits : 1;
+}
 #endif
 
 }  // namespace
@@ -81,6 +108,10 @@ bool FusedKernelsApply(const Model& m) {
 
 void SetFusedKernelsEnabled(bool enabled) {
   g_fused_enabled.store(enabled, std::memory_order_relaxed);
+}
+
+void SetAttentionSplits(int splits) {
+  g_attention_splits.store(splits, std::memory_order_relaxed);
 }
 
 #if MEDQ_WITH_CUDA
@@ -143,10 +174,20 @@ at::Tensor DecodeAttention(const Model& m, size_t layer_index, const at::Tensor&
   if (FusedKernelsApply(m)) {
     const at::Tensor qc = q.contiguous();
     at::Tensor out = at::empty({n, 1, c.num_heads * c.head_dim}, qc.options());
-    Check(cuda::DecodeAttention(qc.data_ptr(), TablesOf(m, layer_index, in), out.data_ptr(),
-                                static_cast<int>(n), static_cast<int>(c.num_heads),
-                                static_cast<int>(c.num_kv_heads), static_cast<int>(c.head_dim),
-                                c.sliding_window.value_or(0), ElementOf(qc), Stream(qc)),
+    const auto rows = static_cast<int>(n), heads = static_cast<int>(c.num_heads),
+               head_dim = static_cast<int>(c.head_dim);
+    const int splits = AttentionSplitsFor(qc, rows, heads);
+    // Scratch of the split kernel: inside a graph's capture it comes from
+    // the graph's pool and stays the graph's, as every tensor of the step.
+    at::Tensor workspace;
+    if (splits > 1) {
+      workspace = at::empty({cuda::DecodeAttentionWorkspace(rows, heads, head_dim, splits)},
+                            qc.options().dtype(at::kFloat));
+    }
+    Check(cuda::DecodeAttention(qc.data_ptr(), TablesOf(m, layer_index, in), out.data_ptr(), rows,
+                                heads, static_cast<int>(c.num_kv_heads), head_dim,
+                                c.sliding_window.value_or(0), ElementOf(qc), Stream(qc), splits,
+                                splits > 1 ? workspace.data_ptr<float>() : nullptr),
           "DecodeAttention");
     return out;
   }

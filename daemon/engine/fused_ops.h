@@ -25,6 +25,19 @@ bool FusedKernelsApply(const Model& model);
 // production never calls it.
 void SetFusedKernelsEnabled(bool enabled);
 
+// How many chunks the attention kernel cuts a row's keys into
+// (cuda/decode_kernels.h, flash-decoding): MEDQ_ATTENTION_SPLITS in the
+// environment says, read once: unset 1 (one block walks every key, the
+// kernel GPU checks have measured), "auto" enough for some two blocks an SM
+// (DecodeAttentionSplits), or a number from 1 to 64. The split kernel stays
+// opt-in until a GPU check has compared it with one split (scripts/gpu-check
+// runs both). A graph keeps the splits it was captured with.
+inline constexpr int kAttentionSplitsFromEnvironment = -1;
+inline constexpr int kAttentionSplitsAuto = 0;
+// Test switch: kAttentionSplitsFromEnvironment, kAttentionSplitsAuto or a
+// number of splits, for every later call. Process-wide.
+void SetAttentionSplits(int splits);
+
 // The rows' q/k/v projection qkv [N, 1, q_out + 2 * kv_out], row i at
 // in.positions[i] of caches[i] (static_rows.h): q and k heads normed (q/k
 // norms) and rotated with the cache's cos/sin, k and v written into the

@@ -239,6 +239,69 @@ TEST_CASE("fused decode kernels equal their LibTorch references on cuda:0", "[en
   }
 }
 
+// The split attention kernel (flash-decoding, MEDQ_ATTENTION_SPLITS) against
+// the reference and the one-split kernel, over caches long enough for many
+// chunks: rows at positions 0, 63, 64, 600 and 1000 (one key, a chunk's
+// edges, many chunks, splits past the last key), every slot of each cache
+// random (the slots past a row's position must not count), with and
+// without a sliding window of 100 keys, in fp32 and bf16.
+TEST_CASE("split decode attention equals its reference over long caches", "[engine][gpu]") {
+  if (!CudaAvailable()) MEDQ_SKIP(kNoCuda);
+  c10::InferenceMode guard;
+  for (const auto& dir : ModelFolders()) {
+    for (const std::string dtype : {"fp32", "bf16"}) {
+      INFO("model " << dir.filename().string() << " " << dtype);
+      auto m = LoadModel(dir, {"cuda:0", dtype});
+      REQUIRE(m.ok());
+      const Model& model = **m;
+      // A copy of the model that attends over its last 100 keys only.
+      Model windowed = model;
+      windowed.config.sliding_window = 100;
+      REQUIRE(FusedKernelsApply(model));
+      const ModelConfig& c = model.config;
+      const auto opts = at::TensorOptions().dtype(model.compute_dtype).device(model.device);
+      at::manual_seed(11);
+      std::vector<std::unique_ptr<KvCache>> caches;
+      std::vector<KvCache*> rows;
+      for (const int64_t length : {0, 63, 64, 600, 1000}) {
+        caches.push_back(std::make_unique<KvCache>(model, 1, length + 37, true));
+        for (size_t layer = 0; layer < model.weights.layers.size(); ++layer) {
+          caches.back()->keys(layer).normal_();
+          caches.back()->values(layer).normal_();
+        }
+        caches.back()->Advance(length);
+        rows.push_back(caches.back().get());
+      }
+      StaticStepInputs in = AllocateStepInputs(model, static_cast<int64_t>(rows.size()));
+      Upload(BindingOf(model, rows, rows.size()), true, in);
+      const at::Tensor q =
+          at::randn({static_cast<int64_t>(rows.size()), c.num_heads, 1, c.head_dim}, opts);
+      for (const Model* attending : {&model, static_cast<const Model*>(&windowed)}) {
+        INFO("window " << attending->config.sliding_window.value_or(0));
+        for (const size_t layer : {size_t{0}, model.weights.layers.size() - 1}) {
+          SetFusedKernelsEnabled(false);
+          const at::Tensor reference = DecodeAttention(*attending, layer, q, in, rows).cpu();
+          SetFusedKernelsEnabled(true);
+          const double largest = std::max(1.0, reference.abs().max().item<double>());
+          const double tolerance = dtype == "fp32" ? 1e-4 * largest : 1.6e-2 * largest;
+          at::Tensor one_split;
+          for (const int splits : {1, 2, 3, 16, 64, kAttentionSplitsAuto}) {
+            INFO("splits " << splits);
+            SetAttentionSplits(splits);
+            const at::Tensor got = DecodeAttention(*attending, layer, q, in, rows).cpu();
+            REQUIRE(got.sizes() == reference.sizes());
+            CHECK(MaxAbsDiff(got, reference) <= tolerance);
+            if (splits == 1) one_split = got;
+            // Only the grouping of float32 sums differs from one split.
+            if (dtype == "fp32") CHECK(MaxAbsDiff(got, one_split) <= 1e-5 * largest);
+          }
+          SetAttentionSplits(kAttentionSplitsFromEnvironment);
+        }
+      }
+    }
+  }
+}
+
 // The embedding batcher's forward pass runs where the model is: on a GPU
 // the same vectors as on the CPU, within 1e-4, for a padded batch of
 // texts of different lengths.

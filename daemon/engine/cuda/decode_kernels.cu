@@ -84,17 +84,27 @@ __global__ void RopeCacheWriteKernel(const T* qkv, RowTables at, const T* q_norm
 
 constexpr int kAttentionWarps = 8;
 constexpr int kMaxSlice = 32;  // D / 32 elements a lane: D <= 1024
+// The fewest keys a split walks (8 a warp): below that the merge and the
+// blocks' setup cost more than the parallelism gains.
+constexpr int64_t kMinSplitKeys = 64;
 
-// Block (h, r) handles query head h of row r. Warp w walks positions begin + w, begin + w +
-// 8, ...; within a warp each lane holds a slice of D (elements lane, lane +
-// 32, ...), the dot product is a warp sum, and each warp keeps an online
-// softmax (its max, its sum and its slice of the weighted values). The warps
-// are merged at the end through shared memory.
+// Block (h, r, s) handles query head h of row r, over split s of the keys
+// (one split, the whole range, when gridDim.z is 1). Warp w walks positions
+// lo + w, lo + w + 8, ... up to hi; within a warp each lane holds a slice of
+// D (elements lane, lane + 32, ...), the dot product is a warp sum, and each
+// warp keeps an online softmax (its max, its sum and its slice of the
+// weighted values). The warps are merged at the end through shared memory.
+// kPartial false: the block has every key and writes the normalized result
+// to out. kPartial true (flash-decoding): the keys are cut into gridDim.z
+// chunks of at least kMinSplitKeys, and the block writes its chunk's
+// unnormalized sums, max and sum of weights to `partials` (float32,
+// [rows, heads, splits, D + 2]) for MergeSplitsKernel; a chunk past the
+// last key writes max -inf and sums 0.
 // kSlice: elements of D a lane holds (D <= 32 * kSlice), a constant so that
 // the lane's slices stay in registers.
-template <typename T, int kSlice>
-__global__ void DecodeAttentionKernel(const T* q, RowTables at, T* out, int heads, int kv_heads,
-                                      int d, int64_t window) {
+template <typename T, int kSlice, bool kPartial>
+__global__ void DecodeAttentionKernel(const T* q, RowTables at, T* out, float* partials, int heads,
+                                      int kv_heads, int d, int64_t window) {
   extern __shared__ float shared[];  // [warps][d + 2]
   const int head = blockIdx.x, row = blockIdx.y;
   const int g = head / (heads / kv_heads);
@@ -106,6 +116,14 @@ __global__ void DecodeAttentionKernel(const T* q, RowTables at, T* out, int head
   const T* keys = RowPointer<const T>(at.keys, row);
   const T* values = RowPointer<const T>(at.values, row);
   const int64_t begin = window > 0 && p - window + 1 > 0 ? p - window + 1 : 0;
+  int64_t lo = begin, hi = p;  // the block's keys, both ends included
+  if constexpr (kPartial) {
+    const int64_t splits = gridDim.z;
+    int64_t chunk = (p - begin + splits) / splits;  // ceil(keys / splits)
+    if (chunk < kMinSplitKeys) chunk = kMinSplitKeys;
+    lo = begin + static_cast<int64_t>(blockIdx.z) * chunk;
+    hi = lo + chunk - 1 < p ? lo + chunk - 1 : p;
+  }
   const float scale = rsqrtf(static_cast<float>(d));
   float qs[kSlice], acc[kSlice];
 #pragma unroll
@@ -117,7 +135,7 @@ __global__ void DecodeAttentionKernel(const T* q, RowTables at, T* out, int head
   const T* k_head = keys + static_cast<int64_t>(g) * capacity * d;
   const T* v_head = values + static_cast<int64_t>(g) * capacity * d;
   float m = -INFINITY, l = 0.0f;
-  for (int64_t s = begin + warp; s <= p; s += kAttentionWarps) {
+  for (int64_t s = lo + warp; s <= hi; s += kAttentionWarps) {
     float dot = 0.0f;
 #pragma unroll
     for (int j = 0; j < kSlice; ++j) {
@@ -155,13 +173,54 @@ __global__ void DecodeAttentionKernel(const T* q, RowTables at, T* out, int head
     const float mw = shared[w * (d + 2) + d];
     if (mw != -INFINITY) l_all += shared[w * (d + 2) + d + 1] * __expf(mw - m_all);
   }
+  float* partial = nullptr;
+  if constexpr (kPartial) {
+    partial =
+        partials + ((static_cast<int64_t>(row) * heads + head) * gridDim.z + blockIdx.z) * (d + 2);
+    if (threadIdx.x == 0) {
+      partial[d] = m_all;
+      partial[d + 1] = l_all;
+    }
+  }
   for (int i = threadIdx.x; i < d; i += blockDim.x) {
     float sum = 0.0f;
     for (int w = 0; w < kAttentionWarps; ++w) {
       const float mw = shared[w * (d + 2) + d];
       if (mw != -INFINITY) sum += shared[w * (d + 2) + i] * __expf(mw - m_all);
     }
-    Store(out, static_cast<int64_t>(head) * d + i, sum / l_all);
+    if constexpr (kPartial) {
+      partial[i] = sum;
+    } else {
+      Store(out, static_cast<int64_t>(head) * d + i, sum / l_all);
+    }
+  }
+}
+
+// Block (h, r) merges the splits of query head h of row r that
+// DecodeAttentionKernel<..., true> wrote: each split's sums scaled by
+// exp(its max - the largest max), over the scaled sums of weights. Split 0
+// always holds a key, so the largest max is finite.
+template <typename T>
+__global__ void MergeSplitsKernel(const float* partials, T* out, int heads, int d, int splits) {
+  const int head = blockIdx.x, row = blockIdx.y;
+  const int64_t stride = d + 2;
+  const float* base = partials + (static_cast<int64_t>(row) * heads + head) * splits * stride;
+  float m_all = -INFINITY;
+  for (int s = 0; s < splits; ++s)
+    m_all = fmaxf(m_all, base[s * stride + d]);
+  float l_all = 0.0f;
+  for (int s = 0; s < splits; ++s) {
+    const float ms = base[s * stride + d];
+    if (ms != -INFINITY) l_all += base[s * stride + d + 1] * __expf(ms - m_all);
+  }
+  out += (static_cast<int64_t>(row) * heads + head) * d;
+  for (int i = threadIdx.x; i < d; i += blockDim.x) {
+    float sum = 0.0f;
+    for (int s = 0; s < splits; ++s) {
+      const float ms = base[s * stride + d];
+      if (ms != -INFINITY) sum += base[s * stride + i] * __expf(ms - m_all);
+    }
+    Store(out, i, sum / l_all);
   }
 }
 
@@ -348,34 +407,61 @@ cudaError_t RopeCacheWrite(const void* qkv, const RowTables& rows_at, const void
   });
 }
 
+int64_t DecodeAttentionWorkspace(int rows, int heads, int head_dim, int splits) {
+  return splits > 1 ? static_cast<int64_t>(rows) * heads * splits * (head_dim + 2) : 0;
+}
+
+int DecodeAttentionSplits(int rows, int heads, int multiprocessors) {
+  if (rows < 1 || heads < 1 || multiprocessors < 1) return 1;
+  int splits = 1;
+  while (splits < kMaxAttentionSplits &&
+         static_cast<int64_t>(rows) * heads * splits < 2 * static_cast<int64_t>(multiprocessors))
+    splits *= 2;
+  return splits;
+}
+
 cudaError_t DecodeAttention(const void* q, const RowTables& rows_at, void* out, int rows, int heads,
                             int kv_heads, int head_dim, int64_t window, ElementType type,
-                            cudaStream_t stream) {
+                            cudaStream_t stream, int splits, float* workspace) {
   if (head_dim > 32 * kMaxSlice || kv_heads <= 0 || heads % kv_heads != 0 || rows < 1 ||
-      rows > 65535) {
+      rows > 65535 || splits < 1 || splits > kMaxAttentionSplits ||
+      (splits > 1 && workspace == nullptr)) {
     return cudaErrorInvalidValue;
   }
   const size_t shared = sizeof(float) * kAttentionWarps * (head_dim + 2);
   const int slice = (head_dim + 31) / 32;
-  const dim3 grid(static_cast<unsigned>(heads), static_cast<unsigned>(rows));
+  const dim3 grid(static_cast<unsigned>(heads), static_cast<unsigned>(rows),
+                  static_cast<unsigned>(splits));
   return Dispatch(type, [&](auto* tag) {
     using T = std::remove_pointer_t<decltype(tag)>;
     const auto launch = [&](auto kernel) {
       kernel<<<grid, 32 * kAttentionWarps, shared, stream>>>(static_cast<const T*>(q), rows_at,
-                                                             static_cast<T*>(out), heads, kv_heads,
-                                                             head_dim, window);
+                                                             static_cast<T*>(out), workspace, heads,
+                                                             kv_heads, head_dim, window);
     };
-    if (slice <= 1) {
-      launch(DecodeAttentionKernel<T, 1>);
-    } else if (slice <= 2) {
-      launch(DecodeAttentionKernel<T, 2>);
-    } else if (slice <= 4) {
-      launch(DecodeAttentionKernel<T, 4>);
-    } else if (slice <= 8) {
-      launch(DecodeAttentionKernel<T, 8>);
-    } else {
-      launch(DecodeAttentionKernel<T, kMaxSlice>);
+    const auto launch_slices = [&](auto partial) {
+      constexpr bool kPartial = decltype(partial)::value;
+      if (slice <= 1) {
+        launch(DecodeAttentionKernel<T, 1, kPartial>);
+      } else if (slice <= 2) {
+        launch(DecodeAttentionKernel<T, 2, kPartial>);
+      } else if (slice <= 4) {
+        launch(DecodeAttentionKernel<T, 4, kPartial>);
+      } else if (slice <= 8) {
+        launch(DecodeAttentionKernel<T, 8, kPartial>);
+      } else {
+        launch(DecodeAttentionKernel<T, kMaxSlice, kPartial>);
+      }
+    };
+    if (splits == 1) {
+      launch_slices(std::false_type{});
+      return;
     }
+    launch_slices(std::true_type{});
+    const int threads = head_dim < 1024 ? ((head_dim + 31) / 32) * 32 : 1024;
+    MergeSplitsKernel<T>
+        <<<dim3(static_cast<unsigned>(heads), static_cast<unsigned>(rows)), threads, 0, stream>>>(
+            workspace, static_cast<T*>(out), heads, head_dim, splits);
   });
 }
 

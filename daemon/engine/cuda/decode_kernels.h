@@ -49,9 +49,28 @@ cudaError_t RopeCacheWrite(const void* qkv, const RowTables& rows_at, const void
 // position (begin = position - window + 1 when window > 0, else 0), query
 // head h reading kv head h / (heads / kv_heads). q [rows, heads * D].
 // Softmax in float32.
+//
+// splits 1: one block a query head and row walks every key. splits > 1
+// (flash-decoding, for long contexts): the keys are cut into `splits`
+// chunks of at least kMinSplitKeys (64) keys, each walked by a block of its
+// own, and a second launch merges the chunks' online softmaxes; chunks past
+// the last key do nothing, so one launch shape (a CUDA graph's) serves every
+// position. `workspace` holds DecodeAttentionWorkspace(...) floats for it.
+// Results equal splits 1's up to float32 rounding (the sums are grouped
+// otherwise).
+constexpr int kMaxAttentionSplits = 64;
 cudaError_t DecodeAttention(const void* q, const RowTables& rows_at, void* out, int rows, int heads,
                             int kv_heads, int head_dim, int64_t window, ElementType type,
-                            cudaStream_t stream);
+                            cudaStream_t stream, int splits = 1, float* workspace = nullptr);
+
+// The float32 scratch DecodeAttention needs for `splits` (0 for one split).
+int64_t DecodeAttentionWorkspace(int rows, int heads, int head_dim, int splits);
+
+// The splits that give a device of `multiprocessors` SMs some two blocks an
+// SM for `rows` rows of `heads` query heads: the smallest power of two that
+// does, at most kMaxAttentionSplits (1 when the rows alone do). A host
+// function: no device is touched.
+int DecodeAttentionSplits(int rows, int heads, int multiprocessors);
 
 // What the GEMV multiplies by w: x itself, x RMS-normed (x / sqrt(mean(x²) +
 // eps) · norm, transformers' RMSNorm, computed in the same pass), or
