@@ -49,6 +49,7 @@ struct Options {
   int max_batch = 32;
   int batch_timeout_ms = 10;
   std::string corpus = "short";
+  std::string device;  // medqd's --device; empty: its default (auto)
   std::string medqd = MEDQ_BINARY_DIR "/daemon/medqd";
 };
 
@@ -70,12 +71,25 @@ double Percentile(std::vector<double> v, double p) {
 pid_t StartDaemon(const Options& o, const fs::path& models, const std::string& model_name,
                   const std::string& socket, int max_batch) {
   const std::string limit = std::to_string(std::max(64, 2 * o.clients));
-  const pid_t pid = medq::bench::StartDaemon(
-      o.medqd, socket,
-      {"--models-dir", models.string(), "--embed-model", model_name, "--threads",
-       std::to_string(o.threads), "--max-queue", limit, "--embed-max-concurrent", limit,
-       "--embed-max-batch", std::to_string(max_batch), "--embed-batch-timeout-ms",
-       std::to_string(o.batch_timeout_ms)});
+  std::vector<std::string> args = {"--models-dir",
+                                   models.string(),
+                                   "--embed-model",
+                                   model_name,
+                                   "--threads",
+                                   std::to_string(o.threads),
+                                   "--max-queue",
+                                   limit,
+                                   "--embed-max-concurrent",
+                                   limit,
+                                   "--embed-max-batch",
+                                   std::to_string(max_batch),
+                                   "--embed-batch-timeout-ms",
+                                   std::to_string(o.batch_timeout_ms)};
+  if (!o.device.empty()) {
+    args.push_back("--device");
+    args.push_back(o.device);
+  }
+  const pid_t pid = medq::bench::StartDaemon(o.medqd, socket, args);
   if (pid < 0) Die("medqd did not come up");
   g_daemons.push_back(pid);
   return pid;
@@ -187,6 +201,7 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--corpus", o.corpus, "The texts: short, tok128 (128 tokens each), tokN")
       ->capture_default_str();
+  app.add_option("--device", o.device, "medqd --device (cpu, cuda:N; default: medqd's, auto)");
   app.add_option("--medqd", o.medqd, "medqd binary")->capture_default_str();
   CLI11_PARSE(app, argc, argv);
 
@@ -269,6 +284,7 @@ int main(int argc, char** argv) {
       {"benchmark", "embed_clients"},
       {"model", name},
       {"corpus", corpus.name},
+      {"device", o.device.empty() ? "auto" : o.device},
       {"clients", o.clients},
       {"requests_per_client", o.requests},
       {"rounds", o.rounds},
