@@ -84,9 +84,10 @@ __global__ void RopeCacheWriteKernel(const T* qkv, RowTables at, const T* q_norm
 
 constexpr int kAttentionWarps = 8;
 constexpr int kMaxSlice = 32;  // D / 32 elements a lane: D <= 1024
-// The fewest keys a split walks (8 a warp): below that the merge and the
-// blocks' setup cost more than the parallelism gains.
-constexpr int64_t kMinSplitKeys = 64;
+// The fewest keys a split walks (4 a warp, one round of loads for heads of
+// up to 64 elements): below that the blocks' setup and the merge cost more
+// than the parallelism gains.
+constexpr int64_t kMinSplitKeys = 32;
 
 // Block (h, r, s) handles query head h of row r, over split s of the keys
 // (one split, the whole range, when gridDim.z is 1). Warp w walks positions
@@ -135,24 +136,69 @@ __global__ void DecodeAttentionKernel(const T* q, RowTables at, T* out, float* p
   const T* k_head = keys + static_cast<int64_t>(g) * capacity * d;
   const T* v_head = values + static_cast<int64_t>(g) * capacity * d;
   float m = -INFINITY, l = 0.0f;
-  for (int64_t s = lo + warp; s <= hi; s += kAttentionWarps) {
-    float dot = 0.0f;
+  if constexpr (kPartial) {
+    // One step of the online softmax: key score `dot`, value slice `v`.
+    const auto take = [&](float dot, const float* v) {
+      const float m_new = fmaxf(m, dot);
+      const float correction = __expf(m - m_new);
+      const float w = __expf(dot - m_new);
+      l = l * correction + w;
 #pragma unroll
-    for (int j = 0; j < kSlice; ++j) {
-      const int i = lane + 32 * j;
-      if (i < d) dot += qs[j] * Load(k_head, s * d + i);
-    }
-    dot = WarpSum(dot);
-    const float m_new = fmaxf(m, dot);
-    const float correction = __expf(m - m_new);
-    const float w = __expf(dot - m_new);
-    l = l * correction + w;
+      for (int j = 0; j < kSlice; ++j)
+        acc[j] = acc[j] * correction + w * v[j];
+      m = m_new;
+    };
+    // kKeys keys a warp at a time, every load issued before the first sum:
+    // a walk over the cache is bound by load latency (a few blocks a head
+    // on a device of a hundred SMs), not by bandwidth. Warp w takes keys
+    // lo + w * kKeys onwards, then 8 * kKeys further on, and so on.
+    constexpr int kKeys = kSlice <= 2 ? 4 : kSlice <= 4 ? 2 : 1;
+    for (int64_t s0 = lo + static_cast<int64_t>(warp) * kKeys; s0 <= hi;
+         s0 += static_cast<int64_t>(kAttentionWarps) * kKeys) {
+      float ks[kKeys][kSlice], vs[kKeys][kSlice], dots[kKeys];
 #pragma unroll
-    for (int j = 0; j < kSlice; ++j) {
-      const int i = lane + 32 * j;
-      acc[j] = acc[j] * correction + (i < d ? w * Load(v_head, s * d + i) : 0.0f);
+      for (int u = 0; u < kKeys; ++u) {
+#pragma unroll
+        for (int j = 0; j < kSlice; ++j) {
+          const int i = lane + 32 * j;
+          const bool in = s0 + u <= hi && i < d;
+          ks[u][j] = in ? Load(k_head, (s0 + u) * d + i) : 0.0f;
+          vs[u][j] = in ? Load(v_head, (s0 + u) * d + i) : 0.0f;
+        }
+      }
+#pragma unroll
+      for (int u = 0; u < kKeys; ++u) {
+        dots[u] = 0.0f;
+#pragma unroll
+        for (int j = 0; j < kSlice; ++j)
+          dots[u] += qs[j] * ks[u][j];
+        dots[u] = WarpSum(dots[u]);
+      }
+#pragma unroll
+      for (int u = 0; u < kKeys; ++u) {
+        if (s0 + u <= hi) take(dots[u], vs[u]);
+      }
     }
-    m = m_new;
+  } else {
+    for (int64_t s = lo + warp; s <= hi; s += kAttentionWarps) {
+      float dot = 0.0f;
+#pragma unroll
+      for (int j = 0; j < kSlice; ++j) {
+        const int i = lane + 32 * j;
+        if (i < d) dot += qs[j] * Load(k_head, s * d + i);
+      }
+      dot = WarpSum(dot);
+      const float m_new = fmaxf(m, dot);
+      const float correction = __expf(m - m_new);
+      const float w = __expf(dot - m_new);
+      l = l * correction + w;
+#pragma unroll
+      for (int j = 0; j < kSlice; ++j) {
+        const int i = lane + 32 * j;
+        acc[j] = acc[j] * correction + (i < d ? w * Load(v_head, s * d + i) : 0.0f);
+      }
+      m = m_new;
+    }
   }
   float* mine = shared + warp * (d + 2);
 #pragma unroll

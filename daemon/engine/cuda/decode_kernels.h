@@ -52,12 +52,12 @@ cudaError_t RopeCacheWrite(const void* qkv, const RowTables& rows_at, const void
 //
 // splits 1: one block a query head and row walks every key. splits > 1
 // (flash-decoding, for long contexts): the keys are cut into `splits`
-// chunks of at least kMinSplitKeys (64) keys, each walked by a block of its
-// own, and a second launch merges the chunks' online softmaxes; chunks past
-// the last key do nothing, so one launch shape (a CUDA graph's) serves every
-// position. `workspace` holds DecodeAttentionWorkspace(...) floats for it.
-// Results equal splits 1's up to float32 rounding (the sums are grouped
-// otherwise).
+// chunks of at least 32 keys, each walked by a block of its own (its warps
+// with several keys' loads in flight), and a second launch merges the
+// chunks' online softmaxes; chunks past the last key do nothing, so one
+// launch shape (a CUDA graph's) serves every position. `workspace` holds
+// DecodeAttentionWorkspace(...) floats for it. Results equal splits 1's up
+// to float32 rounding (the sums are grouped otherwise).
 constexpr int kMaxAttentionSplits = 64;
 cudaError_t DecodeAttention(const void* q, const RowTables& rows_at, void* out, int rows, int heads,
                             int kv_heads, int head_dim, int64_t window, ElementType type,
