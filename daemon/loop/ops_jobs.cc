@@ -162,6 +162,12 @@ void SubmitOp(DaemonState& s, const Request& req, Responder reply) {
                        "params.n: a submitted job's result keeps one text; submit one job "
                        "an answer, or ask generate for several"));
     }
+    if (params.ok() && params->return_ids) {
+      return reply.Fail(
+          InvalidField("return_ids",
+                       "params.return_ids: a submitted job's result keeps its text only; "
+                       "ask generate for token ids"));
+    }
   }
   JobIntake intake;
   intake.owner = reply.owner();

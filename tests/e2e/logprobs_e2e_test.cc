@@ -87,6 +87,19 @@ TEST_CASE("logprobs: socket token events carry each token's, beside its id", "[e
                   {"params", {{"model", "tiny-qwen2"}, {"prompt", "Once"}, {"logprobs", 2}}}});
   CHECK(reply.value("code", "") == "INVALID_REQUEST");
   CHECK(reply.value("message", "").find("params.logprobs") != std::string::npos);
+  // Token ids, which only token events carry, likewise; false is no request.
+  reply = CallOp(d.socket(), "submit",
+                 {{"op", "generate"},
+                  {"params", {{"model", "tiny-qwen2"}, {"prompt", "Once"}, {"return_ids", true}}}});
+  CHECK(reply.value("code", "") == "INVALID_REQUEST");
+  CHECK(reply.value("message", "").find("params.return_ids") != std::string::npos);
+  reply =
+      CallOp(d.socket(), "submit",
+             {{"op", "generate"},
+              {"params", {{"model", "tiny-qwen2"}, {"prompt", "Once"}, {"return_ids", false}}}});
+  INFO(reply.dump());
+  CHECK(reply.value("event", "") == "result");
+  CHECK(reply["result"].value("state", "") == "queued");
 }
 
 TEST_CASE("logprobs: chat and completions in OpenAI's shapes, streamed or not", "[e2e][logprobs]") {
