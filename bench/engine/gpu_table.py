@@ -87,28 +87,30 @@ def first_request(out):
                   f"{r['prefill_ms']:.2f} | {r['ttft_ms'] / r['prefill_ms']:.2f} |")
 
 
-def long_context(out):
-    """Decode after a 2000-token prompt: attention with one split
-    (long_medq_one_*) and split into chunks (long_medq_auto_*), runs
-    interleaved."""
-    runs = {}  # (model, label) -> [decode tok/s]
-    for path in sorted(out.glob("long_medq_*_bench.json")):
-        label = "auto" if "_auto_" in path.name else "one"
-        for r in (load(path) or {}).get("results", []):
+def attention_splits(out):
+    """Decode after prompts of some length with attention walked by one
+    block a head (attn_medq_one_*) and split into chunks
+    (attn_medq_auto_*), runs interleaved."""
+    runs = {}  # (model, prompt tokens, mode) -> [decode tok/s]
+    for path in sorted(out.glob("attn_medq_*_bench.json")):
+        doc = load(path) or {}
+        mode = "auto" if path.name.startswith("attn_medq_auto_") else "one"
+        for r in doc.get("results", []):
             if "decode_tok_s" in r:
-                runs.setdefault((r["model"], label), []).append(r["decode_tok_s"])
+                key = (r["model"], doc.get("prompt_tokens"), mode)
+                runs.setdefault(key, []).append(r["decode_tok_s"])
     if not runs:
         return
     print()
     print("| model | prompt | one split tok/s | split (auto) tok/s | auto / one |")
     print("| --- | --- | --- | --- | --- |")
-    for m in sorted({m for m, _ in runs}):
-        one, auto = runs.get((m, "one"), []), runs.get((m, "auto"), [])
+    for m, prompt in sorted({(m, p) for m, p, _ in runs}, key=lambda k: (k[0], k[1] or 0)):
+        one, auto = runs.get((m, prompt, "one"), []), runs.get((m, prompt, "auto"), [])
         ratio = f"{statistics.median(auto) / statistics.median(one):.2f}" if one and auto else "-"
-        print(f"| {m} | 2000 | {cell(one)} | {cell(auto)} | {ratio} |")
+        print(f"| {m} | {prompt} | {cell(one)} | {cell(auto)} | {ratio} |")
 
 
 if __name__ == "__main__":
     main()
     first_request(pathlib.Path(sys.argv[1]))
-    long_context(pathlib.Path(sys.argv[1]))
+    attention_splits(pathlib.Path(sys.argv[1]))
