@@ -15,24 +15,11 @@
 
 #include <cstdint>
 
+#include "daemon/engine/cuda/row_tables.h"
+
 namespace medq::engine::cuda {
 
 enum class ElementType { kFloat, kBFloat16, kHalf };
-
-// Where each row of a batched decode step reads and writes: device arrays
-// of one entry a row, so that one launch serves every row and a CUDA graph
-// can replay it after the rows' caches changed (only the arrays' contents
-// do). keys[r] and values[r] hold the addresses of row r's cache of the
-// layer ([kv_heads, capacity, D], element type T), cos[r] and sin[r] of its
-// RoPE tables ([P, D], P > its position).
-struct RowTables {
-  const uint64_t* keys;
-  const uint64_t* values;
-  const uint64_t* cos;
-  const uint64_t* sin;
-  const int64_t* capacities;  // [rows]
-  const int64_t* positions;   // [rows]: where row r writes, and its last key
-};
 
 // The rows of the q/k/v projection, qkv [rows, heads * D | kv_heads * D |
 // kv_heads * D]: each q and k head RMS-normed over D (when q_norm/k_norm

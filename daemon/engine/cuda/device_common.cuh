@@ -1,6 +1,8 @@
 // Device helpers the medq_cuda_kernels files share (internal; included by
 // .cu files only): float32 loads and stores of each element type, a warp's
-// sum, and the launch of a kernel templated on the element type.
+// sum, a row table's pointer, the dynamic shared memory, and the launch of
+// a kernel templated on the element type. tests/kernels/cuda_emulation.h
+// defines the same names for its CPU run of attention_kernels.cuh.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -42,6 +44,18 @@ __device__ __forceinline__ void Store<__nv_bfloat16>(__nv_bfloat16* p, int64_t i
 template <>
 __device__ __forceinline__ void Store<__half>(__half* p, int64_t i, float v) {
   p[i] = __float2half(v);
+}
+
+// Where row `row`'s entry of a RowTables table points, as a T*.
+template <typename T>
+__device__ __forceinline__ T* RowPointer(const uint64_t* table, int row) {
+  return reinterpret_cast<T*>(static_cast<uintptr_t>(table[row]));
+}
+
+// The block's dynamic shared memory (the launch's third parameter), as floats.
+__device__ __forceinline__ float* DynamicShared() {
+  extern __shared__ float dynamic_shared[];
+  return dynamic_shared;
 }
 
 __device__ __forceinline__ float WarpSum(float v) {
