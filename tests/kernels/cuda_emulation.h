@@ -1,11 +1,12 @@
 // A CPU emulation of as much of CUDA's execution model as the decode
-// attention kernels use (daemon/engine/cuda/attention_kernels.cuh), so that
-// every build runs them, GPU or not: each CUDA thread of a block is a
-// std::thread, __syncthreads a barrier of the block's threads, a warp
-// shuffle an exchange through memory between two barriers of the warp's 32
-// threads, and the dynamic shared memory a buffer of the launch's size
-// (NaN-filled before each block, as uninitialized memory may hold
-// anything). Blocks run one after another. Device helpers of
+// kernels use (daemon/engine/cuda/decode_kernels.cuh), so that every build
+// runs them, GPU or not: each CUDA thread of a block is a std::thread,
+// __syncthreads a barrier of the block's threads, a warp shuffle an
+// exchange through memory between two barriers of the warp's 32 threads,
+// the dynamic shared memory a buffer of the launch's size (NaN-filled
+// before each block, as uninitialized memory may hold anything) and a
+// kernel's static __shared__ array a function-local static (blocks run one
+// after another, so one copy serves them all). Device helpers of
 // device_common.cuh are given for float elements only.
 //
 // What it shows: the kernels' indexing, their synchronization and their
@@ -13,19 +14,22 @@
 // between warps without a barrier (the kernels have none), and the
 // element types' conversions.
 //
-// Include this before attention_kernels.cuh, in a test only: it defines
+// Include this before decode_kernels.cuh, in a test only: it defines
 // macros with CUDA's names.
 #pragma once
 
+#include <algorithm>
 #include <barrier>
+#include <bit>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <functional>
 #include <memory>
 #include <thread>
 #include <vector>
 
-#include "daemon/engine/cuda/row_tables.h"
+#include "daemon/engine/cuda/decode_types.h"
 
 namespace medq::engine::cuda::emulation {
 
@@ -108,9 +112,29 @@ inline void Launch(Dim3 grid, unsigned threads, size_t shared_floats,
 #define blockIdx (::medq::engine::cuda::emulation::t_state.block)
 #define blockDim (::medq::engine::cuda::emulation::g_block)
 #define gridDim (::medq::engine::cuda::emulation::g_grid)
+#define __shared__ static
 #define __syncthreads ::medq::engine::cuda::emulation::SyncThreads
 #define __shfl_xor_sync ::medq::engine::cuda::emulation::ShflXor
 #define __expf std::exp
+
+// CUDA's vector type and the built-ins the GEMV reads it with.
+struct uint4 {
+  unsigned x, y, z, w;
+};
+inline uint4 make_uint4(unsigned x, unsigned y, unsigned z, unsigned w) {
+  return {x, y, z, w};
+}
+inline uint4 __ldg(const uint4* p) {
+  uint4 v;
+  std::memcpy(&v, p, sizeof v);  // the bytes, whatever type wrote them
+  return v;
+}
+inline float __uint_as_float(unsigned u) {
+  return std::bit_cast<float>(u);
+}
+inline float __fdividef(float a, float b) {
+  return a / b;
+}
 
 // device_common.cuh's helpers, for float elements.
 namespace medq::engine::cuda {
@@ -134,10 +158,23 @@ T* RowPointer(const uint64_t* table, int row) {
 inline float* DynamicShared() {
   return emulation::t_state.shared;
 }
+// device_common.cuh's butterfly (v += shfl_xor(v, 16), then 8, 4, 2, 1),
+// each lane's sums in the order the device makes them, from one exchange of
+// the warp's values: two barriers instead of ten.
 inline float WarpSum(float v) {
-  for (int offset = 16; offset > 0; offset /= 2)
-    v += __shfl_xor_sync(0xffffffffu, v, offset);
-  return v;
+  const unsigned lane = emulation::t_state.thread.x % 32;
+  emulation::t_state.warp_exchange[lane] = v;
+  emulation::t_state.warp_barrier->arrive_and_wait();
+  float values[32];
+  std::copy(emulation::t_state.warp_exchange, emulation::t_state.warp_exchange + 32, values);
+  emulation::t_state.warp_barrier->arrive_and_wait();
+  for (unsigned offset = 16; offset > 0; offset /= 2) {
+    float next[32];
+    for (unsigned l = 0; l < 32; ++l)
+      next[l] = values[l] + values[l ^ offset];
+    std::copy(next, next + 32, values);
+  }
+  return values[lane];
 }
 
 }  // namespace

@@ -15,7 +15,7 @@
 
 #include <cstdint>
 
-#include "daemon/engine/cuda/row_tables.h"
+#include "daemon/engine/cuda/decode_types.h"
 
 namespace medq::engine::cuda {
 
@@ -58,11 +58,6 @@ int64_t DecodeAttentionWorkspace(int rows, int heads, int head_dim, int splits);
 // does, at most kMaxAttentionSplits (1 when the rows alone do). A host
 // function: no device is touched.
 int DecodeAttentionSplits(int rows, int heads, int multiprocessors);
-
-// What the GEMV multiplies by w: x itself, x RMS-normed (x / sqrt(mean(x²) +
-// eps) · norm, transformers' RMSNorm, computed in the same pass), or
-// silu(gate) · up with x = [gate | up] ([m, 2k]).
-enum class GemvInput { kPlain, kRmsNorm, kSiluMul };
 
 // y [m, n] = in(x) [m, k] · wᵀ (w [n, k], row-major) + bias [n] (when given) +
 // residual [m, n] (when given; y may be residual itself, for an in-place

@@ -2,7 +2,7 @@
 // .cu files only): float32 loads and stores of each element type, a warp's
 // sum, a row table's pointer, the dynamic shared memory, and the launch of
 // a kernel templated on the element type. tests/kernels/cuda_emulation.h
-// defines the same names for its CPU run of attention_kernels.cuh.
+// defines the same names for its CPU run of decode_kernels.cuh.
 #pragma once
 
 #include <cuda_bf16.h>

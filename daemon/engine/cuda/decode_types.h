@@ -1,6 +1,6 @@
-// Where each row of a batched decode step reads and writes (internal), in a
-// header of its own without CUDA's: the CPU emulation of the attention
-// kernels (tests/kernels/cuda_emulation.h) builds tables too.
+// The types the decode kernels and their launchers share (internal), in a
+// header without CUDA's: the kernels' CPU emulation
+// (tests/kernels/cuda_emulation.h) uses them too.
 #pragma once
 
 #include <cstdint>
@@ -21,5 +21,10 @@ struct RowTables {
   const int64_t* capacities;  // [rows]
   const int64_t* positions;   // [rows]: where row r writes, and its last key
 };
+
+// What the GEMV multiplies by w: x itself, x RMS-normed (x / sqrt(mean(x²) +
+// eps) · norm, transformers' RMSNorm, computed in the same pass), or
+// silu(gate) · up with x = [gate | up] ([m, 2k]).
+enum class GemvInput { kPlain, kRmsNorm, kSiluMul };
 
 }  // namespace medq::engine::cuda
