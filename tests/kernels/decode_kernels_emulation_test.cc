@@ -13,7 +13,10 @@
 // - SiLU·up;
 // - the GEMV, plain, RMS-normed and over SiLU·up, 1, 3 and 16 rows, a weight
 //   row on one warp and split over eight, with and without bias and
-//   residual, 13 output rows (no whole number of blocks).
+//   residual, 13 output rows (no whole number of blocks);
+// - the int8 GEMV (quantized_kernels.cuh), 1, 3 and 16 rows, a row width
+//   that leaves the last round of loads part-full, and int8
+//   dequantization.
 // The GPU test (tests/engine/gpu_test.cc) runs the same kernels on a
 // device, in every element type.
 #include <catch2/catch.hpp>
@@ -28,6 +31,7 @@
 #include "tests/kernels/cuda_emulation.h"
 // After the emulation, whose names it uses.
 #include "daemon/engine/cuda/decode_kernels.cuh"
+#include "daemon/engine/cuda/quantized_kernels.cuh"
 
 namespace medq::engine::cuda {
 namespace {
@@ -361,6 +365,65 @@ TEST_CASE("CUDA GEMV, emulated on the CPU, equals a reference", "[kernels][cuda]
       }
     }
   }
+}
+
+TEST_CASE("CUDA int8 GEMV and dequantization, emulated on the CPU, equal references",
+          "[kernels][cuda]") {
+  std::mt19937 rng(13);
+  // 144 vectors of 16 weights a row: one full round of 32 lanes x 4 loads,
+  // then a round with 16 vectors.
+  const int64_t n = 13, k = 2304;
+  std::uniform_int_distribution<int> level(-127, 127);
+  std::vector<int8_t> w(static_cast<size_t>(n * k));
+  for (int8_t& v : w)
+    v = static_cast<int8_t>(level(rng));
+  std::vector<float> scale = Random(static_cast<size_t>(n), rng);
+  for (float& v : scale)
+    v = std::fabs(v) * 0.01f;
+  const std::vector<float> bias = Random(static_cast<size_t>(n), rng);
+  for (const int m : {1, 3, 16}) {
+    const std::vector<float> x = Random(static_cast<size_t>(m * k), rng);
+    const std::vector<float> residual = Random(static_cast<size_t>(m * n), rng);
+    for (const bool extras : {false, true}) {
+      INFO("rows " << m << (extras ? ", bias and residual" : ""));
+      std::vector<float> y(static_cast<size_t>(m * n), NAN);
+      const float* b = extras ? bias.data() : nullptr;
+      const float* res = extras ? residual.data() : nullptr;
+      const auto blocks = static_cast<unsigned>((n + kWarps - 1) / kWarps);
+      emulation::Launch({blocks, 1, 1}, 32 * kWarps, 0, [&] {
+        if (m == 1) {
+          GemvInt8Kernel<float, 1>(x.data(), w.data(), scale.data(), b, res, y.data(), n, k, m);
+        } else if (m <= 4) {
+          GemvInt8Kernel<float, 4>(x.data(), w.data(), scale.data(), b, res, y.data(), n, k, m);
+        } else {
+          GemvInt8Kernel<float, 16>(x.data(), w.data(), scale.data(), b, res, y.data(), n, k, m);
+        }
+      });
+      std::vector<double> want(y.size());
+      double largest = 1;
+      for (int64_t r = 0; r < m; ++r) {
+        for (int64_t o = 0; o < n; ++o) {
+          double sum = 0;
+          for (int64_t i = 0; i < k; ++i)
+            sum += double{x[static_cast<size_t>(r * k + i)]} * w[static_cast<size_t>(o * k + i)];
+          sum *= scale[static_cast<size_t>(o)];
+          if (extras)
+            sum += bias[static_cast<size_t>(o)] + residual[static_cast<size_t>(r * n + o)];
+          want[static_cast<size_t>(r * n + o)] = sum;
+          largest = std::max(largest, std::fabs(sum));
+        }
+      }
+      CHECK(Worst(y, want) <= 1e-5 * largest);
+    }
+  }
+  std::vector<float> dense(static_cast<size_t>(n * k), NAN);
+  emulation::Launch({8, 1, 1}, 256, 0, [&] {
+    DequantizeInt8Kernel<float>(w.data(), scale.data(), dense.data(), n, k);
+  });
+  std::vector<double> want(dense.size());
+  for (size_t i = 0; i < want.size(); ++i)
+    want[i] = static_cast<float>(w[i]) * scale[i / static_cast<size_t>(k)];
+  CHECK(Worst(dense, want) == 0);
 }
 
 }  // namespace
