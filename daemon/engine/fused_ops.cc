@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "daemon/engine/attention.h"
+#include "daemon/engine/kernels/cpu_linear.h"
 #include "daemon/engine/kernels/linear.h"
 #include "daemon/engine/layers.h"
 
@@ -92,6 +93,57 @@ int AttentionSplitsFor(const at::Tensor& q, int rows, int heads) {
   return splits >= 1 && splits <= cuda::kMaxAttentionSplits ? splits : 1;
 }
 #endif
+
+}  // namespace
+
+namespace {
+
+// x · wᵀ + bias on the CPU through the batch-invariant row kernels
+// (kernels/cpu_linear.h: MatRowsInto, MatRowsInt4Into; row i bitwise what
+// it is alone, whatever the other rows), as the host loop's decode step
+// computes its projections; Linear elsewhere, and for what those kernels do
+// not take (LibTorch's int4 layout, a bias not in float32). Linear's CPU
+// paths for several rows (BLAS GEMM, the bf16 block kernel) round otherwise
+// than its one-row path, so that with Linear a sequence's logits on the
+// device loop run on the CPU would depend on its neighbours.
+at::Tensor RowInvariantLinear(const at::Tensor& x, const at::Tensor& w, const at::Tensor& bias,
+                              const at::Tensor& scale) {
+  bool rows = false, int4 = false;
+  switch (SelectLinearPath(x, w, bias, scale)) {
+    case LinearPath::kMatVecF32:
+    case LinearPath::kMatVecBf16:
+    case LinearPath::kGemmF32:
+    case LinearPath::kMatMulBf16:
+    case LinearPath::kTiledGemmBf16:
+    case LinearPath::kMatRowsInt8:
+    case LinearPath::kTiledGemmInt8:
+      rows = true;
+      break;
+    case LinearPath::kMatRowsInt4:
+    case LinearPath::kTiledGemmInt4:
+      rows = int4 = true;
+      break;
+    default:
+      break;
+  }
+  if (!rows || (bias.defined() && (bias.scalar_type() != at::kFloat || !bias.is_contiguous()))) {
+    return Linear(x, w, bias, scale);
+  }
+  const at::Tensor xc = x.contiguous();
+  const int64_t in = int4 ? 2 * w.size(1) : w.size(1);
+  std::vector<int64_t> shape = xc.sizes().vec();
+  shape.back() = w.size(0);
+  at::Tensor y = at::empty(shape, xc.options());
+  const float* b = bias.defined() ? bias.data_ptr<float>() : nullptr;
+  if (int4) {
+    kernels::MatRowsInt4Into(w, scale, xc.data_ptr<float>(), xc.numel() / in, b,
+                             y.data_ptr<float>());
+  } else {
+    kernels::MatRowsInto(w, xc.data_ptr<float>(), xc.numel() / in, b, y.data_ptr<float>(),
+                         scale.defined() ? scale.data_ptr<float>() : nullptr);
+  }
+  return y;
+}
 
 }  // namespace
 
@@ -261,7 +313,7 @@ at::Tensor DecodeLinear(const Model& m, const at::Tensor& x, const at::Tensor& w
 #else
   (void)m;
 #endif
-  return Linear(x, w, bias, scale);
+  return RowInvariantLinear(x, w, bias, scale);
 }
 
 void DecodeLinearAddInto(const Model& m, at::Tensor& residual, const at::Tensor& x,
@@ -276,7 +328,10 @@ void DecodeLinearAddInto(const Model& m, at::Tensor& residual, const at::Tensor&
 #else
   (void)m;
 #endif
-  LinearAddInto(residual, x, w, bias, scale);
+  if (residual.is_cuda()) return LinearAddInto(residual, x, w, bias, scale);
+  // The product, then the add, for one row as for many (LinearAddInto fuses
+  // them for one row only).
+  residual.add_(RowInvariantLinear(x, w, bias, scale));
 }
 
 at::Tensor DecodeNormLinear(const Model& m, const at::Tensor& x, const at::Tensor& norm, double eps,

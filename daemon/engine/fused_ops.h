@@ -58,7 +58,10 @@ at::Tensor DecodeAttention(const Model& model, size_t layer_index, const at::Ten
 // The decode step's projections: x [..., K] (at most 16 rows) · wᵀ + bias,
 // through the GEMV kernel (each weight row read once for every row, summed
 // in float32) where FusedKernelsApply and the shapes fit it, else Linear
-// (kernels/linear.h), its reference. DecodeLinearAddInto adds the product to
+// (kernels/linear.h), its reference; on the CPU (the device loop's test
+// switch) through the batch-invariant row kernels Linear's one-row path
+// equals, so that each row is bitwise what it would be alone, as on the
+// host loop. DecodeLinearAddInto adds the product to
 // `residual` in place (LinearAddInto's contract). int8 weights (quantize.h)
 // take their row scales and always go through Linear.
 at::Tensor DecodeLinear(const Model& model, const at::Tensor& x, const at::Tensor& weight,

@@ -56,12 +56,12 @@ std::optional<json> TryCall(const std::string& socket, const std::string& op, co
   return *reply;
 }
 
-// Whether the daemons run the loop a GPU takes (the devloop leg). There a
-// batched row equals its solo run only up to float rounding (engine/batch.h;
-// measured: 1e-5 on tiny-llama's logits from the first step with two rows),
-// which can flip a seeded draw many tokens in: the harness then runs one job
-// at a time, so that a job's text still depends on its params alone. The
-// release leg batches two (the host loop is bitwise batch-invariant).
+// Whether the daemons run the loop a GPU takes (the devloop leg). There the
+// harness runs one job at a time; the release leg batches two. The device
+// loop's step on the CPU now gives each row its solo logits bitwise
+// (device_loop_test.cc), and with two at a time this harness passed about
+// 30 damage runs and failed one, whose output was not kept: until that is
+// explained, one at a time.
 bool OnDeviceLoop() {
   const char* v = std::getenv("MEDQ_TEST_DEVICE_LOOP_ON_CPU");
   return v != nullptr && std::string(v) == "1";

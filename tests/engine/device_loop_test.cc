@@ -210,6 +210,54 @@ struct StaticRowsBeside {
   }
 };
 
+// The device loop run on the CPU keeps a batch's rows apart as the host
+// loop does: three sequences stepped together (a bucket of four, one row of
+// padding) give each the logits it gets stepped alone, bitwise, float32 and
+// bf16 weights.
+TEST_CASE("the static decode step on the CPU gives each row its solo logits, bitwise",
+          "[engine][device-loop]") {
+  c10::InferenceMode guard;
+  for (const auto& dir : ModelFolders()) {
+    for (const std::string dtype : {"fp32", "bf16"}) {
+      INFO("model " << dir.filename().string() << " " << dtype);
+      const auto ref = ReadTensors(dir / "reference.safetensors");
+      const auto model = MustLoad(dir, dtype);
+      // Sequence i's cache in the batch (2i) and alone (2i + 1).
+      std::vector<std::unique_ptr<KvCache>> caches;
+      std::vector<int64_t> next;
+      for (const std::string p : {"prompt1", "prompt2", "prompt2"}) {
+        const std::vector<int32_t> ids32 = Ids(ref, "input_ids_" + p);
+        const at::Tensor ids =
+            at::tensor(std::vector<int64_t>(ids32.begin(), ids32.end()), at::kLong).view({1, -1});
+        // The third sequence reads one token less: rows at other positions.
+        const at::Tensor prompt = next.size() == 2 ? ids.narrow(1, 0, ids.size(1) - 1) : ids;
+        for (int copy = 0; copy < 2; ++copy) {
+          caches.push_back(std::make_unique<KvCache>(*model, 1, prompt.size(1) + 8, true));
+          const at::Tensor logits =
+              Forward(*model, prompt, *caches.back(), LogitsFor::kLastPosition);
+          if (copy == 0) next.push_back(logits.view({-1}).argmax().item<int64_t>());
+        }
+      }
+      for (int step = 0; step < 4; ++step) {
+        INFO("step " << step);
+        std::vector<KvCache*> batch = {caches[0].get(), caches[2].get(), caches[4].get()};
+        const at::Tensor together =
+            DecodeGraphsOf(*model).Step(batch, at::tensor({next[0], next[1], next[2]}, at::kLong));
+        for (size_t i = 0; i < 3; ++i) {
+          std::vector<KvCache*> alone = {caches[2 * i + 1].get()};
+          const at::Tensor solo =
+              DecodeGraphsOf(*model).Step(alone, at::tensor({next[i]}, at::kLong));
+          CHECK(MaxAbsDiff(together[static_cast<int64_t>(i)], solo[0]) == 0);
+        }
+        for (const auto& cache : caches)
+          cache->Advance(1);
+        for (size_t i = 0; i < 3; ++i)
+          next[i] = together[static_cast<int64_t>(i)].argmax().item<int64_t>();
+      }
+    }
+  }
+}
+
 TEST_CASE("the static decode step equals the host loop's step, rows at their own positions",
           "[engine][device-loop]") {
   c10::InferenceMode guard;
