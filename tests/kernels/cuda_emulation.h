@@ -1,10 +1,10 @@
 // A CPU emulation of as much of CUDA's execution model as the decode
 // kernels use (daemon/engine/cuda/decode_kernels.cuh), so that every build
 // runs them, GPU or not: each CUDA thread of a block is a std::thread,
-// __syncthreads a barrier of the block's threads, a warp shuffle an
-// exchange through memory between two barriers of the warp's 32 threads,
-// the dynamic shared memory a buffer of the launch's size (NaN-filled
-// before each block, as uninitialized memory may hold anything) and a
+// __syncthreads a barrier of the block's threads, a warp sum (the kernels'
+// only shuffles, through device_common.cuh's WarpSum) an exchange through
+// memory between two barriers of the warp's 32 threads, the dynamic shared memory a buffer of the
+// launch's size (NaN-filled before each block, as uninitialized memory may hold anything) and a
 // kernel's static __shared__ array a function-local static (blocks run one
 // after another, so one copy serves them all). Device helpers of
 // device_common.cuh are given for float elements only.
@@ -51,17 +51,6 @@ inline Dim3 g_grid, g_block;
 
 inline void SyncThreads() {
   t_state.block_barrier->arrive_and_wait();
-}
-
-// Lane l gets the value of lane l ^ lane_mask; every lane of the warp calls
-// it together (the mask is the full warp in these kernels).
-inline float ShflXor(unsigned /*mask*/, float v, int lane_mask) {
-  const unsigned lane = t_state.thread.x % 32;
-  t_state.warp_exchange[lane] = v;
-  t_state.warp_barrier->arrive_and_wait();
-  const float theirs = t_state.warp_exchange[lane ^ static_cast<unsigned>(lane_mask)];
-  t_state.warp_barrier->arrive_and_wait();
-  return theirs;
 }
 
 // Runs `kernel` for every block of `grid` with `threads` threads (a
@@ -114,7 +103,6 @@ inline void Launch(Dim3 grid, unsigned threads, size_t shared_floats,
 #define gridDim (::medq::engine::cuda::emulation::g_grid)
 #define __shared__ static
 #define __syncthreads ::medq::engine::cuda::emulation::SyncThreads
-#define __shfl_xor_sync ::medq::engine::cuda::emulation::ShflXor
 #define __expf std::exp
 
 // CUDA's vector type and the built-ins the GEMV reads it with.
