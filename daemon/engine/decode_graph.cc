@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <cstdlib>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -10,6 +9,7 @@
 #include "daemon/engine/engine.h"
 #include "daemon/engine/fused_ops.h"
 #include "daemon/engine/static_rows.h"
+#include "daemon/engine/tuning.h"
 
 #if MEDQ_WITH_CUDA
 #include <ATen/cuda/CUDAGraph.h>
@@ -33,10 +33,7 @@ std::mutex g_failure_mutex;
 std::string g_first_failure;  // guarded by g_failure_mutex
 
 bool EnvAllowsGraphs() {
-  static const bool allowed = [] {
-    const char* v = std::getenv("MEDQ_CUDA_GRAPHS");
-    return v == nullptr || std::string(v) != "0";
-  }();
+  static const bool allowed = tuning::SwitchOr(tuning::kCudaGraphs, true);
   return allowed;
 }
 

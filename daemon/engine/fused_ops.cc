@@ -1,7 +1,6 @@
 #include "daemon/engine/fused_ops.h"
 
 #include <atomic>
-#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -9,6 +8,7 @@
 #include "daemon/engine/kernels/cpu_linear.h"
 #include "daemon/engine/kernels/linear.h"
 #include "daemon/engine/layers.h"
+#include "daemon/engine/tuning.h"
 
 #if MEDQ_WITH_CUDA
 #include <ATen/cuda/CUDAContext.h>
@@ -34,10 +34,7 @@ at::Tensor SlotMask(const ModelConfig& c, const at::Tensor& position, int64_t ca
 
 #if MEDQ_WITH_CUDA
 bool FusedEnvAllows() {
-  static const bool allowed = [] {
-    const char* v = std::getenv("MEDQ_FUSED_KERNELS");
-    return v == nullptr || std::string(v) != "0";
-  }();
+  static const bool allowed = tuning::SwitchOr(tuning::kFusedKernels, true);
   return allowed;
 }
 
@@ -68,16 +65,14 @@ cudaStream_t Stream(const at::Tensor& t) {
   return c10::cuda::getCurrentCUDAStream(t.device().index()).stream();
 }
 
-// MEDQ_ATTENTION_SPLITS: unset (or anything else) 1, "auto" kAttentionSplitsAuto,
-// "1".."64" that many. Read once.
+static_assert(tuning::kMaxAttentionSplits == cuda::kMaxAttentionSplits);
+static_assert(tuning::kAttentionSplitsAuto == kAttentionSplitsAuto);
+
+// MEDQ_ATTENTION_SPLITS (tuning.h): unset 1. Read once.
 int AttentionSplitsFromEnvironment() {
   static const int splits = [] {
-    const char* v = std::getenv("MEDQ_ATTENTION_SPLITS");
-    if (v == nullptr) return 1;
-    const std::string s(v);
-    if (s == "auto") return kAttentionSplitsAuto;
-    const int n = std::atoi(v);
-    return n >= 1 && n <= cuda::kMaxAttentionSplits ? n : 1;
+    const char* v = tuning::Value(tuning::kAttentionSplits);
+    return v == nullptr ? 1 : tuning::ParseAttentionSplits(v).value_or(1);
   }();
   return splits;
 }

@@ -1,5 +1,6 @@
 // medqd: the medq inference daemon. See docs/architecture.md.
 #include <csignal>
+#include <iostream>
 #include <string>
 #include <variant>
 #include <vector>
@@ -10,6 +11,7 @@
 #include "daemon/config.h"
 #include "daemon/engine/blas_threads.h"
 #include "daemon/engine/engine.h"
+#include "daemon/engine/tuning.h"
 #include "daemon/logging.h"
 #include "daemon/loop/open_files.h"
 #include "daemon/server/server.h"
@@ -20,6 +22,12 @@ int main(int argc, char** argv) {
   medq::daemon::ConfigOutcome outcome = medq::daemon::LoadConfig(argc, argv);
   if (auto* exit_now = std::get_if<medq::daemon::ExitNow>(&outcome)) return exit_now->status;
   auto& config = std::get<medq::daemon::Config>(outcome);
+  // The engine's diagnostic switches are not configuration keys, but a
+  // value the engine would not take is refused as a key's would be.
+  if (const std::string bad = medq::engine::tuning::TuningEnvironmentError(); !bad.empty()) {
+    std::cerr << "medqd: " << bad << "\n";
+    return 64;
+  }
 
   medq::daemon::SetUpLogging(config.log_level);
   spdlog::info("medqd {} starting{}", medq::kVersion,

@@ -8,19 +8,12 @@
 #include <vector>
 
 #include "tests/support/daemon_process.h"
+#include "tests/support/scoped_env.h"
 
 namespace medq::daemon {
 namespace {
 
-// Sets an environment variable for the scope of one test.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) { setenv(name, value, 1); }
-  ~ScopedEnv() { unsetenv(name_); }
-
- private:
-  const char* name_;
-};
+using ::medq::test::ScopedEnv;
 
 ConfigOutcome Load(std::vector<std::string> args) {
   std::vector<const char*> argv = {"medqd"};

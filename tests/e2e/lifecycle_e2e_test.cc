@@ -170,4 +170,23 @@ TEST_CASE("medqd refuses an invalid configuration naming the key", "[e2e]") {
   CHECK_THAT(r.err, Catch::Contains("max"));
 }
 
+TEST_CASE("medqd refuses a diagnostic switch's invalid value naming the variable", "[e2e]") {
+  // Not configuration keys (daemon/engine/tuning.h), but a misspelt value
+  // must not run the default without a word.
+  for (const char* env : {"MEDQ_ATTENTION_SPLITS=atuo", "MEDQ_CUDA_GRAPHS=off", "MEDQ_GEMV_SPLIT=3",
+                          "MEDQ_FUSED_KERNELS=no"}) {
+    INFO(env);
+    // A socket path too long to serve: were the value taken, medqd would
+    // exit 69 at once (and not serve on).
+    TempDir dir;
+    ProcessResult r =
+        RunProcess({MedqdPath().string(), "--config", "/dev/null", "--state-dir",
+                    dir.path().string(), "--socket", (dir.path() / std::string(200, 's')).string()},
+                   {env});
+    CHECK(r.status == 64);
+    const std::string name(env, std::string(env).find('='));
+    CHECK_THAT(r.err, Catch::Contains(name) && Catch::Contains("is not valid"));
+  }
+}
+
 }  // namespace medq::test

@@ -5,10 +5,10 @@
 
 #include <cmath>
 #include <cstdint>
-#include <cstdlib>
 #include <type_traits>
 
 #include "daemon/engine/cuda/device_common.cuh"
+#include "daemon/engine/tuning.h"
 // After device_common.cuh, whose helpers it uses.
 #include "daemon/engine/cuda/decode_kernels.cuh"
 
@@ -102,9 +102,8 @@ namespace {
 // the environment fixes it (a benchmark's comparison).
 int SplitFor(int64_t n, int64_t k, ElementType type) {
   static const int fixed = [] {
-    const char* v = std::getenv("MEDQ_GEMV_SPLIT");
-    const int s = v == nullptr ? 0 : std::atoi(v);
-    return s == 1 || s == 2 || s == 4 || s == 8 ? s : 0;
+    const char* v = tuning::Value(tuning::kGemvSplit);
+    return v == nullptr ? 0 : tuning::ParseGemvSplit(v).value_or(0);
   }();
   if (fixed != 0) return fixed;
   const int64_t vectors = k / (type == ElementType::kFloat ? 4 : 8);
