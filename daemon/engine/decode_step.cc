@@ -56,10 +56,10 @@ void Rope(float* x, int64_t d, const float* cos, const float* sin) {
 // parameters (quantize.h), which are otherwise undefined.
 void Product(const at::Tensor& w, const at::Tensor& packed, const float* x, int64_t m,
              const float* bias, float* y, const at::Tensor& scale = at::Tensor()) {
-  if (w.scalar_type() == at::kByte) return kernels::MatRowsInt4Into(w, scale, x, m, bias, y);
-  if (!packed.defined()) return kernels::MatRowsInto(w, x, m, bias, y, F32(scale));
-  kernels::MatRowsPackedInto(reinterpret_cast<const uint16_t*>(packed.data_ptr<at::BFloat16>()),
-                             w.size(0), w.size(1), x, m, bias, y);
+  const auto* p = packed.defined()
+                      ? reinterpret_cast<const uint16_t*>(packed.data_ptr<at::BFloat16>())
+                      : nullptr;
+  kernels::WeightRowsInto(w, scale, p, x, m, bias, y);
 }
 
 // The per-step activations of n rows, row-major [n, width], sized once per

@@ -94,7 +94,7 @@ int AttentionSplitsFor(const at::Tensor& q, int rows, int heads) {
 namespace {
 
 // x · wᵀ + bias on the CPU through the batch-invariant row kernels
-// (kernels/cpu_linear.h: MatRowsInto, MatRowsInt4Into; row i bitwise what
+// (kernels/cpu_linear.h: WeightRowsInto, as decode_step.cc; row i bitwise what
 // it is alone, whatever the other rows), as the host loop's decode step
 // computes its projections; Linear elsewhere, and for what those kernels do
 // not take (LibTorch's int4 layout, a bias not in float32). Linear's CPU
@@ -129,14 +129,8 @@ at::Tensor RowInvariantLinear(const at::Tensor& x, const at::Tensor& w, const at
   std::vector<int64_t> shape = xc.sizes().vec();
   shape.back() = w.size(0);
   at::Tensor y = at::empty(shape, xc.options());
-  const float* b = bias.defined() ? bias.data_ptr<float>() : nullptr;
-  if (int4) {
-    kernels::MatRowsInt4Into(w, scale, xc.data_ptr<float>(), xc.numel() / in, b,
-                             y.data_ptr<float>());
-  } else {
-    kernels::MatRowsInto(w, xc.data_ptr<float>(), xc.numel() / in, b, y.data_ptr<float>(),
-                         scale.defined() ? scale.data_ptr<float>() : nullptr);
-  }
+  kernels::WeightRowsInto(w, scale, /*packed=*/nullptr, xc.data_ptr<float>(), xc.numel() / in,
+                          bias.defined() ? bias.data_ptr<float>() : nullptr, y.data_ptr<float>());
   return y;
 }
 

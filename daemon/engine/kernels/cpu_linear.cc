@@ -224,6 +224,15 @@ void MatRowsPackedInto(const uint16_t* packed, int64_t out, int64_t in, const fl
       kPackedTileRows);
 }
 
+void WeightRowsInto(const torch::Tensor& weight, const torch::Tensor& scale, const uint16_t* packed,
+                    const float* x, int64_t m, const float* bias, float* y) {
+  if (weight.scalar_type() == torch::kByte) return MatRowsInt4Into(weight, scale, x, m, bias, y);
+  if (packed != nullptr) {
+    return MatRowsPackedInto(packed, weight.size(0), weight.size(1), x, m, bias, y);
+  }
+  MatRowsInto(weight, x, m, bias, y, scale.defined() ? scale.data_ptr<float>() : nullptr);
+}
+
 torch::Tensor CpuMatVec(const torch::Tensor& x, const torch::Tensor& weight,
                         const torch::Tensor& bias) {
   const torch::Tensor xc = x.contiguous();

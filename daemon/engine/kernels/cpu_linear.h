@@ -120,6 +120,17 @@ torch::Tensor CpuTiledGemmInt4(const torch::Tensor& x, const torch::Tensor& pack
                                const torch::Tensor& params, const torch::Tensor& bias);
 torch::Tensor DequantizeInt4(const torch::Tensor& packed, const torch::Tensor& params);
 
+// m rows against any weight the batch-invariant row kernels above take,
+// chosen by its dtype: int4 (torch::kByte, `scale` its group parameters:
+// MatRowsInt4Into), bf16 through its packed copy `packed` where one is
+// given (MatRowsPackedInto), else float32, bf16 or int8 (`scale` its row
+// scales) by MatRowsInto. Row i of y is bitwise what it is for m = 1
+// through the same call. The decode steps that must keep a row's logits
+// independent of its neighbours (the CPU's, and the device loop's on the
+// CPU) call this one function.
+void WeightRowsInto(const torch::Tensor& weight, const torch::Tensor& scale, const uint16_t* packed,
+                    const float* x, int64_t m, const float* bias, float* y);
+
 // How many threads (the caller plus helpers) the own kernels split output
 // rows over; threads <= 0 means one per core (the default). Independent of
 // LibTorch's intra-op threads, which the engine keeps at 1: OpenMP's workers
