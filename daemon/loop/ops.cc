@@ -143,19 +143,6 @@ void SettleTicket(CircuitBreaker::Ticket* ticket, const Error* error, bool compl
                                                : CircuitBreaker::Outcome::kOther);
 }
 
-JobSpec QueuedJobSpec(const DaemonState& state, JobClass cls, std::string op,
-                      const std::string& priority, std::optional<double> queue_timeout_s) {
-  const double timeout_s = std::min(state.config.queue_timeout_s,
-                                    queue_timeout_s.value_or(state.config.queue_timeout_s));
-  JobSpec spec;
-  spec.cls = cls;
-  spec.op = std::move(op);
-  spec.priority = *PriorityFromName(priority);
-  spec.deadline = std::chrono::steady_clock::now() +
-                  std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000));
-  return spec;
-}
-
 Status RefuseWhileDraining(const DaemonState& state) {
   if (!state.draining) return Status::Ok();
   return Error(ErrorCode::kNotReady, "medqd is shutting down; retry once it is back", 1.0);

@@ -49,12 +49,9 @@ void OnEmbedDone(DaemonState& s, EmbedSession& session, Result<EmbedResult> resu
 void SubmitEmbed(DaemonState& s, std::shared_ptr<EmbedSpec> spec,
                  std::shared_ptr<EmbedSession> session, const std::string& job,
                  const JobIntake& intake) {
-  JobSpec job_spec = QueuedJobSpec(s, JobClass::kEmbed, "embed", spec->request.priority,
-                                   spec->request.queue_timeout_s);
-  ForReplay(intake, job_spec);
-  WithTimeout(s, intake, spec->request.timeout_s, job_spec);
-  job_spec.id = job;
-  job_spec.owner = intake.owner;
+  JobSpec job_spec = IntakeJobSpec(
+      s, intake, JobClass::kEmbed, "embed", job,
+      {spec->request.priority, spec->request.queue_timeout_s, spec->request.timeout_s});
   session->job = job;
   EmbedCallbacks callbacks;
   callbacks.started = [session](const std::string&) { session->started = Clock::now(); };

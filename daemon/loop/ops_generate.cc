@@ -75,12 +75,9 @@ void OnDone(DaemonState& s, const std::string& model_name, Session& session,
 void SubmitGenerate(DaemonState& s, std::shared_ptr<GenerateSpec> spec,
                     std::shared_ptr<Session> session, const std::string& job,
                     const JobIntake& intake) {
-  JobSpec job_spec = QueuedJobSpec(s, JobClass::kGenerate, "generate", spec->params.priority,
-                                   spec->params.queue_timeout_s);
-  ForReplay(intake, job_spec);
-  WithTimeout(s, intake, spec->params.timeout_s, job_spec);
-  job_spec.id = job;
-  job_spec.owner = intake.owner;
+  JobSpec job_spec =
+      IntakeJobSpec(s, intake, JobClass::kGenerate, "generate", job,
+                    {spec->params.priority, spec->params.queue_timeout_s, spec->params.timeout_s});
   session->job = job;
   session->quiet = intake.detached;
   job_spec.on_position = [session](const std::string& job_id, int position, int waiting,

@@ -28,11 +28,6 @@ Result<std::shared_ptr<CircuitBreaker::Ticket>> AdmitToModel(DaemonState& state,
 // What a request's end says of its model's device: success, a device error
 // (INTERNAL) or nothing.
 void SettleTicket(CircuitBreaker::Ticket* ticket, const Error* error, bool completed);
-// A job of `cls` for `op` with the request's priority name (already
-// checked) and its deadline: the request's queue_timeout_s, at most the
-// daemon's.
-JobSpec QueuedJobSpec(const DaemonState& state, JobClass cls, std::string op,
-                      const std::string& priority, std::optional<double> queue_timeout_s);
 
 // ops_embed.cc
 void EmbedOp(DaemonState& state, const Request& request, Responder reply);
@@ -42,13 +37,21 @@ void SubmitOp(DaemonState& state, const Request& request, Responder reply);
 void StatusOp(DaemonState& state, const Request& request, Responder reply);
 void ResultOp(DaemonState& state, const Request& request, Responder reply);
 void ForgetOp(DaemonState& state, const Request& request, Responder reply);
-// A replayed job waits without a deadline, past max_queue.
-void ForReplay(const JobIntake& intake, JobSpec& spec);
-// The request's deadline: its timeout_s, at most the daemon's
-// request_timeout_s when that is set (or that alone), counted from the
-// job's acceptance (a replayed job's first acceptance).
-void WithTimeout(const DaemonState& state, const JobIntake& intake, std::optional<double> timeout_s,
-                 JobSpec& spec);
+// What a request asks of its job's place in the queue.
+struct QueueAsk {
+  std::string priority;  // its name, already checked
+  std::optional<double> queue_timeout_s;
+  std::optional<double> timeout_s;
+};
+// The job `job` (its id, empty without a job store) of `cls` for `op`, as
+// `intake` brings it, owned by the intake's owner: the request's priority;
+// its queue deadline, the request's queue_timeout_s at most the daemon's
+// (none for a replayed job, which also waits past max_queue); and its run
+// deadline, the request's timeout_s at most the daemon's request_timeout_s
+// when that is set (or that alone), counted from the job's acceptance (a
+// replayed job's first acceptance).
+JobSpec IntakeJobSpec(const DaemonState& state, const JobIntake& intake, JobClass cls,
+                      std::string op, const std::string& job, const QueueAsk& ask);
 // The job is queued: a streaming client that goes away cancels it, and the
 // intake hears of it (submit answers, a replay goes on to the next job).
 void WhenQueued(DaemonState& state, const JobIntake& intake, const std::string& job,

@@ -95,26 +95,36 @@ void ReplayFrom(DaemonState& s, std::shared_ptr<std::vector<store::UnfinishedJob
 
 }  // namespace
 
-void ForReplay(const JobIntake& intake, JobSpec& spec) {
-  if (!intake.replay_id) return;
-  // Accepted before the restart: it waits as long as it takes, even past
-  // max_queue.
-  spec.deadline.reset();
-  spec.past_limit = true;
-}
-
-void WithTimeout(const DaemonState& s, const JobIntake& intake, std::optional<double> timeout_s,
-                 JobSpec& spec) {
+JobSpec IntakeJobSpec(const DaemonState& s, const JobIntake& intake, JobClass cls, std::string op,
+                      const std::string& job, const QueueAsk& ask) {
+  JobSpec spec;
+  spec.cls = cls;
+  spec.op = std::move(op);
+  spec.id = job;
+  spec.owner = intake.owner;
+  spec.priority = *PriorityFromName(ask.priority);
+  if (intake.replay_id) {
+    // Accepted before the restart: it waits as long as it takes, even past
+    // max_queue.
+    spec.past_limit = true;
+  } else {
+    const double queue_s =
+        std::min(s.config.queue_timeout_s, ask.queue_timeout_s.value_or(s.config.queue_timeout_s));
+    spec.deadline = std::chrono::steady_clock::now() +
+                    std::chrono::milliseconds(static_cast<int64_t>(queue_s * 1000));
+  }
   const double daemon_s = s.config.request_timeout_s;
-  std::optional<double> seconds = timeout_s;
-  if (daemon_s > 0) seconds = std::min(timeout_s.value_or(daemon_s), daemon_s);
-  if (!seconds) return;
-  const double now = EpochSeconds();
-  const double left = *seconds - std::max(0.0, now - intake.accepted_at.value_or(now));
-  spec.timeout_s = *seconds;
-  spec.timeout_at =
-      JobQueue::Clock::now() + std::chrono::duration_cast<JobQueue::Clock::duration>(
-                                   std::chrono::duration<double>(std::max(0.0, left)));
+  std::optional<double> seconds = ask.timeout_s;
+  if (daemon_s > 0) seconds = std::min(ask.timeout_s.value_or(daemon_s), daemon_s);
+  if (seconds) {
+    const double now = EpochSeconds();
+    const double left = *seconds - std::max(0.0, now - intake.accepted_at.value_or(now));
+    spec.timeout_s = *seconds;
+    spec.timeout_at =
+        JobQueue::Clock::now() + std::chrono::duration_cast<JobQueue::Clock::duration>(
+                                     std::chrono::duration<double>(std::max(0.0, left)));
+  }
+  return spec;
 }
 
 void WhenQueued(DaemonState& s, const JobIntake& intake, const std::string& job, Responder& reply) {
