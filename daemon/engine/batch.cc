@@ -195,25 +195,52 @@ struct Batch::Impl {
       }
       return;
     }
-    std::vector<at::Tensor> chosen;
+    // Rows whose choice is their argmax (greedy, no penalty, no constraint:
+    // the usual extraction request) take one argmax over all of them, two
+    // launches for the step where each row alone costs two; the others
+    // choose one at a time. Either way the same ids (argmax is exact).
+    std::vector<size_t> order;       // producers' indices, in the order of their ids
+    std::vector<at::Tensor> chosen;  // those ids, in pieces of [k]
+    std::vector<at::Tensor> plain;
     for (size_t i = 0; i < producers.size(); ++i) {
+      const Sequence& s = *producers[i];
+      if (s.constraint == nullptr && s.sampler->PicksArgmax()) {
+        order.push_back(i);
+        plain.push_back(rows[i]);
+      }
+    }
+    std::vector<bool> picked_together(producers.size(), false);
+    if (plain.size() > 1) {
+      const at::Tensor picked = at::stack(plain).argmax(1);
+      for (size_t j = 0; j < plain.size(); ++j) {
+        producers[order[j]]->device_id = picked[static_cast<int64_t>(j)];
+        picked_together[order[j]] = true;
+      }
+      chosen.push_back(picked);
+    } else {
+      order.clear();
+    }
+    for (size_t i = 0; i < producers.size(); ++i) {
+      if (picked_together[i]) continue;
       Sequence& s = *producers[i];
       s.device_id = s.sampler->NextOnDevice(masked(s, rows[i]));
       s.sampler->Observe(s.device_id);
-      chosen.push_back(s.device_id);
+      chosen.push_back(s.device_id.view({1}));
+      order.push_back(i);
     }
-    const auto n = static_cast<int64_t>(chosen.size());
+    const auto n = static_cast<int64_t>(order.size());
     if (!host_ids.defined() || host_ids.size(0) < n) {
       host_ids =
           at::empty({std::max<int64_t>(n, 8)},
                     at::TensorOptions().dtype(at::kLong).pinned_memory(model->device.is_cuda()));
     }
     at::Tensor host = host_ids.narrow(0, 0, n);
-    host.copy_(at::stack(chosen));  // the one transfer of the step
+    // The one transfer of the step.
+    host.copy_(chosen.size() == 1 ? chosen[0] : at::cat(chosen));
     const int64_t* ids = host.data_ptr<int64_t>();
-    for (int64_t i = 0; i < n; ++i) {
-      Sequence& s = *producers[static_cast<size_t>(i)];
-      s.last_token = static_cast<int32_t>(ids[i]);
+    for (int64_t j = 0; j < n; ++j) {
+      Sequence& s = *producers[order[static_cast<size_t>(j)]];
+      s.last_token = static_cast<int32_t>(ids[j]);
       if (s.constraint != nullptr) s.constraint->Accept(s.last_token);
     }
   }

@@ -82,6 +82,10 @@ at::Tensor Sampler::WarpScores(at::Tensor s) const {
   return s;
 }
 
+bool Sampler::PicksArgmax() const {
+  return params_.temperature == 0 && params_.repetition_penalty == 1.0f;
+}
+
 void Sampler::StartOnDevice(const std::vector<int32_t>& prompt, int64_t vocab, at::Device device) {
   if (params_.repetition_penalty == 1.0f) return;
   seen_ = at::zeros({vocab}, at::TensorOptions().dtype(at::kBool).device(device));

@@ -30,6 +30,11 @@ class Sampler {
   // the device (as long as the logits are the same).
   int32_t Next(const at::Tensor& logits, const std::vector<int32_t>& history);
 
+  // Whether Next() and NextOnDevice() are the argmax of the logits as they
+  // are: greedy without a repetition penalty. Such rows may be chosen
+  // together, by one argmax over all of them.
+  bool PicksArgmax() const;
+
   // The warped scores before the draw (-inf = excluded), float32 on CPU; for
   // tests. Greedy params leave the scores after the penalty unchanged.
   at::Tensor Warp(const at::Tensor& logits, const std::vector<int32_t>& history) const;

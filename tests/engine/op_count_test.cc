@@ -14,11 +14,14 @@
 #include <atomic>
 #include <catch2/catch.hpp>
 #include <memory>
+#include <string>
 #include <string_view>
 #include <vector>
 
+#include "daemon/engine/batch.h"
 #include "daemon/engine/batch_forward.h"
 #include "daemon/engine/decode_step.h"
+#include "daemon/engine/generate.h"
 #include "daemon/engine/model.h"
 #include "daemon/engine/torch_version.h"
 #include "tests/engine/engine_test_util.h"
@@ -184,6 +187,49 @@ TEST_CASE("a batched generic step adds only cache writes and attention per seque
     CHECK(per_layer[1] - per_layer[0] <= (kMore - kFew) * kOpsPerExtraSequence);
   }
   CHECK(measured > 0);
+}
+
+// How often `op` ran at the top level in the counter's names.
+int64_t Occurrences(const std::string& names, const std::string& op) {
+  int64_t n = 0;
+  for (size_t at = names.find(op + " "); at != std::string::npos;
+       at = names.find(op + " ", at + 1)) {
+    if (at == 0 || names[at - 1] == ' ') ++n;
+  }
+  return n;
+}
+
+TEST_CASE("the device loop chooses the tokens of any number of greedy rows with one argmax",
+          "[engine][ops][device-loop]") {
+  // Greedy rows without a penalty or constraint (the usual extraction
+  // request) are picked together (batch.cc, ChooseTokens): on a GPU each op
+  // of a row's own choice would be a launch, so the step's host time would
+  // grow with the rows. Counted on the CPU run of the device loop.
+  const ScopedSwitch loop(&SetDeviceLoopOnCpu, true, DeviceLoopForced());
+  const auto model = MustLoad(ModelFolders().front(), "fp32");
+  int64_t ops_of[9] = {};
+  for (const int rows : {1, 2, 4, 8}) {
+    INFO(rows << " rows");
+    Batch batch(model, BatchOptions{});
+    for (int i = 0; i < rows; ++i) {
+      GenerateRequest r;
+      r.prompt = {1, 2, 3 + i};
+      r.max_new_tokens = 8;
+      r.stop_ids = std::vector<int32_t>{};
+      REQUIRE(batch.Add(r).ok());
+    }
+    REQUIRE(batch.Step().ok());  // the prompts, and each row's first token
+    OpCounter counter;
+    auto step = batch.Step();  // every row decodes
+    REQUIRE(step.ok());
+    REQUIRE(step->size() == static_cast<size_t>(rows));
+    const std::string names = OpCounter::Names();
+    INFO("ops of the step: " << names);
+    ops_of[rows] = counter.count();
+    CHECK(Occurrences(names, "aten::argmax") == 1);
+  }
+  WARN("device-loop step ops (CPU, first fixture), 1/2/4/8 greedy rows: "
+       << ops_of[1] << "/" << ops_of[2] << "/" << ops_of[4] << "/" << ops_of[8]);
 }
 
 }  // namespace

@@ -84,8 +84,10 @@ TEST_CASE("generation under a constraint draws only allowed tokens", "[engine][t
     }
   }
 
-  // In a batch: a constrained sequence beside an unconstrained one, which
-  // runs as it does alone.
+  // In a batch: a constrained sequence beside unconstrained ones, which run
+  // as they do alone: two greedy ones (which the device loop chooses
+  // together, by one argmax), a greedy one with a repetition penalty and a
+  // seeded sampled one (chosen one at a time).
   for (const bool device_loop : {false, true}) {
     INFO("batch, device loop " << device_loop);
     const ScopedSwitch loop(&SetDeviceLoopOnCpu, device_loop, DeviceLoopForced());
@@ -93,12 +95,23 @@ TEST_CASE("generation under a constraint draws only allowed tokens", "[engine][t
     GenerateRequest held = Request({1, 2, 3, 4, 5}, 10);
     auto c = std::make_shared<SetConstraint>(allowed);
     held.constraint = c;
-    const auto out = RunBatch(model, BatchOptions{}, {{0, free_run}, {1, held}});
+    GenerateRequest other_free = Request({4, 4, 2, 8}, 12);
+    GenerateRequest penalized = Request({7, 7, 3, 7}, 10);
+    penalized.sampling.repetition_penalty = 1.5f;
+    GenerateRequest sampled = Request({5, 6}, 9);
+    sampled.sampling.temperature = 0.9f;
+    sampled.sampling.seed = 11;
+    const auto out =
+        RunBatch(model, BatchOptions{},
+                 {{0, free_run}, {1, held}, {0, other_free}, {2, penalized}, {0, sampled}});
     CHECK(out[0].tokens == Generated(*model, free_run));
     REQUIRE(out[1].tokens.size() == 10);
     for (const int32_t id : out[1].tokens)
       CHECK(allowed.count(id) == 1);
     CHECK(c->accepted == out[1].tokens);
+    CHECK(out[2].tokens == Generated(*model, other_free));
+    CHECK(out[3].tokens == Generated(*model, penalized));
+    CHECK(out[4].tokens == Generated(*model, sampled));
   }
 }
 
