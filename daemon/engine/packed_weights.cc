@@ -21,8 +21,8 @@ const uint16_t* Bits(const at::Tensor& t) {
 
 // The packed copy of `matrix`: the base's where `matrix` is still the base's
 // tensor, a new one otherwise.
-at::Tensor Packed(const at::Tensor& matrix, const at::Tensor* base_matrix,
-                  const at::Tensor* base_packed) {
+at::Tensor PackedCopy(const at::Tensor& matrix, const at::Tensor* base_matrix,
+                      const at::Tensor* base_packed) {
   if (base_matrix != nullptr && base_packed->defined() && base_matrix->is_same(matrix)) {
     return *base_packed;
   }
@@ -53,13 +53,13 @@ bool PackableProjections(const ModelWeights& w) {
 }
 
 void PackProjections(ModelWeights& w, const ModelWeights* base) {
-  w.lm_head_packed =
-      Packed(w.lm_head, base ? &base->lm_head : nullptr, base ? &base->lm_head_packed : nullptr);
+  w.lm_head_packed = PackedCopy(w.lm_head, base ? &base->lm_head : nullptr,
+                                base ? &base->lm_head_packed : nullptr);
   for (size_t i = 0; i < w.layers.size(); ++i) {
     LayerWeights& l = w.layers[i];
     const LayerWeights* b = base ? &base->layers[i] : nullptr;
     for (const auto& [matrix, packed] : kLayerPairs)
-      l.*packed = Packed(l.*matrix, b ? &(b->*matrix) : nullptr, b ? &(b->*packed) : nullptr);
+      l.*packed = PackedCopy(l.*matrix, b ? &(b->*matrix) : nullptr, b ? &(b->*packed) : nullptr);
   }
 }
 

@@ -26,7 +26,7 @@ Run RunRequest(const Model& m, const GenerateRequest& r, int cancel_after = -1) 
   return run;
 }
 
-GenerateRequest Request(const Model& m, float temperature, std::optional<uint64_t> seed) {
+GenerateRequest ReferenceRequest(const Model& m, float temperature, std::optional<uint64_t> seed) {
   GenerateRequest r;
   r.prompt = {1, 6989, 9503, 21829, 2063};
   r.max_new_tokens = 16;
@@ -38,7 +38,7 @@ GenerateRequest Request(const Model& m, float temperature, std::optional<uint64_
 
 TEST_CASE("the same seed gives the same tokens, another seed other tokens", "[engine][sampling]") {
   const auto m = MustLoad(medq::test::ModelFixture("tiny-llama"));
-  auto r = Request(*m, 1.5f, 42);
+  auto r = ReferenceRequest(*m, 1.5f, 42);
   const Run a = RunRequest(*m, r);
   const Run b = RunRequest(*m, r);
   CHECK(a.ids == b.ids);
@@ -49,8 +49,8 @@ TEST_CASE("the same seed gives the same tokens, another seed other tokens", "[en
 
 TEST_CASE("top_k = 1 sampling equals greedy", "[engine][sampling]") {
   const auto m = MustLoad(medq::test::ModelFixture("tiny-llama"));
-  const Run greedy = RunRequest(*m, Request(*m, 0, std::nullopt));
-  auto r = Request(*m, 5.0f, 7);
+  const Run greedy = RunRequest(*m, ReferenceRequest(*m, 0, std::nullopt));
+  auto r = ReferenceRequest(*m, 5.0f, 7);
   r.sampling.top_k = 1;
   CHECK(RunRequest(*m, r).ids == greedy.ids);
 }
@@ -151,8 +151,8 @@ class DeviceLoop : public ScopedSwitch {
 
 TEST_CASE("the device loop generates what the host loop generates", "[engine][sampling]") {
   const auto m = MustLoad(medq::test::ModelFixture("tiny-llama"));
-  auto greedy = Request(*m, 0, std::nullopt);
-  auto sampled = Request(*m, 1.2f, 5);
+  auto greedy = ReferenceRequest(*m, 0, std::nullopt);
+  auto sampled = ReferenceRequest(*m, 1.2f, 5);
   sampled.sampling.top_p = 0.95f;
   sampled.sampling.repetition_penalty = 1.2f;
   for (const GenerateRequest& r : {greedy, sampled}) {
@@ -167,24 +167,24 @@ TEST_CASE("the device loop generates what the host loop generates", "[engine][sa
 TEST_CASE("generation stops on a stop id, on max_new_tokens and on cancellation",
           "[engine][sampling]") {
   const auto m = MustLoad(medq::test::ModelFixture("tiny-llama"));
-  const Run full = RunRequest(*m, Request(*m, 0, std::nullopt));
+  const Run full = RunRequest(*m, ReferenceRequest(*m, 0, std::nullopt));
   REQUIRE(full.ids.size() == 16);
   CHECK(full.result.finish == FinishReason::kLength);
   CHECK(full.result.new_tokens == 16);
   CHECK(full.result.prompt_tokens == 5);
 
-  auto r = Request(*m, 0, std::nullopt);
+  auto r = ReferenceRequest(*m, 0, std::nullopt);
   r.stop_ids = std::vector<int32_t>{full.ids[5]};
   const Run stopped = RunRequest(*m, r);
   const auto first = std::find(full.ids.begin(), full.ids.end(), full.ids[5]);
   CHECK(stopped.ids == std::vector<int32_t>(full.ids.begin(), first + 1));
   CHECK(stopped.result.finish == FinishReason::kStop);
 
-  const Run cancelled = RunRequest(*m, Request(*m, 0, std::nullopt), 3);
+  const Run cancelled = RunRequest(*m, ReferenceRequest(*m, 0, std::nullopt), 3);
   CHECK(cancelled.ids == std::vector<int32_t>(full.ids.begin(), full.ids.begin() + 3));
   CHECK(cancelled.result.finish == FinishReason::kCancelled);
 
-  r = Request(*m, 0, std::nullopt);
+  r = ReferenceRequest(*m, 0, std::nullopt);
   r.max_new_tokens = 0;
   const Run none = RunRequest(*m, r);
   CHECK(none.ids.empty());
@@ -207,16 +207,16 @@ TEST_CASE("bad requests are refused with kInvalidRequest", "[engine][sampling]")
     CHECK(res.error().code == ErrorCode::kInvalidRequest);
     CHECK_THAT(res.error().message, Catch::Contains(needle));
   };
-  auto r = Request(*m, 0, std::nullopt);
+  auto r = ReferenceRequest(*m, 0, std::nullopt);
   r.prompt.clear();
   refused(r, "empty");
-  r = Request(*m, 0, std::nullopt);
+  r = ReferenceRequest(*m, 0, std::nullopt);
   r.prompt.push_back(32000);
   refused(r, "outside the vocabulary");
-  r = Request(*m, 0, std::nullopt);
+  r = ReferenceRequest(*m, 0, std::nullopt);
   r.max_new_tokens = 5000;
   refused(r, "exceeds the model's context");
-  r = Request(*m, 1, std::nullopt);
+  r = ReferenceRequest(*m, 1, std::nullopt);
   r.sampling.top_p = 0;
   refused(r, "top_p");
 }
