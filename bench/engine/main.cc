@@ -36,6 +36,7 @@
 #include "daemon/engine/blas_threads.h"
 #include "daemon/engine/device_memory.h"
 #include "daemon/engine/engine.h"
+#include "daemon/engine/host_pool.h"
 #include "daemon/engine/kernels/kernel_choice.h"
 
 namespace {
@@ -294,6 +295,7 @@ int Run(const Options& o) {
 
 int main(int argc, char** argv) {
   medq::engine::QuietBlasThreads();  // first: as medqd does
+  medq::engine::UsePooledHostMemory();
   medq::bench::PrintBacktraceOnCrash();
   Options o;
   CLI::App app{"Engine benchmark on random-weight SmolLM-135M / Qwen2.5-0.5B shaped models"};

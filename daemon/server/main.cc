@@ -11,6 +11,7 @@
 #include "daemon/config.h"
 #include "daemon/engine/blas_threads.h"
 #include "daemon/engine/engine.h"
+#include "daemon/engine/host_pool.h"
 #include "daemon/engine/tuning.h"
 #include "daemon/logging.h"
 #include "daemon/loop/open_files.h"
@@ -18,7 +19,8 @@
 
 int main(int argc, char** argv) {
   medq::engine::QuietBlasThreads();  // first: it sets an environment variable
-  std::signal(SIGPIPE, SIG_IGN);     // a client that vanished is an error value, not a signal
+  medq::engine::UsePooledHostMemory();
+  std::signal(SIGPIPE, SIG_IGN);  // a client that vanished is an error value, not a signal
   medq::daemon::ConfigOutcome outcome = medq::daemon::LoadConfig(argc, argv);
   if (auto* exit_now = std::get_if<medq::daemon::ExitNow>(&outcome)) return exit_now->status;
   auto& config = std::get<medq::daemon::Config>(outcome);

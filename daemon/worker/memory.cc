@@ -6,6 +6,7 @@
 #include <fstream>
 
 #include "daemon/engine/device_memory.h"
+#include "daemon/engine/host_pool.h"
 
 namespace medq::daemon {
 
@@ -28,6 +29,7 @@ MemorySnapshot TakeMemorySnapshot() {
 
 void ReleaseCachedMemory() {
   engine::EmptyDeviceCaches();
+  engine::ReleasePooledHostMemory();
   malloc_trim(0);
 }
 

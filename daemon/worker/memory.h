@@ -14,8 +14,9 @@ int64_t ResidentSetBytes();
 // asks LibTorch.
 MemorySnapshot TakeMemorySnapshot();
 
-// Empties the CUDA caching allocator on every device and returns free heap
-// memory to the kernel (malloc_trim). Loaded weights stay. Worker thread only.
+// Empties the CUDA caching allocator on every device and returns free host
+// memory to the kernel: the pool's free blocks (engine/host_pool.h) and the
+// heap's (malloc_trim). Loaded weights stay. Worker thread only.
 void ReleaseCachedMemory();
 
 }  // namespace medq::daemon

@@ -15,6 +15,7 @@
 
 #include "daemon/engine/blas_threads.h"
 #include "daemon/engine/engine.h"
+#include "daemon/engine/host_pool.h"
 #include "daemon/tokenizer/tokenizer.h"
 
 namespace {
@@ -124,6 +125,7 @@ int Run(const Options& o) {
 
 int main(int argc, char** argv) {
   medq::engine::QuietBlasThreads();  // first: as medqd does
+  medq::engine::UsePooledHostMemory();
   Options o;
   CLI::App app{"Run a Hugging Face model directory with the medq engine (no daemon)"};
   app.add_option("model_dir", o.model_dir, "Model directory (config.json + safetensors)")
