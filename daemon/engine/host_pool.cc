@@ -2,7 +2,7 @@
 
 #include <c10/core/Allocator.h>
 #include <c10/core/CPUAllocator.h>
-#include <c10/util/Exception.h>
+#include <c10/util/Exception.h>  // TORCH_CHECK
 #include <sys/mman.h>
 
 #include <map>
@@ -135,8 +135,13 @@ class PooledAllocator final : public c10::Allocator {
  private:
   c10::DataPtr Allocate(size_t n) const {
     if (n < kPooledFrom) return fallback_->allocate(n);
-    void* p = ThePool().Take(RoundUp(n, kUnit));
-    TORCH_CHECK(p != nullptr, "medq's host memory pool: cannot map ", n, " bytes");
+    const size_t bytes = RoundUp(n, kUnit);
+    void* p = ThePool().Take(bytes);
+    // No mapping: the pool's free blocks may be what is missing. If even
+    // then there is none, LibTorch's allocator tries, and fails with its
+    // own out-of-memory error (which torch_errors.h reports as such).
+    if (p == nullptr && ThePool().Release() > 0) p = ThePool().Take(bytes);
+    if (p == nullptr) return fallback_->allocate(n);
     return {p, p, &Delete, c10::Device(c10::DeviceType::CPU)};
   }
 

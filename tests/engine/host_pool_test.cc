@@ -7,10 +7,14 @@
 #include <ATen/ATen.h>
 #include <c10/core/CPUAllocator.h>
 #include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <cstdint>
+#include <fstream>
+#include <string>
 #include <vector>
 
 #include "daemon/engine/aligned_mapping.h"
@@ -123,6 +127,38 @@ TEST_CASE("the host pool keeps at most 1 GiB free", "[engine]") {
   const HostPoolStats s = PooledHostMemory();
   CHECK(s.free_bytes == 800 * kMiB);  // the third would have passed 1 GiB: unmapped
   CHECK(ReleasePooledHostMemory() == 800 * kMiB);
+}
+
+TEST_CASE("the host pool fails as LibTorch does when memory runs out", "[engine]") {
+#if defined(__SANITIZE_ADDRESS__)
+  MEDQ_SKIP("under AddressSanitizer the pool stays out of the way");
+#endif
+  UsePooledHostMemory();
+  // In a child whose address space may grow by 32 MiB more: a 256 MiB
+  // tensor cannot be mapped, and the error must be LibTorch's own, which
+  // the engine reports as INSUFFICIENT_MEMORY (torch_errors.h), not some
+  // message of the pool's. (Nothing else allocates while the test forks.)
+  const pid_t pid = fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    long pages = 0;
+    std::ifstream("/proc/self/statm") >> pages;
+    const rlimit limit{static_cast<rlim_t>(pages) * 4096 + (32 << 20), RLIM_INFINITY};
+    if (setrlimit(RLIMIT_AS, &limit) != 0) _exit(5);
+    try {
+      at::empty({256 * kMiB}, at::kByte);
+      _exit(2);
+    } catch (const c10::Error& e) {
+      _exit(std::string(e.what()).find("can't allocate memory") != std::string::npos ? 0 : 3);
+    } catch (...) {
+      _exit(4);
+    }
+  }
+  int status = 0;
+  REQUIRE(waitpid(pid, &status, 0) == pid);
+  REQUIRE(WIFEXITED(status));
+  INFO("the child's exit: 2 allocated, 3 another error, 4 not a c10::Error, 5 no limit");
+  CHECK(WEXITSTATUS(status) == 0);
 }
 
 }  // namespace
