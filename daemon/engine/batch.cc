@@ -196,32 +196,27 @@ struct Batch::Impl {
       return;
     }
     // Rows whose choice is their argmax (greedy, no penalty, no constraint:
-    // the usual extraction request) take one argmax over all of them, two
-    // launches for the step where each row alone costs two; the others
-    // choose one at a time. Either way the same ids (argmax is exact).
-    std::vector<size_t> order;       // producers' indices, in the order of their ids
-    std::vector<at::Tensor> chosen;  // those ids, in pieces of [k]
-    std::vector<at::Tensor> plain;
+    // the usual extraction request) are picked by one argmax over all of
+    // them, where each row alone would cost a conversion and an argmax; the
+    // others choose one at a time. Either way the same ids (argmax is
+    // exact, and bf16 to float32 too).
+    std::vector<size_t> order, others;  // producers' indices: argmax rows first
     for (size_t i = 0; i < producers.size(); ++i) {
       const Sequence& s = *producers[i];
-      if (s.constraint == nullptr && s.sampler->PicksArgmax()) {
-        order.push_back(i);
+      (s.constraint == nullptr && s.sampler->PicksArgmax() ? order : others).push_back(i);
+    }
+    std::vector<at::Tensor> chosen;  // the ids in `order`'s order, in pieces
+    if (!order.empty()) {
+      std::vector<at::Tensor> plain;
+      for (const size_t i : order)
         plain.push_back(rows[i]);
-      }
-    }
-    std::vector<bool> picked_together(producers.size(), false);
-    if (plain.size() > 1) {
-      const at::Tensor picked = at::stack(plain).argmax(1);
-      for (size_t j = 0; j < plain.size(); ++j) {
+      const at::Tensor picked =
+          (plain.size() == 1 ? plain[0].unsqueeze(0) : at::stack(plain)).argmax(1);
+      for (size_t j = 0; j < order.size(); ++j)
         producers[order[j]]->device_id = picked[static_cast<int64_t>(j)];
-        picked_together[order[j]] = true;
-      }
       chosen.push_back(picked);
-    } else {
-      order.clear();
     }
-    for (size_t i = 0; i < producers.size(); ++i) {
-      if (picked_together[i]) continue;
+    for (const size_t i : others) {
       Sequence& s = *producers[i];
       s.device_id = s.sampler->NextOnDevice(masked(s, rows[i]));
       s.sampler->Observe(s.device_id);

@@ -66,7 +66,6 @@ cudaStream_t Stream(const at::Tensor& t) {
 }
 
 static_assert(tuning::kMaxAttentionSplits == cuda::kMaxAttentionSplits);
-static_assert(tuning::kAttentionSplitsAuto == kAttentionSplitsAuto);
 
 // MEDQ_ATTENTION_SPLITS (tuning.h): unset 1. Read once.
 int AttentionSplitsFromEnvironment() {
@@ -89,10 +88,6 @@ int AttentionSplitsFor(const at::Tensor& q, int rows, int heads) {
 }
 #endif
 
-}  // namespace
-
-namespace {
-
 // x · wᵀ + bias on the CPU through the batch-invariant row kernels
 // (kernels/cpu_linear.h: WeightRowsInto, as decode_step.cc; row i bitwise what
 // it is alone, whatever the other rows), as the host loop's decode step
@@ -103,7 +98,7 @@ namespace {
 // device loop run on the CPU would depend on its neighbours.
 at::Tensor RowInvariantLinear(const at::Tensor& x, const at::Tensor& w, const at::Tensor& bias,
                               const at::Tensor& scale) {
-  bool rows = false, int4 = false;
+  bool rows = false;
   switch (SelectLinearPath(x, w, bias, scale)) {
     case LinearPath::kMatVecF32:
     case LinearPath::kMatVecBf16:
@@ -112,11 +107,9 @@ at::Tensor RowInvariantLinear(const at::Tensor& x, const at::Tensor& w, const at
     case LinearPath::kTiledGemmBf16:
     case LinearPath::kMatRowsInt8:
     case LinearPath::kTiledGemmInt8:
-      rows = true;
-      break;
     case LinearPath::kMatRowsInt4:
     case LinearPath::kTiledGemmInt4:
-      rows = int4 = true;
+      rows = true;
       break;
     default:
       break;
@@ -125,11 +118,11 @@ at::Tensor RowInvariantLinear(const at::Tensor& x, const at::Tensor& w, const at
     return Linear(x, w, bias, scale);
   }
   const at::Tensor xc = x.contiguous();
-  const int64_t in = int4 ? 2 * w.size(1) : w.size(1);
   std::vector<int64_t> shape = xc.sizes().vec();
   shape.back() = w.size(0);
   at::Tensor y = at::empty(shape, xc.options());
-  kernels::WeightRowsInto(w, scale, /*packed=*/nullptr, xc.data_ptr<float>(), xc.numel() / in,
+  kernels::WeightRowsInto(w, scale, /*packed=*/nullptr, xc.data_ptr<float>(),
+                          xc.numel() / xc.size(-1),
                           bias.defined() ? bias.data_ptr<float>() : nullptr, y.data_ptr<float>());
   return y;
 }

@@ -13,6 +13,7 @@
 #include "daemon/engine/kv_cache.h"
 #include "daemon/engine/model.h"
 #include "daemon/engine/static_rows.h"
+#include "daemon/engine/tuning.h"
 
 namespace medq::engine {
 
@@ -33,7 +34,7 @@ void SetFusedKernelsEnabled(bool enabled);
 // opt-in until a GPU check has compared it with one split (scripts/gpu-check
 // runs both). A graph keeps the splits it was captured with.
 inline constexpr int kAttentionSplitsFromEnvironment = -1;
-inline constexpr int kAttentionSplitsAuto = 0;
+inline constexpr int kAttentionSplitsAuto = tuning::kAttentionSplitsAuto;
 // Test switch: kAttentionSplitsFromEnvironment, kAttentionSplitsAuto or a
 // number of splits, for every later call. Process-wide.
 void SetAttentionSplits(int splits);
@@ -63,7 +64,7 @@ at::Tensor DecodeAttention(const Model& model, size_t layer_index, const at::Ten
 // equals, so that each row is bitwise what it would be alone, as on the
 // host loop. DecodeLinearAddInto adds the product to
 // `residual` in place (LinearAddInto's contract). int8 weights (quantize.h)
-// take their row scales and always go through Linear.
+// take their row scales and never go through the GEMV kernel.
 at::Tensor DecodeLinear(const Model& model, const at::Tensor& x, const at::Tensor& weight,
                         const at::Tensor& bias, const at::Tensor& scale = at::Tensor());
 void DecodeLinearAddInto(const Model& model, at::Tensor& residual, const at::Tensor& x,
