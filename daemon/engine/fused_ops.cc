@@ -106,9 +106,7 @@ at::Tensor RowInvariantLinear(const at::Tensor& x, const at::Tensor& w, const at
     case LinearPath::kMatMulBf16:
     case LinearPath::kTiledGemmBf16:
     case LinearPath::kMatRowsInt8:
-    case LinearPath::kTiledGemmInt8:
     case LinearPath::kMatRowsInt4:
-    case LinearPath::kTiledGemmInt4:
       rows = true;
       break;
     default:

@@ -95,8 +95,7 @@ TEST_CASE("what a GPU's int4 form cannot hold is refused, naming the model and t
 }
 
 // Against the dequantized weights with x as it is: medq's own int4 products
-// below 32 rows quantize x to int8 blocks first (dense_kernels.h), which
-// LibTorch's do not.
+// quantize x to int8 blocks first (dense_kernels.h), which LibTorch's do not.
 TEST_CASE("Linear through LibTorch's int4 layout gives the product of medq's int4 weights",
           "[engine][quantize][int4]") {
   if (!TorchInt4Available()) MEDQ_SKIP(kNoInt4Ops);

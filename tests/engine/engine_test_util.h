@@ -102,8 +102,8 @@ inline double MaxAbsDiff(const at::Tensor& a, const at::Tensor& b) {
   return (a.to(at::kDouble) - b.to(at::kDouble)).abs().max().item<double>();
 }
 
-// How far medq's int4 and int8 products below 32 rows, which round x to
-// int8 in blocks of 32 (dense_kernels.h), may move the tiny random-weight
+// How far medq's int4 and int8 products, which round x to int8 in blocks of
+// 32 (dense_kernels.h), may move the tiny random-weight
 // fixtures' logits from the same weights with x unrounded: of the largest
 // logit, and by relative L2 (int8 weights' bounds, quantize_test.cc: the
 // same step).

@@ -242,11 +242,10 @@ void CheckBatchedIsSolo(const Quantized& q) {
 // int8: each weight moves by at most half its row's scale, 1/254 of the
 // row's largest weight; through these tiny random-weight models (hidden 32
 // to 64) that moved the logits by 1.6 to 3.8% (relative L2) and at most
-// 6.3% of the largest logit (measured, x unrounded). Its kernels, below 32
-// rows (these prompts), also round x to int8 blocks of 32, the same step
-// (dense_kernels.h): both together, up to 6.1% and 11% (measured); the
-// bounds are 10% and 20%. Against the dequantized model with x unrounded,
-// the bounds of x's rounding alone (engine_test_util.h).
+// 6.3% of the largest logit (measured, x unrounded). Its kernels also round
+// x to int8 blocks of 32, the same step (dense_kernels.h): both together, up to 6.1% and 11%
+// (measured); the bounds are 10% and 20%. Against the dequantized model with x unrounded, the
+// bounds of x's rounding alone (engine_test_util.h).
 const Quantized kInt8{
     [](const fs::path& dir, const std::string& dtype) { return MustLoadInt8(dir, dtype); },
     at::kChar,
@@ -471,11 +470,11 @@ TEST_CASE("int4 groups that do not divide a matrix are refused, naming the model
 // 3.8% and 6.3% times about 17), and with x rounded as the kernels round it
 // (below) up to 46% and 68%; the bounds are 75% and 100%.
 // What the int4 kernels compute is checked tighter, against the dequantized
-// model in float32. Below 32 rows (these prompts) they round x to int8 in
-// blocks of 32 (dense_kernels.h), a step of 1/254 of a block's largest
-// value, as int8 rounds a row's weights: int8's bounds, 10% of the largest
-// logit and 5% relative L2 (measured: 2.9 to 5.8% of the largest); a wrong nibble,
-// group or minimum moves them by the logits' whole size.
+// model in float32. They round x to int8 in blocks of 32 (dense_kernels.h),
+// a step of 1/254 of a block's largest value, as int8 rounds a row's
+// weights: int8's bounds, 10% of the largest logit and 5% relative L2
+// (measured: 2.9 to 5.8% of the largest); a wrong nibble, group or minimum
+// moves them by the logits' whole size.
 const Quantized kInt4{
     [](const fs::path& dir, const std::string& dtype) { return MustLoadInt4(dir, dtype); },
     at::kByte,

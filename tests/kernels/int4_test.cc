@@ -4,7 +4,7 @@
 // quantization, every SIMD table bitwise equal to the scalar reference, the
 // several-row kernel bitwise the one-row kernel per row (batch invariance),
 // and Linear()'s int4 paths against at::linear on the dequantized matrix
-// (and, below 32 rows, x as quantized).
+// and x as quantized.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -326,6 +326,25 @@ void CheckRowsAgainstMatVec(Tables tables, bool vnni) {
       }
     }
   }
+  // A prefill chunk's rows: more x rows than fit one block of x and more
+  // weight rows than one run (cpu_linear.cc, ParallelOverBlocks), on 1, 2
+  // and 3 threads, so that blocks, runs and chunks all have several parts.
+  const Int4Weight w = RandomInt4({1536, 896, 64});
+  const int64_t m = 45;
+  const torch::Tensor x = torch::randn({m, 896});
+  for (int threads : {1, 2, 3}) {
+    kernels::SetKernelThreads(threads);
+    std::vector<float> rows(static_cast<size_t>(m * 1536), -1.0f);
+    kernels::MatRowsInt4Into(w.packed, w.params, x.data_ptr<float>(), m, nullptr, rows.data());
+    for (int64_t i = 0; i < m; ++i) {
+      INFO("1536x896, " << threads << " threads, row " << i);
+      std::vector<float> one(1536, -2.0f);
+      kernels::MatRowsInt4Into(w.packed, w.params, x.data_ptr<float>() + i * 896, 1, nullptr,
+                               one.data());
+      REQUIRE(SameBits(rows.data() + i * 1536, one.data(), 1536));
+    }
+  }
+  kernels::SetKernelThreads(0);
 }
 
 TEST_CASE("int4 rows are bitwise the one-row kernel per row, AVX-512VL table", "[linear][int4]") {
@@ -349,7 +368,7 @@ TEST_CASE("int4 rows are bitwise the one-row kernel per row, scalar", "[linear][
 // |y - ref| <= 1e-5 · (|x| · |W|ᵀ + |b|) against at::linear on the
 // dequantized matrix in float64: the bound of float32 summation (and of the
 // one rounding of each dequantized weight, and of each lane's scale s · d).
-// x is in double: as it is (prefill's GEMM) or as quantized (the products).
+// x is in double, as the products quantize it.
 void RequireCloseToDequantized(const torch::Tensor& y, const torch::Tensor& xd, const Int4Weight& w,
                                const torch::Tensor& bias) {
   const torch::Tensor wd = DequantizedDouble(w);
@@ -377,9 +396,8 @@ TEST_CASE("Linear with int4 weights equals the dequantized product on every path
         const LinearPath path = SelectLinearPath(x, w.packed, bias, w.params);
         INFO(s.out << "x" << s.in << " m=" << m << " " << LinearPathName(path) << " "
                    << ActiveKernelsName());
-        const bool rows = m < kTiledGemmMinRows;
-        REQUIRE(path == (rows ? LinearPath::kMatRowsInt4 : LinearPath::kTiledGemmInt4));
-        const torch::Tensor xd = rows ? QuantizedXDouble(x) : x.to(torch::kDouble);
+        REQUIRE(path == LinearPath::kMatRowsInt4);
+        const torch::Tensor xd = QuantizedXDouble(x);
         RequireCloseToDequantized(Linear(x, w.packed, bias, w.params), xd, w, bias);
         RequireCloseToDequantized(Linear(x, w.packed, {}, w.params), xd, w, {});
         torch::Tensor residual = torch::randn({1, m, s.out});

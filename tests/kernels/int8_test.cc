@@ -3,7 +3,7 @@
 // quantization, every SIMD table (with VNNI and without) bitwise equal to
 // the scalar reference, the several-row kernel bitwise the one-row kernel
 // per row (batch invariance), and Linear()'s int8 paths against at::linear
-// on the dequantized matrix (below 32 rows, times x as rounded).
+// on the dequantized matrix times x as rounded.
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -196,6 +196,26 @@ void CheckRowsAgainstMatVec(Tables tables, bool vnni) {
       }
     }
   }
+  // A prefill chunk's rows: more x rows than fit one block of x and more
+  // weight rows than one run (cpu_linear.cc, ParallelOverBlocks), on 1, 2
+  // and 3 threads, so that blocks, runs and chunks all have several parts.
+  const Int8Weight w = RandomInt8(768, 896);
+  const int64_t m = 45;
+  const torch::Tensor x = torch::randn({m, 896});
+  for (int threads : {1, 2, 3}) {
+    kernels::SetKernelThreads(threads);
+    std::vector<float> rows(static_cast<size_t>(m * 768), -1.0f);
+    kernels::MatRowsInto(w.values, x.data_ptr<float>(), m, nullptr, rows.data(),
+                         w.scales.data_ptr<float>());
+    for (int64_t i = 0; i < m; ++i) {
+      INFO("768x896, " << threads << " threads, row " << i);
+      std::vector<float> one(768, -2.0f);
+      kernels::MatVecInto(w.values, x.data_ptr<float>() + i * 896, nullptr, one.data(),
+                          w.scales.data_ptr<float>());
+      REQUIRE(SameBits(rows.data() + i * 768, one.data(), 768));
+    }
+  }
+  kernels::SetKernelThreads(0);
 }
 
 TEST_CASE("int8 MatRowsInto is bitwise MatVecInto per row, AVX-512VL table", "[linear][int8]") {
@@ -217,7 +237,7 @@ TEST_CASE("int8 MatRowsInto is bitwise MatVecInto per row, scalar", "[linear][in
 
 // |y - ref| <= 1e-5 · (|x| · |W|ᵀ + |b|) against at::linear on the
 // dequantized matrix in float64: the bound of float32 summation. x is in
-// double: as it is (prefill's GEMM) or as rounded (the products).
+// double, as the products round it.
 void RequireCloseToDequantized(const torch::Tensor& y, const torch::Tensor& xd, const Int8Weight& w,
                                const torch::Tensor& bias) {
   const torch::Tensor wd = w.values.to(torch::kDouble) * w.scales.to(torch::kDouble).unsqueeze(1);
@@ -244,9 +264,8 @@ TEST_CASE("Linear with int8 weights equals the dequantized product on every path
         const LinearPath path = SelectLinearPath(x, w.values, bias, w.scales);
         INFO(s.out << "x" << s.in << " m=" << m << " " << LinearPathName(path) << " "
                    << ActiveKernelsName());
-        const bool rows = m < kTiledGemmMinRows;
-        REQUIRE(path == (rows ? LinearPath::kMatRowsInt8 : LinearPath::kTiledGemmInt8));
-        const torch::Tensor xd = rows ? rounded_x::QuantizedXDoubleInt8(x) : x.to(torch::kDouble);
+        REQUIRE(path == LinearPath::kMatRowsInt8);
+        const torch::Tensor xd = rounded_x::QuantizedXDoubleInt8(x);
         RequireCloseToDequantized(Linear(x, w.values, bias, w.scales), xd, w, bias);
         RequireCloseToDequantized(Linear(x, w.values, {}, w.scales), xd, w, {});
         // LinearAddInto: the residual plus the product.

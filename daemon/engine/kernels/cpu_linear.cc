@@ -3,7 +3,9 @@
 #include <ATen/Parallel.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
+#include <cstddef>
 #include <cstring>
 #include <thread>
 #include <vector>
@@ -95,29 +97,114 @@ const float* PreparedBf16Rows(const DenseKernels& k, const float* x, int64_t m, 
   return prepared.data();
 }
 
-// x rounded to int8 blocks and laid out for the int8 and int4 products
-// (dense_kernels.h, PrepareI8Rows and PrepareI4Rows) in buffers of the
-// calling thread's, as PreparedBf16Rows: once a product, valid until the
-// thread's next call.
-I8Rows PreparedI8Rows(const DenseKernels& k, const float* x, int64_t m, int64_t in) {
-  thread_local std::vector<int8_t> q;
-  thread_local std::vector<float> lane_scale;
-  thread_local std::vector<int32_t> offset;
-  q.resize(static_cast<size_t>(m * I8RowBytes(in)));
-  lane_scale.resize(static_cast<size_t>(m * I8RowLanes(in)));
-  offset.resize(static_cast<size_t>(m * I8RowLanes(in)));
-  PrepareI8Rows(k.quantize_x_span, x, m, in, q.data(), lane_scale.data(), offset.data());
-  return {q.data(), lane_scale.data(), offset.data(), in};
+// Up to this many bytes, a product's prepared x rows live in a buffer of the
+// calling thread's, grown and kept: a decode step makes several products a
+// layer, and an allocation each would put the allocator on the per-token
+// path. A prefill chunk's rows (megabytes for a wide model) get a tensor of
+// the product's own instead, so that they go back to LibTorch's allocator
+// (and host_pool.h's release after the request) when the product ends rather
+// than stay with the worker thread for the daemon's life.
+constexpr size_t kKeptScratchBytes = 256 * 1024;
+
+// Three arrays of the given byte sizes, each 64-byte aligned, in the calling
+// thread's kept buffer or in `owned`; valid until the thread's next call, or
+// while `owned` lives.
+std::array<std::byte*, 3> Scratch(const std::array<size_t, 3>& bytes, torch::Tensor& owned) {
+  constexpr size_t kAlign = kCacheLineBytes;
+  size_t total = 0;
+  std::array<size_t, 3> at{};
+  for (size_t i = 0; i < bytes.size(); ++i) {
+    at[i] = total;
+    total += (bytes[i] + kAlign - 1) / kAlign * kAlign;
+  }
+  std::byte* base;
+  if (total <= kKeptScratchBytes) {
+    thread_local AlignedFloats kept;  // 64-byte aligned (aligned_vector.h)
+    if (kept.size() * sizeof(float) < total) kept.resize(total / sizeof(float));
+    base = reinterpret_cast<std::byte*>(kept.data());
+  } else {
+    owned = torch::empty({static_cast<int64_t>(total + kAlign)}, torch::kByte);
+    const auto address = reinterpret_cast<uintptr_t>(owned.data_ptr<uint8_t>());
+    base = reinterpret_cast<std::byte*>((address + kAlign - 1) / kAlign * kAlign);
+  }
+  return {base + at[0], base + at[1], base + at[2]};
 }
 
-I4Rows PreparedI4Rows(const DenseKernels& k, const float* x, int64_t m, int64_t in, int64_t group) {
-  thread_local std::vector<int8_t> q;
-  thread_local std::vector<float> lane_scale, group_sum;
-  q.resize(static_cast<size_t>(m * I4RowBytes(in)));
-  lane_scale.resize(static_cast<size_t>(m * I4RowLaneScales(in)));
-  group_sum.resize(static_cast<size_t>(m * I4RowGroupSums(in, group)));
-  PrepareI4Rows(k.quantize_x_block, x, m, in, group, q.data(), lane_scale.data(), group_sum.data());
-  return {q.data(), lane_scale.data(), group_sum.data(), in, group};
+// x rounded to int8 blocks and laid out for the int8 and int4 products
+// (dense_kernels.h, PrepareI8Rows and PrepareI4Rows), in Scratch: once a
+// product.
+I8Rows PreparedI8Rows(const DenseKernels& k, const float* x, int64_t m, int64_t in,
+                      torch::Tensor& owned) {
+  const auto n = static_cast<size_t>(m);
+  const auto buffers = Scratch({n * I8RowBytes(in), n * I8RowLanes(in) * sizeof(float),
+                                n * I8RowLanes(in) * sizeof(int32_t)},
+                               owned);
+  auto* q = reinterpret_cast<int8_t*>(buffers[0]);
+  auto* lane_scale = reinterpret_cast<float*>(buffers[1]);
+  auto* offset = reinterpret_cast<int32_t*>(buffers[2]);
+  PrepareI8Rows(k.quantize_x_span, x, m, in, q, lane_scale, offset);
+  return {q, lane_scale, offset, in};
+}
+
+I4Rows PreparedI4Rows(const DenseKernels& k, const float* x, int64_t m, int64_t in, int64_t group,
+                      torch::Tensor& owned) {
+  const auto n = static_cast<size_t>(m);
+  const auto buffers = Scratch({n * I4RowBytes(in), n * I4RowLaneScales(in) * sizeof(float),
+                                n * I4RowGroupSums(in, group) * sizeof(float)},
+                               owned);
+  auto* q = reinterpret_cast<int8_t*>(buffers[0]);
+  auto* lane_scale = reinterpret_cast<float*>(buffers[1]);
+  auto* group_sum = reinterpret_cast<float*>(buffers[2]);
+  PrepareI4Rows(k.quantize_x_block, x, m, in, group, q, lane_scale, group_sum);
+  return {q, lane_scale, group_sum, in, group};
+}
+
+// x rows [i0, i0 + rows) of prepared rows, as the kernels take a whole set.
+I8Rows RowsFrom(const I8Rows& x, int64_t i0) {
+  return {x.q + i0 * I8RowBytes(x.in), x.lane_scale + i0 * I8RowLanes(x.in),
+          x.offset + i0 * I8RowLanes(x.in), x.in};
+}
+I4Rows RowsFrom(const I4Rows& x, int64_t i0) {
+  return {x.q + i0 * I4RowBytes(x.in), x.lane_scale + i0 * I4RowLaneScales(x.in),
+          x.group_sum + i0 * I4RowGroupSums(x.in, x.group), x.in, x.group};
+}
+
+// The integer products of many x rows (prefill's) are cut into blocks: x rows
+// in blocks of about kXBlockBytes of prepared x (whole tiles of four rows, the
+// kernels' tile), which stay in L1 while a run of weight rows passes under
+// them, and weight rows in runs of about kWeightRunBytes, which stay in L2
+// while every block of x passes over them. Without the blocks every weight
+// row met all of x from L3 (512 prefill rows of a 4864-wide down_proj are
+// 2.5 MB); with them a 512-row product ran at 1.05 to 1.5 times the tiled
+// GEMM it replaced (bench/engine/README.md, "Integer products for prefill").
+// Each (x row, weight row) product is the kernels' own, so the blocks change
+// no bit of the result.
+constexpr int64_t kXBlockBytes = 20 * 1024;
+constexpr int64_t kWeightRunBytes = 128 * 1024;
+
+// Runs kernel(x_begin, x_rows, row_begin, row_end) over the product of m
+// prepared x rows of x_row_bytes and the weight rows [0, out) of
+// weight_row_bytes, in the blocks above, on KernelThreads() threads.
+template <typename Kernel>
+void ParallelOverBlocks(int64_t out, int64_t weight_row_bytes, int64_t m, int64_t x_row_bytes,
+                        const Kernel& kernel) {
+  const int64_t x_block = std::max<int64_t>(4, kXBlockBytes / x_row_bytes / 4 * 4);
+  if (x_block >= m) {
+    // All of x stays in L1 as it is: the split by the weight bytes alone.
+    ParallelOverRows(out, weight_row_bytes, 1,
+                     [&](int64_t begin, int64_t end) { kernel(0, m, begin, end); });
+    return;
+  }
+  const int64_t run =
+      std::max<int64_t>(kRowBlock, kWeightRunBytes / weight_row_bytes / kRowBlock * kRowBlock);
+  // Chunks by the work, a weight row's bytes once for each x row, so that
+  // even a small matrix (k_proj's) is shared by the threads.
+  ParallelOverRows(out, weight_row_bytes * m, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; r += run) {
+      for (int64_t i = 0; i < m; i += x_block)
+        kernel(i, std::min(x_block, m - i), r, std::min(end, r + run));
+    }
+  });
 }
 
 }  // namespace
@@ -146,7 +233,8 @@ void MatVecInto(const torch::Tensor& weight, const float* x, const float* bias, 
   const DenseKernels& k = ActiveKernels();
   if (weight.scalar_type() == torch::kChar) {
     const int8_t* wp = weight.data_ptr<int8_t>();
-    const I8Rows rows = PreparedI8Rows(k, x, 1, in);
+    torch::Tensor owned;
+    const I8Rows rows = PreparedI8Rows(k, x, 1, in, owned);
     ParallelOverRows(out, in, sizeof(int8_t), [&](int64_t begin, int64_t end) {
       k.matvec_i8(wp, scale, rows, bias, y, begin, end);
     });
@@ -179,10 +267,12 @@ void MatRowsInto(const torch::Tensor& weight, const float* x, int64_t m, const f
   // reused from cache, so the chunks stay as long as for one row.
   if (weight.scalar_type() == torch::kChar) {
     const int8_t* wp = weight.data_ptr<int8_t>();
-    const I8Rows rows = PreparedI8Rows(k, x, m, in);
-    ParallelOverRows(out, in, sizeof(int8_t), [&](int64_t begin, int64_t end) {
-      k.matrows_i8(wp, scale, rows, out, m, bias, y, begin, end);
-    });
+    torch::Tensor owned;
+    const I8Rows rows = PreparedI8Rows(k, x, m, in, owned);
+    ParallelOverBlocks(
+        out, in, m, I8RowBytes(in), [&](int64_t i, int64_t rows_here, int64_t begin, int64_t end) {
+          k.matrows_i8(wp, scale, RowsFrom(rows, i), out, rows_here, bias, y + i * out, begin, end);
+        });
   } else if (weight.scalar_type() == torch::kFloat) {
     const float* wp = weight.data_ptr<float>();
     ParallelOverRows(out, in, sizeof(float), [&](int64_t begin, int64_t end) {
@@ -263,15 +353,12 @@ torch::Tensor CpuMatMulBf16(const torch::Tensor& x, const torch::Tensor& weight,
   return y;
 }
 
-namespace {
-
-// The tiled GEMM of CpuTiledGemmBf16 and CpuTiledGemmInt8: tiles of the
-// weight's rows are converted to float32 by `convert(r0, begin, end, tile)`
-// (rows r0 + begin .. r0 + end into tile rows begin .. end, split over the
-// kernel threads), multiplied, and the rows copied out with the bias.
-template <typename Convert>
-torch::Tensor TiledGemm(const torch::Tensor& x, int64_t out, int64_t in, const torch::Tensor& bias,
-                        size_t weight_element_bytes, const Convert& convert) {
+torch::Tensor CpuTiledGemmBf16(const torch::Tensor& x, const torch::Tensor& weight,
+                               const torch::Tensor& bias) {
+  const int64_t out = weight.size(0);
+  const int64_t in = weight.size(1);
+  const auto* wp = reinterpret_cast<const uint16_t*>(weight.data_ptr<at::BFloat16>());
+  const DenseKernels& k = ActiveKernels();
   const int64_t m = x.numel() / in;
   const torch::Tensor xc = x.reshape({m, in}).contiguous();
   const torch::Tensor b = FloatBias(bias);
@@ -288,8 +375,9 @@ torch::Tensor TiledGemm(const torch::Tensor& x, int64_t out, int64_t in, const t
     // an OpenMP region per tile, which stalls on a busy machine.
     torch::Tensor t = tile.narrow(0, 0, rows);
     float* tp = t.data_ptr<float>();
-    ParallelOverRows(rows, in, weight_element_bytes,
-                     [&](int64_t begin, int64_t end) { convert(r0, begin, end, tp); });
+    ParallelOverRows(rows, in, sizeof(uint16_t), [&](int64_t begin, int64_t end) {
+      k.bf16_to_f32(wp + (r0 + begin) * in, (end - begin) * in, tp + begin * in);
+    });
     // GEMM into a fresh contiguous block, then rows copied (bias added) by
     // hand: addmm and Tensor::copy_ would open OpenMP regions of their own.
     const torch::Tensor part = at::mm(xc, t.t());
@@ -308,19 +396,6 @@ torch::Tensor TiledGemm(const torch::Tensor& x, int64_t out, int64_t in, const t
   return y.view(OutputSizes(x, out));
 }
 
-}  // namespace
-
-torch::Tensor CpuTiledGemmBf16(const torch::Tensor& x, const torch::Tensor& weight,
-                               const torch::Tensor& bias) {
-  const int64_t in = weight.size(1);
-  const auto* wp = reinterpret_cast<const uint16_t*>(weight.data_ptr<at::BFloat16>());
-  const DenseKernels& k = ActiveKernels();
-  return TiledGemm(x, weight.size(0), in, bias, sizeof(uint16_t),
-                   [&](int64_t r0, int64_t begin, int64_t end, float* tp) {
-                     k.bf16_to_f32(wp + (r0 + begin) * in, (end - begin) * in, tp + begin * in);
-                   });
-}
-
 torch::Tensor CpuMatRowsInt8(const torch::Tensor& x, const torch::Tensor& weight,
                              const torch::Tensor& scale, const torch::Tensor& bias) {
   const int64_t in = weight.size(1);
@@ -331,19 +406,6 @@ torch::Tensor CpuMatRowsInt8(const torch::Tensor& x, const torch::Tensor& weight
   MatRowsInto(weight, xc.data_ptr<float>(), m, b.defined() ? b.data_ptr<float>() : nullptr,
               y.data_ptr<float>(), scale.data_ptr<float>());
   return y;
-}
-
-torch::Tensor CpuTiledGemmInt8(const torch::Tensor& x, const torch::Tensor& weight,
-                               const torch::Tensor& scale, const torch::Tensor& bias) {
-  const int64_t in = weight.size(1);
-  const int8_t* wp = weight.data_ptr<int8_t>();
-  const float* sp = scale.data_ptr<float>();
-  const DenseKernels& k = ActiveKernels();
-  return TiledGemm(x, weight.size(0), in, bias, sizeof(int8_t),
-                   [&](int64_t r0, int64_t begin, int64_t end, float* tp) {
-                     k.dequantize_i8(wp + (r0 + begin) * in, sp + r0 + begin, end - begin, in,
-                                     tp + begin * in);
-                   });
 }
 
 namespace {
@@ -367,15 +429,20 @@ void MatRowsInt4Into(const torch::Tensor& packed, const torch::Tensor& params, c
                      int64_t m, const float* bias, float* y) {
   const Int4Matrix q = Int4Of(packed, params);
   const DenseKernels& k = ActiveKernels();
-  const I4Rows rows = PreparedI4Rows(k, x, m, q.in, q.group);
-  // The split by the weight bytes, half a byte a weight: rows of in / 2.
-  ParallelOverRows(q.out, q.in / 2, sizeof(uint8_t), [&](int64_t begin, int64_t end) {
-    if (m == 1) {
+  torch::Tensor owned;
+  const I4Rows rows = PreparedI4Rows(k, x, m, q.in, q.group, owned);
+  if (m == 1) {
+    // The split by the weight bytes, half a byte a weight: rows of in / 2.
+    ParallelOverRows(q.out, q.in / 2, sizeof(uint8_t), [&](int64_t begin, int64_t end) {
       k.matvec_i4(q.w, q.params, rows, bias, y, begin, end);
-    } else {
-      k.matrows_i4(q.w, q.params, rows, q.out, m, bias, y, begin, end);
-    }
-  });
+    });
+    return;
+  }
+  ParallelOverBlocks(q.out, q.in / 2, m, I4RowBytes(q.in),
+                     [&](int64_t i, int64_t rows_here, int64_t begin, int64_t end) {
+                       k.matrows_i4(q.w, q.params, RowsFrom(rows, i), q.out, rows_here, bias,
+                                    y + i * q.out, begin, end);
+                     });
 }
 
 torch::Tensor CpuMatRowsInt4(const torch::Tensor& x, const torch::Tensor& packed,
@@ -387,21 +454,6 @@ torch::Tensor CpuMatRowsInt4(const torch::Tensor& x, const torch::Tensor& packed
   MatRowsInt4Into(packed, params, xc.data_ptr<float>(), x.numel() / in,
                   b.defined() ? b.data_ptr<float>() : nullptr, y.data_ptr<float>());
   return y;
-}
-
-torch::Tensor CpuTiledGemmInt4(const torch::Tensor& x, const torch::Tensor& packed,
-                               const torch::Tensor& params, const torch::Tensor& bias) {
-  const Int4Matrix q = Int4Of(packed, params);
-  const DenseKernels& k = ActiveKernels();
-  const int64_t groups = q.in / q.group;
-  // The tiles' conversion split as if a weight were a byte (chunks of rows
-  // twice as long as their bytes say: the conversion writes 4 bytes a weight).
-  return TiledGemm(x, q.out, q.in, bias, sizeof(uint8_t),
-                   [&](int64_t r0, int64_t begin, int64_t end, float* tp) {
-                     k.dequantize_i4(q.w + (r0 + begin) * (q.in / 2),
-                                     q.params + (r0 + begin) * 2 * groups, end - begin, q.in,
-                                     q.group, tp + begin * q.in);
-                   });
 }
 
 torch::Tensor DequantizeInt4(const torch::Tensor& packed, const torch::Tensor& params) {

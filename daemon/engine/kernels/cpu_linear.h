@@ -77,16 +77,13 @@ torch::Tensor CpuTiledGemmBf16(const torch::Tensor& x, const torch::Tensor& weig
                                const torch::Tensor& bias);
 
 // int8 weights [out, in] (torch::kChar) with float32 row scales `scale`
-// [out], contiguous: x · (weight · diag(scale))ᵀ + bias. CpuMatRowsInt8: any
-// number of rows with the batch-invariant int8 kernels (row i bitwise what
-// MatVecInto gives it alone; x rounded to int8 blocks as MatVecInto rounds
-// it). CpuTiledGemmInt8: tiles of rows dequantized to float32 (one rounding a
-// weight) and multiplied with BLAS GEMM on x as it is, as CpuTiledGemmBf16:
-// prefill's path (32 rows and more).
+// [out], contiguous: x · (weight · diag(scale))ᵀ + bias, any number of rows,
+// with the batch-invariant int8 kernels (row i bitwise what MatVecInto gives
+// it alone; x rounded to int8 blocks as MatVecInto rounds it). Many rows (a
+// prefill chunk) go through the kernels in blocks of x rows and runs of
+// weight rows that stay in cache (cpu_linear.cc, ParallelOverBlocks).
 torch::Tensor CpuMatRowsInt8(const torch::Tensor& x, const torch::Tensor& weight,
                              const torch::Tensor& scale, const torch::Tensor& bias);
-torch::Tensor CpuTiledGemmInt8(const torch::Tensor& x, const torch::Tensor& weight,
-                               const torch::Tensor& scale, const torch::Tensor& bias);
 
 // int4 weights (quantize.h in the engine; the layout: DenseKernels'
 // matvec_i4 in dense_kernels.h): `packed` uint8 [out, in / 2] and `params`
@@ -98,11 +95,8 @@ torch::Tensor CpuTiledGemmInt8(const torch::Tensor& x, const torch::Tensor& weig
 // dense_kernels.h: integer products, as llama.cpp's Q4 kernels), row i of y
 // bitwise what it is for m = 1 (matvec_i4 for one row, matrows_i4 for
 // several), rows split over KernelThreads() threads.
-// CpuMatRowsInt4: the same on tensors, x [..., in] float32.
-// CpuTiledGemmInt4: tiles of rows dequantized to float32 (bitwise the
-// weights the kernels multiply by) and multiplied with BLAS GEMM on x as it
-// is, as CpuTiledGemmBf16: prefill's path (32 rows and more), which does not
-// quantize x.
+// CpuMatRowsInt4: the same on tensors, x [..., in] float32. Many rows go
+// through the kernels in blocks, as CpuMatRowsInt8's.
 // DequantizeInt4: the whole matrix as float32 [out, in], for the baseline
 // path and for tests.
 // PackInt4Row: one row of `in` codes (0..15, in weight order) written to dst
@@ -116,8 +110,6 @@ void MatRowsInt4Into(const torch::Tensor& packed, const torch::Tensor& params, c
                      int64_t m, const float* bias, float* y);
 torch::Tensor CpuMatRowsInt4(const torch::Tensor& x, const torch::Tensor& packed,
                              const torch::Tensor& params, const torch::Tensor& bias);
-torch::Tensor CpuTiledGemmInt4(const torch::Tensor& x, const torch::Tensor& packed,
-                               const torch::Tensor& params, const torch::Tensor& bias);
 torch::Tensor DequantizeInt4(const torch::Tensor& packed, const torch::Tensor& params);
 
 // m rows against any weight the batch-invariant row kernels above take,

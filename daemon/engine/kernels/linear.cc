@@ -84,14 +84,8 @@ LinearPath SelectLinearPath(const torch::Tensor& x, const torch::Tensor& weight,
     return LinearPath::kBaseline;
   }
   if (NeedsAutograd(x, weight, bias)) return LinearPath::kBaseline;
-  if (int4) {
-    return x.numel() / in >= kTiledGemmMinRows ? LinearPath::kTiledGemmInt4
-                                               : LinearPath::kMatRowsInt4;
-  }
-  if (int8) {
-    return x.numel() / in >= kTiledGemmMinRows ? LinearPath::kTiledGemmInt8
-                                               : LinearPath::kMatRowsInt8;
-  }
+  if (int4) return LinearPath::kMatRowsInt4;
+  if (int8) return LinearPath::kMatRowsInt8;
   const bool bf16 = weight.scalar_type() == torch::kBFloat16;
   if (x.numel() == in) return bf16 ? LinearPath::kMatVecBf16 : LinearPath::kMatVecF32;
   if (!bf16) return LinearPath::kGemmF32;
@@ -114,12 +108,8 @@ const char* LinearPathName(LinearPath path) {
       return "tiled_gemm_bf16";
     case LinearPath::kMatRowsInt8:
       return "matrows_int8";
-    case LinearPath::kTiledGemmInt8:
-      return "tiled_gemm_int8";
     case LinearPath::kMatRowsInt4:
       return "matrows_int4";
-    case LinearPath::kTiledGemmInt4:
-      return "tiled_gemm_int4";
     case LinearPath::kDeviceInt8:
       return "device_int8";
     case LinearPath::kTorchInt4:
@@ -133,12 +123,8 @@ torch::Tensor Linear(const torch::Tensor& x, const torch::Tensor& weight, const 
   switch (SelectLinearPath(x, weight, bias, scale)) {
     case LinearPath::kMatRowsInt8:
       return kernels::CpuMatRowsInt8(x, weight, scale, bias);
-    case LinearPath::kTiledGemmInt8:
-      return kernels::CpuTiledGemmInt8(x, weight, scale, bias);
     case LinearPath::kMatRowsInt4:
       return kernels::CpuMatRowsInt4(x, weight, scale, bias);
-    case LinearPath::kTiledGemmInt4:
-      return kernels::CpuTiledGemmInt4(x, weight, scale, bias);
     case LinearPath::kDeviceInt8:
       return kernels::DeviceInt8Linear(x, weight, scale, bias);
     case LinearPath::kTorchInt4:

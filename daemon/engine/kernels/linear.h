@@ -40,17 +40,16 @@ namespace medq::engine {
 //
 // int8 weights (torch::kChar, weight-only symmetric quantization, quantize.h
 // in the engine) need `scale`, their float32 row scales [out]: the product is
-// then x · (weight · diag(scale))ᵀ + bias. On CPU with float32 x, one row
-// and up to kTiledGemmMinRows - 1 rows take the own int8 kernels (each row
-// computed exactly as alone), more rows tiles dequantized to float32 and
-// GEMM; anything else (another device, autograd) the baseline on the
-// dequantized matrix. Other dtypes ignore `scale`.
+// then x · (weight · diag(scale))ᵀ + bias. On CPU with float32 x, any number
+// of rows takes the own int8 kernels: x rounded to int8 blocks of 32, integer
+// multiply-adds, each row of x computed exactly as alone (a row's product
+// does not depend on the other rows of a prefill chunk or a decode batch);
+// anything else (another device, autograd) the baseline on the dequantized
+// matrix. Other dtypes ignore `scale`.
 // int4 weights (torch::kByte [out, in / 2], two weights a byte in groups,
 // quantize.h) take as `scale` their bf16 group parameters [out, in / group,
-// 2] (scale and minimum): one row up to kTiledGemmMinRows - 1 rows take the
-// own int4 kernels (each row computed exactly as alone), more rows tiles
-// dequantized to float32 and GEMM, anything else the baseline on the
-// dequantized matrix (CPU only).
+// 2] (scale and minimum): any number of rows takes the own int4 kernels, as
+// int8's, anything else the baseline on the dequantized matrix (CPU only).
 // On a GPU (device_quantized.h in the engine): int8 weights on the device
 // with float32 row scales take medq's int8 GEMV for up to 16 rows and a
 // dequantized GEMM beyond; int4 weights in LibTorch's layout (there, or on
@@ -66,10 +65,8 @@ enum class LinearPath {
   kMatVecBf16,     // CPU, bf16 weights, one row: own kernel
   kMatMulBf16,     // CPU, bf16 weights, 2 .. kTiledGemmMinRows - 1 rows: own kernel
   kTiledGemmBf16,  // CPU, bf16 weights, kTiledGemmMinRows rows or more: tiles + GEMM
-  kMatRowsInt8,    // CPU, int8 weights, 1 .. kTiledGemmMinRows - 1 rows: own kernel
-  kTiledGemmInt8,  // CPU, int8 weights, kTiledGemmMinRows rows or more: tiles + GEMM
-  kMatRowsInt4,    // CPU, int4 weights, 1 .. kTiledGemmMinRows - 1 rows: own kernel
-  kTiledGemmInt4,  // CPU, int4 weights, kTiledGemmMinRows rows or more: tiles + GEMM
+  kMatRowsInt8,    // CPU, int8 weights, any number of rows: own kernels
+  kMatRowsInt4,    // CPU, int4 weights, any number of rows: own kernels
   kDeviceInt8,     // CUDA, int8 weights: own GEMV up to 16 rows, else dequantized + GEMM
   kTorchInt4,      // LibTorch's int4 layout (GPU, or CPU for CI): _weight_int4pack_mm
 };
