@@ -328,20 +328,28 @@ void CheckRowsAgainstMatVec(Tables tables, bool vnni) {
   }
   // A prefill chunk's rows: more x rows than fit one block of x and more
   // weight rows than one run (cpu_linear.cc, ParallelOverBlocks), on 1, 2
-  // and 3 threads, so that blocks, runs and chunks all have several parts.
-  const Int4Weight w = RandomInt4({1536, 896, 64});
-  const int64_t m = 45;
-  const torch::Tensor x = torch::randn({m, 896});
-  for (int threads : {1, 2, 3}) {
-    kernels::SetKernelThreads(threads);
-    std::vector<float> rows(static_cast<size_t>(m * 1536), -1.0f);
-    kernels::MatRowsInt4Into(w.packed, w.params, x.data_ptr<float>(), m, nullptr, rows.data());
-    for (int64_t i = 0; i < m; ++i) {
-      INFO("1536x896, " << threads << " threads, row " << i);
-      std::vector<float> one(1536, -2.0f);
-      kernels::MatRowsInt4Into(w.packed, w.params, x.data_ptr<float>() + i * 896, 1, nullptr,
-                               one.data());
-      REQUIRE(SameBits(rows.data() + i * 1536, one.data(), 1536));
+  // and 3 threads, so that blocks, runs and chunks all have several parts;
+  // and 300 rows of 4096, whose prepared x (1.2 MiB) is more than the
+  // thread's kept buffer takes.
+  struct ManyRows {
+    Int4Shape shape;
+    int64_t m;
+  };
+  for (const ManyRows& c : {ManyRows{{1536, 896, 64}, 45}, ManyRows{{8, 4096, 64}, 300}}) {
+    const Int4Shape& s = c.shape;
+    const Int4Weight w = RandomInt4(s);
+    const torch::Tensor x = torch::randn({c.m, s.in});
+    for (int threads : {1, 2, 3}) {
+      kernels::SetKernelThreads(threads);
+      std::vector<float> rows(static_cast<size_t>(c.m * s.out), -1.0f);
+      kernels::MatRowsInt4Into(w.packed, w.params, x.data_ptr<float>(), c.m, nullptr, rows.data());
+      for (int64_t i = 0; i < c.m; ++i) {
+        INFO(s.out << "x" << s.in << ", " << threads << " threads, row " << i);
+        std::vector<float> one(static_cast<size_t>(s.out), -2.0f);
+        kernels::MatRowsInt4Into(w.packed, w.params, x.data_ptr<float>() + i * s.in, 1, nullptr,
+                                 one.data());
+        REQUIRE(SameBits(rows.data() + i * s.out, one.data(), s.out));
+      }
     }
   }
   kernels::SetKernelThreads(0);

@@ -198,21 +198,30 @@ void CheckRowsAgainstMatVec(Tables tables, bool vnni) {
   }
   // A prefill chunk's rows: more x rows than fit one block of x and more
   // weight rows than one run (cpu_linear.cc, ParallelOverBlocks), on 1, 2
-  // and 3 threads, so that blocks, runs and chunks all have several parts.
-  const Int8Weight w = RandomInt8(768, 896);
-  const int64_t m = 45;
-  const torch::Tensor x = torch::randn({m, 896});
-  for (int threads : {1, 2, 3}) {
-    kernels::SetKernelThreads(threads);
-    std::vector<float> rows(static_cast<size_t>(m * 768), -1.0f);
-    kernels::MatRowsInto(w.values, x.data_ptr<float>(), m, nullptr, rows.data(),
-                         w.scales.data_ptr<float>());
-    for (int64_t i = 0; i < m; ++i) {
-      INFO("768x896, " << threads << " threads, row " << i);
-      std::vector<float> one(768, -2.0f);
-      kernels::MatVecInto(w.values, x.data_ptr<float>() + i * 896, nullptr, one.data(),
-                          w.scales.data_ptr<float>());
-      REQUIRE(SameBits(rows.data() + i * 768, one.data(), 768));
+  // and 3 threads, so that blocks, runs and chunks all have several parts;
+  // and 300 rows of 4096, whose prepared x (1.3 MiB) is more than the
+  // thread's kept buffer takes.
+  struct ManyRows {
+    Int8Shape shape;
+    int64_t m;
+  };
+  for (const ManyRows& c : {ManyRows{{768, 896}, 45}, ManyRows{{8, 4096}, 300}}) {
+    const Int8Shape& s = c.shape;
+    const int64_t m = c.m;
+    const Int8Weight w = RandomInt8(s.out, s.in);
+    const torch::Tensor x = torch::randn({m, s.in});
+    for (int threads : {1, 2, 3}) {
+      kernels::SetKernelThreads(threads);
+      std::vector<float> rows(static_cast<size_t>(m * s.out), -1.0f);
+      kernels::MatRowsInto(w.values, x.data_ptr<float>(), m, nullptr, rows.data(),
+                           w.scales.data_ptr<float>());
+      for (int64_t i = 0; i < m; ++i) {
+        INFO(s.out << "x" << s.in << ", " << threads << " threads, row " << i);
+        std::vector<float> one(static_cast<size_t>(s.out), -2.0f);
+        kernels::MatVecInto(w.values, x.data_ptr<float>() + i * s.in, nullptr, one.data(),
+                            w.scales.data_ptr<float>());
+        REQUIRE(SameBits(rows.data() + i * s.out, one.data(), s.out));
+      }
     }
   }
   kernels::SetKernelThreads(0);

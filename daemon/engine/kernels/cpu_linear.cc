@@ -100,11 +100,12 @@ const float* PreparedBf16Rows(const DenseKernels& k, const float* x, int64_t m, 
 // Up to this many bytes, a product's prepared x rows live in a buffer of the
 // calling thread's, grown and kept: a decode step makes several products a
 // layer, and an allocation each would put the allocator on the per-token
-// path. A prefill chunk's rows (megabytes for a wide model) get a tensor of
-// the product's own instead, so that they go back to LibTorch's allocator
-// (and host_pool.h's release after the request) when the product ends rather
-// than stay with the worker thread for the daemon's life.
-constexpr size_t kKeptScratchBytes = 256 * 1024;
+// path (16 rows of a 7B model's widest input, 14,336, take 0.27 MiB). A
+// prefill chunk's rows (up to tens of megabytes for a wide model) get a
+// tensor of the product's own instead, so that they go back to LibTorch's
+// allocator (and host_pool.h's release after the request) when the product
+// ends rather than stay with the worker thread for the daemon's life.
+constexpr size_t kKeptScratchBytes = 1 << 20;
 
 // Three arrays of the given byte sizes, each 64-byte aligned, in the calling
 // thread's kept buffer or in `owned`; valid until the thread's next call, or
@@ -175,7 +176,7 @@ I4Rows RowsFrom(const I4Rows& x, int64_t i0) {
 // them, and weight rows in runs of about kWeightRunBytes, which stay in L2
 // while every block of x passes over them. Without the blocks every weight
 // row met all of x from L3 (512 prefill rows of a 4864-wide down_proj are
-// 2.5 MB); with them a 512-row product ran at 1.05 to 1.5 times the tiled
+// 2.5 MB); with them a 512-row product ran at 0.95 to 1.6 times the tiled
 // GEMM it replaced (bench/engine/README.md, "Integer products for prefill").
 // Each (x row, weight row) product is the kernels' own, so the blocks change
 // no bit of the result.
