@@ -25,9 +25,10 @@
 // the standard error of that mean times the perplexity.
 //
 // `--step-rows N` reads each chunk N tokens at a time through its KV cache
-// instead of in one pass: below 32 rows a step takes the decode and batch
-// kernels (for int4, x rounded to int8 blocks: dense_kernels.h), as
-// generation does, where one pass of a chunk takes prefill's GEMM.
+// instead of in one pass, as generation reads a prompt in chunks. With int8
+// and int4 weights each row's products are the same either way (the integer
+// products, x rounded to int8 blocks: dense_kernels.h); attention and the
+// bf16 products of 32 rows and more (tiles and GEMM) may round otherwise.
 #include <c10/core/InferenceMode.h>
 
 #include <ATen/ATen.h>
@@ -248,7 +249,7 @@ int main(int argc, char** argv) {
   app.add_option("--dtype", o.dtype, "Weight dtype as loaded: bf16, fp32");
   app.add_option("--threads", o.threads, "Engine threads");
   app.add_option("--step-rows", o.step_rows,
-                 "Read each chunk this many tokens at a time (decode's kernels below 32)");
+                 "Read each chunk this many tokens at a time (as in chunked prefill)");
   app.add_flag("--bos", o.bos, "BOS first, and first in every chunk (llama.cpp's add_bos_token)");
   app.add_option("--write-text", o.write_text, "Write the held-out text here");
   app.add_option("--write-ids", o.write_ids, "Write its token ids here, one a line");

@@ -24,7 +24,12 @@ medq quantization against medq bf16 and against the llama.cpp type of the
 same width (int8 against Q8_0, int4 against Q4_0 and Q4_K_M), projections
 only and +emb. The load average at the start and at the end goes with them.
 
-  .venv/bin/python bench/quality/speed.py [--rounds 3] [--build build]
+--prefill measures reading a prompt instead: engine_bench's prefill of 512
+tokens (bf16, int8 and int4 projections; +emb changes nothing there, lm_head
+reading one row) against llama-bench's pp512 on the BF16 GGUF and the three
+quantized ones.
+
+  .venv/bin/python bench/quality/speed.py [--rounds 3] [--build build] [--prefill]
 """
 import argparse
 import json
@@ -43,6 +48,10 @@ GGUF_TYPES = ["Q8_0", "Q4_0", "Q4_K_M"]
 QUANTIZE = ["int8", "int4", "int8+emb", "int4+emb"]
 # Each medq quantization against the llama.cpp types of the same width.
 PEERS = {"int8": ["Q8_0"], "int4": ["Q4_0", "Q4_K_M"]}
+# --prefill: the prompt's length, medq's quantizations and llama.cpp's types.
+PREFILL_TOKENS = 512
+PREFILL_QUANTIZE = ["int8", "int4"]
+PREFILL_GGUF_TYPES = ["BF16"] + GGUF_TYPES
 
 
 def sh(cmd):
@@ -74,7 +83,7 @@ def prepare(a, bin_dir):
             log(f"converting {shape}")
             sh([sys.executable, "bench/quality/convert_to_gguf.py", LLAMA_SOURCE, d, "--outtype",
                 "bf16", "--outfile", bf16])
-        ggufs[shape] = {}
+        ggufs[shape] = {"BF16": bf16}
         for t in GGUF_TYPES:
             out = f"{WORK}/{shape}-{t}.gguf"
             if not os.path.exists(out):
@@ -92,7 +101,16 @@ def main():
     # interleaved layouts its AVX-512 kernels are fastest with (its AMX path,
     # which crashes here, is compiled out: setup-llama-cpp).
     ap.add_argument("--repack", default="1", help="llama-bench --repack 0|1")
+    ap.add_argument("--prefill", action="store_true",
+                    help=f"prefill of {PREFILL_TOKENS} tokens (pp{PREFILL_TOKENS}), not decode")
     a = ap.parse_args()
+    if a.prefill:
+        quantize, types, metric = PREFILL_QUANTIZE, PREFILL_GGUF_TYPES, "prefill_tok_s"
+        medq_args = ["--prompt-tokens", str(PREFILL_TOKENS), "--new-tokens", "8"]
+        llama_args = ["-p", str(PREFILL_TOKENS), "-n", "0"]
+    else:
+        quantize, types, metric = QUANTIZE, GGUF_TYPES, "decode_tok_s"
+        medq_args, llama_args = [], ["-p", "0", "-n", "128", "-d", "128"]
     os.chdir(ROOT)
     os.makedirs(WORK, exist_ok=True)
     bin_dir = sh(["bench/quality/setup-llama-cpp"]).stdout.strip().splitlines()[-1]
@@ -106,46 +124,53 @@ def main():
             log(f"round {r + 1}: medq {shape}")
             doc = json.loads(sh([f"{a.build}/bench/engine/engine_bench", "--keep", WORK,
                                  "--models", shape, "--dtypes", "bf16", "--quantize",
-                                 ",".join(QUANTIZE), "--threads", str(a.threads)]).stdout)
+                                 ",".join(quantize), "--threads", str(a.threads)] +
+                                medq_args).stdout)
             extra["read_bandwidth_gb_s"] = doc["read_bandwidth_gb_s"]
             for res in doc["results"]:
                 q = res.get("quantize", "none")
                 key = (shape, q + ("+emb" if res.get("quantized_embeddings") else ""))
-                medq.setdefault(key, []).append(res["decode_tok_s"])
-                log(f"  medq {key[1]}: {res['decode_tok_s']:.1f} tok/s")
+                medq.setdefault(key, []).append(res[metric])
+                log(f"  medq {key[1]}: {res[metric]:.1f} tok/s")
                 extra.setdefault(f"{shape}/{key[1]}/weight_bytes", res.get("parameter_bytes"))
             log(f"round {r + 1}: llama.cpp {shape}")
-            out = sh([f"{bin_dir}/llama-bench", "-m", ",".join(ggufs[shape][t] for t in GGUF_TYPES),
-                      "-t", str(a.threads), "-p", "0", "-n", "128", "-d", "128", "-r", "1",
-                      "--repack", a.repack, "-o", "json"]).stdout
+            out = sh([f"{bin_dir}/llama-bench", "-m", ",".join(ggufs[shape][t] for t in types),
+                      "-t", str(a.threads)] + llama_args +
+                     ["-r", "1", "--repack", a.repack, "-o", "json"]).stdout
             for res in json.loads(out):
-                t = next(t for t in GGUF_TYPES if res["model_filename"].endswith(f"-{t}.gguf"))
+                t = next(t for t in types if res["model_filename"].endswith(f"-{t}.gguf"))
                 llama.setdefault((shape, t), []).append(res["avg_ts"])
                 log(f"  llama.cpp {t}: {res['avg_ts']:.1f} tok/s")
                 extra[f"{shape}/{t}/model_size"] = res.get("model_size")
 
     results = []
     for shape in SHAPES:
-        m = {q: summary(medq[(shape, q)]) for q in ["none"] + QUANTIZE}
-        l = {t: summary(llama[(shape, t)]) for t in GGUF_TYPES}
+        m = {q: summary(medq[(shape, q)]) for q in ["none"] + quantize}
+        l = {t: summary(llama[(shape, t)]) for t in types}
         ratio = lambda x, y: x["median"] / y["median"]
         ratios = {}
-        for q in QUANTIZE:
+        for q in quantize:
             ratios[f"{q}/bf16"] = ratio(m[q], m["none"])
-        for q in QUANTIZE:
+        for q in quantize:
             for t in PEERS[q.split("+")[0]]:
                 ratios[f"{q}/{t}"] = ratio(m[q], l[t])
         ratios["bf16/Q8_0"] = ratio(m["none"], l["Q8_0"])
+        if "BF16" in l:
+            ratios["bf16/BF16"] = ratio(m["none"], l["BF16"])
         results.append({
             "model": shape,
-            "medq_decode_tok_s": m,
-            "llama_cpp_decode_tok_s": l,
+            f"medq_{metric}": m,
+            f"llama_cpp_{metric}": l,
             "bytes": {k.split("/", 1)[1]: v for k, v in extra.items() if k.startswith(shape + "/")},
             "ratios": ratios})
-    print(json.dumps({"benchmark": "quantized_decode_vs_llama_cpp", "threads": a.threads,
-                      "rounds": a.rounds, "prompt_tokens": 128, "new_tokens": 128,
+    print(json.dumps({"benchmark": ("quantized_prefill_vs_llama_cpp" if a.prefill else
+                                    "quantized_decode_vs_llama_cpp"),
+                      "threads": a.threads, "rounds": a.rounds,
+                      "prompt_tokens": PREFILL_TOKENS if a.prefill else 128,
+                      "new_tokens": 8 if a.prefill else 128,
                       "read_bandwidth_gb_s": extra.get("read_bandwidth_gb_s"),
-                      "llama_bench": {"test": "tg128 @ d128", "repack": a.repack},
+                      "llama_bench": {"test": f"pp{PREFILL_TOKENS}" if a.prefill else
+                                      "tg128 @ d128", "repack": a.repack},
                       "load_average_1min": {"start": load_start[0],
                                             "end": os.getloadavg()[0]},
                       "results": results}, indent=2))
