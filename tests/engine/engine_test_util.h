@@ -103,10 +103,9 @@ inline double MaxAbsDiff(const at::Tensor& a, const at::Tensor& b) {
 }
 
 // How far medq's int4 and int8 products, which round x to int8 in blocks of
-// 32 (dense_kernels.h), may move the tiny random-weight
-// fixtures' logits from the same weights with x unrounded: of the largest
-// logit, and by relative L2 (int8 weights' bounds, quantize_test.cc: the
-// same step).
+// 32 (dense_kernels.h), may move the tiny random-weight fixtures' logits
+// from the same weights with x unrounded: of the largest logit, and by
+// relative L2 (int8 weights' bounds, quantize_test.cc: the same step).
 inline constexpr double kXRoundingMaxDiff = 0.1;
 inline constexpr double kXRoundingRelL2 = 0.05;
 

@@ -243,9 +243,10 @@ void CheckBatchedIsSolo(const Quantized& q) {
 // row's largest weight; through these tiny random-weight models (hidden 32
 // to 64) that moved the logits by 1.6 to 3.8% (relative L2) and at most
 // 6.3% of the largest logit (measured, x unrounded). Its kernels also round
-// x to int8 blocks of 32, the same step (dense_kernels.h): both together, up to 6.1% and 11%
-// (measured); the bounds are 10% and 20%. Against the dequantized model with x unrounded, the
-// bounds of x's rounding alone (engine_test_util.h).
+// x to int8 blocks of 32, the same step (dense_kernels.h): both together,
+// up to 6.1% and 11% (measured); the bounds are 10% and 20%. Against the
+// dequantized model with x unrounded, the bounds of x's rounding alone
+// (engine_test_util.h).
 const Quantized kInt8{
     [](const fs::path& dir, const std::string& dtype) { return MustLoadInt8(dir, dtype); },
     at::kChar,
