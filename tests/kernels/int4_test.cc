@@ -328,14 +328,15 @@ void CheckRowsAgainstMatVec(Tables tables, bool vnni) {
   }
   // A prefill chunk's rows: more x rows than fit one block of x and more
   // weight rows than one run (cpu_linear.cc, ParallelOverBlocks), on 1, 2
-  // and 3 threads, so that blocks, runs and chunks all have several parts;
+  // and 3 threads, so that blocks, runs and chunks all have several parts
+  // (41 rows: blocks of 20, 20 and one, which takes the one-row kernel);
   // and 300 rows of 4096, whose prepared x (1.2 MiB) is more than the
   // thread's kept buffer takes.
   struct ManyRows {
     Int4Shape shape;
     int64_t m;
   };
-  for (const ManyRows& c : {ManyRows{{1536, 896, 64}, 45}, ManyRows{{8, 4096, 64}, 300}}) {
+  for (const ManyRows& c : {ManyRows{{1536, 896, 64}, 41}, ManyRows{{8, 4096, 64}, 300}}) {
     const Int4Shape& s = c.shape;
     const Int4Weight w = RandomInt4(s);
     const torch::Tensor x = torch::randn({c.m, s.in});

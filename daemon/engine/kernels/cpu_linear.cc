@@ -265,7 +265,9 @@ void MatRowsInto(const torch::Tensor& weight, const float* x, int64_t m, const f
   const int64_t in = weight.size(1);
   const DenseKernels& k = ActiveKernels();
   // The weight bytes decide the split, as in MatVecInto: the rows of x are
-  // reused from cache, so the chunks stay as long as for one row.
+  // reused from cache, so the chunks stay as long as for one row. The int8
+  // rows, once more than one block of x, split by the work instead
+  // (ParallelOverBlocks).
   if (weight.scalar_type() == torch::kChar) {
     const int8_t* wp = weight.data_ptr<int8_t>();
     torch::Tensor owned;
@@ -432,17 +434,17 @@ void MatRowsInt4Into(const torch::Tensor& packed, const torch::Tensor& params, c
   const DenseKernels& k = ActiveKernels();
   torch::Tensor owned;
   const I4Rows rows = PreparedI4Rows(k, x, m, q.in, q.group, owned);
-  if (m == 1) {
-    // The split by the weight bytes, half a byte a weight: rows of in / 2.
-    ParallelOverRows(q.out, q.in / 2, sizeof(uint8_t), [&](int64_t begin, int64_t end) {
-      k.matvec_i4(q.w, q.params, rows, bias, y, begin, end);
-    });
-    return;
-  }
+  // Weight rows of in / 2 bytes, half a byte a weight. A block of one x row
+  // (m = 1, or a last block) takes the one-row kernel: bitwise the same.
   ParallelOverBlocks(q.out, q.in / 2, m, I4RowBytes(q.in),
                      [&](int64_t i, int64_t rows_here, int64_t begin, int64_t end) {
-                       k.matrows_i4(q.w, q.params, RowsFrom(rows, i), q.out, rows_here, bias,
-                                    y + i * q.out, begin, end);
+                       if (rows_here == 1) {
+                         k.matvec_i4(q.w, q.params, RowsFrom(rows, i), bias, y + i * q.out, begin,
+                                     end);
+                       } else {
+                         k.matrows_i4(q.w, q.params, RowsFrom(rows, i), q.out, rows_here, bias,
+                                      y + i * q.out, begin, end);
+                       }
                      });
 }
 

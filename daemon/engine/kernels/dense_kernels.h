@@ -157,7 +157,7 @@ using MatRowsI8Fn = void (*)(const int8_t* w, const float* scale, const I8Rows& 
 
 // dst[r, k] = float(q[r, k]) · scale[r] for the rows [0, rows) of q [rows,
 // in]: the int8 weights dequantized to float32 (one rounding a weight), for
-// prefill's tiles (GEMM over them).
+// a quantized embedding row looked up (quantized_embeddings.h in the engine).
 using DequantizeI8Fn = void (*)(const int8_t* q, const float* scale, int64_t rows, int64_t in,
                                 float* dst);
 
@@ -309,7 +309,8 @@ using MatRowsI4Fn = void (*)(const uint8_t* w, const uint16_t* params, const I4R
 
 // dst[r, k] = fma(float(q[r, k]), s, m) for the rows [0, rows) of w and
 // params as above: the int4 weights dequantized to float32, bitwise what the
-// kernels multiply by, for prefill's tiles (GEMM over them).
+// kernels multiply by, for a quantized embedding row looked up and for
+// Linear()'s baseline path (DequantizeInt4).
 using DequantizeI4Fn = void (*)(const uint8_t* w, const uint16_t* params, int64_t rows, int64_t in,
                                 int64_t group, float* dst);
 
