@@ -1,7 +1,9 @@
 // medq-run: runs a model directory directly, without the daemon.
 //   medq-run MODEL_DIR (--ids 1,2,3 | --prompt TEXT) [--max-tokens N] [--device cpu]
-//            [--dtype auto] [--adapter DIR] [--temperature T] [--top-k K] [--top-p P]
-//            [--min-p P] [--repetition-penalty R] [--seed N] [--threads N]
+//            [--dtype auto] [--adapter DIR] [--quantize none|int8|int4]
+//            [--quantize-group G] [--quantize-embeddings] [--temperature T]
+//            [--top-k K] [--top-p P] [--min-p P] [--repetition-penalty R]
+//            [--seed N] [--threads N]
 // Prints the generated ids on one line (with --prompt: the prompt and the
 // generated text, through the model's tokenizer.json, as is: no chat
 // template), then the timings on stderr.
@@ -28,6 +30,9 @@ struct Options {
   std::string device = "cpu";
   std::string dtype = "auto";
   std::string adapter;
+  std::string quantize = "none";
+  int64_t quantize_group = 64;
+  bool quantize_embeddings = false;
   medq::engine::SamplingParams sampling;
   int64_t seed = -1;
   int threads = 0;
@@ -86,10 +91,19 @@ int Run(const Options& o) {
   if (o.seed >= 0) request.sampling.seed = static_cast<uint64_t>(o.seed);
 
   const auto t0 = Clock::now();
-  auto model = medq::engine::LoadModel(o.model_dir, {o.device, o.dtype});
+  // With an adapter the base loads in full precision and the merged model is
+  // quantized, as the daemon does.
+  medq::engine::LoadOptions load{o.device, o.dtype};
+  if (o.adapter.empty()) {
+    load.quantize = o.quantize;
+    load.quantize_group = o.quantize_group;
+    load.quantize_embeddings = o.quantize_embeddings;
+  }
+  auto model = medq::engine::LoadModel(o.model_dir, load);
   if (!model.ok()) return Fail(model.error());
   if (!o.adapter.empty()) {
-    auto adapted = medq::engine::ApplyAdapter(*model, o.adapter);
+    auto adapted = medq::engine::ApplyAdapter(*model, o.adapter, o.quantize, o.quantize_group,
+                                              o.quantize_embeddings);
     if (!adapted.ok()) return Fail(adapted.error());
     model = std::move(adapted);
   }
@@ -112,12 +126,14 @@ int Run(const Options& o) {
   const double decode_tps =
       result->new_tokens > 1 ? (result->new_tokens - 1) / (result->decode_ms / 1000.0) : 0.0;
   std::fprintf(stderr,
-               "model %s (%s, %s, %s, %.1f MB)\nload %.1f ms | prompt %d tokens, prefill %.1f ms "
+               "model %s (%s, %s, %s, quantization %s, %.1f MB)\nload %.1f ms | prompt %d tokens, "
+               "prefill %.1f ms "
                "(%.1f tok/s) | %d new tokens, decode %.1f ms (%.2f tok/s) | finish %s\n",
                o.model_dir.c_str(), info.architecture.c_str(), info.device.c_str(),
-               info.dtype.c_str(), info.parameter_bytes / 1e6, load_ms, result->prompt_tokens,
-               result->prefill_ms, result->prompt_tokens / (result->prefill_ms / 1000.0),
-               result->new_tokens, result->decode_ms, decode_tps, FinishName(result->finish));
+               info.dtype.c_str(), info.quantization.c_str(), info.parameter_bytes / 1e6, load_ms,
+               result->prompt_tokens, result->prefill_ms,
+               result->prompt_tokens / (result->prefill_ms / 1000.0), result->new_tokens,
+               result->decode_ms, decode_tps, FinishName(result->finish));
   return 0;
 }
 
@@ -140,6 +156,13 @@ int main(int argc, char** argv) {
   app.add_option("--device", o.device, "cpu, cuda or cuda:N")->capture_default_str();
   app.add_option("--dtype", o.dtype, "auto, bf16, fp16 or fp32")->capture_default_str();
   app.add_option("--adapter", o.adapter, "PEFT LoRA adapter directory to merge");
+  app.add_option("--quantize", o.quantize,
+                 "Weight quantization of the projections: none, int8 or int4")
+      ->capture_default_str();
+  app.add_option("--quantize-group", o.quantize_group, "int4's group size: 32, 64 or 128")
+      ->capture_default_str();
+  app.add_flag("--quantize-embeddings", o.quantize_embeddings,
+               "With int8 or int4: lm_head and the input embeddings too");
   app.add_option("--temperature", o.sampling.temperature, "0 = greedy")->capture_default_str();
   app.add_option("--top-k", o.sampling.top_k, "0 = off");
   app.add_option("--top-p", o.sampling.top_p, "1 = off");
