@@ -1,11 +1,19 @@
 #include "daemon/engine/attention.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
 #include "daemon/engine/torch_version.h"
 
 namespace medq::engine {
+
+// The query rows of a block of BlockedEagerAttention (LibTorch before 2.0):
+// measured on a 2-core AVX2 CPU (bench/engine/README.md), blocks of 32, 64
+// and 128 rows read a 512- and a 2,048-token prompt within 3 % of each
+// other, save for 128 rows on SmolLM-135M's 512 (14 % slower: fewer keys
+// left out).
+constexpr int64_t kQueryBlock = 64;
 
 // scaled_dot_product_attention has enable_gqa from 2.5 on.
 #define MEDQ_SDPA_GQA MEDQ_TORCH_AT_LEAST(2, 5)
@@ -14,11 +22,21 @@ bool FusedCausalAttention() {
   return MEDQ_SDPA_GQA != 0;
 }
 
+int64_t AttentionQueryBlock() {
+#if MEDQ_TORCH_AT_LEAST(2, 0)
+  return 0;
+#else
+  return kQueryBlock;
+#endif
+}
+
 AttentionPlan PlanAttention(int64_t start, int64_t t, std::optional<int64_t> sliding_window,
                             at::Device device) {
   const int64_t s = start + t;
   const bool window_cuts = sliding_window.has_value() && s > *sliding_window;
   AttentionPlan plan;
+  plan.start = start;
+  plan.sliding_window = sliding_window;
   if (t == 1 && !window_cuts) return plan;
   if (FusedCausalAttention() && start == 0 && !window_cuts) {
     plan.causal = true;
@@ -33,6 +51,58 @@ AttentionPlan PlanAttention(int64_t start, int64_t t, std::optional<int64_t> sli
   return plan;
 }
 
+#if !MEDQ_TORCH_AT_LEAST(2, 0)
+namespace {
+
+// transformers' eager path: (q · kᵀ) / sqrt(D), masked, softmax in float32,
+// times v. q [B, kv_heads, R, D] (a kv head's query rows), k, v [B, kv_heads,
+// L, D], mask [R, L].
+at::Tensor EagerAttention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                          const std::optional<at::Tensor>& mask) {
+  at::Tensor scores = at::matmul(q, k.transpose(-1, -2));
+  scores.div_(std::sqrt(static_cast<double>(q.size(-1))));
+  if (mask.has_value())
+    scores.masked_fill_(mask->logical_not(), -std::numeric_limits<float>::infinity());
+  const at::Tensor probs = at::softmax(scores, -1, at::kFloat).to(q.scalar_type());
+  return at::matmul(probs, v);
+}
+
+// A prompt's queries a block at a time: each block's scores only over the
+// keys one of its queries sees (causal: up to its last query's position;
+// with a sliding window, from its first query's window), so that a prefill
+// from position 0 computes about half the scores, and a chunk's score
+// matrix is [heads · kQueryBlock, keys], not [heads · T, keys] (75 MB a
+// layer for a 512-token chunk at position 3584 of a 9-head model). Blocks
+// start at positions that are multiples of kQueryBlock, so a query's block,
+// and so its result, is the same however the prompt is cut into chunks of
+// a multiple of kQueryBlock tokens.
+at::Tensor BlockedEagerAttention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                                 const AttentionPlan& plan) {
+  const int64_t b = q.size(0), heads = q.size(1), t = q.size(2), d = q.size(3);
+  const int64_t kv_heads = k.size(1), group = heads / kv_heads;
+  const at::Tensor q5 = q.reshape({b, kv_heads, group, t, d});
+  at::Tensor out = at::empty({b, kv_heads, group, t, d}, q.options());
+  for (int64_t i0 = 0; i0 < t;) {
+    const int64_t i1 =
+        std::min(t, (plan.start + i0) / kQueryBlock * kQueryBlock + kQueryBlock - plan.start);
+    const int64_t n = i1 - i0;
+    const int64_t k1 = plan.start + i1;
+    const int64_t k0 = plan.sliding_window.has_value()
+                           ? std::max<int64_t>(0, plan.start + i0 - *plan.sliding_window + 1)
+                           : 0;
+    const at::Tensor mask = plan.mask->narrow(0, i0, n).narrow(1, k0, k1 - k0);
+    const at::Tensor rows = q5.narrow(3, i0, n).reshape({b, kv_heads, group * n, d});
+    const at::Tensor part = EagerAttention(rows, k.narrow(2, k0, k1 - k0), v.narrow(2, k0, k1 - k0),
+                                           group == 1 ? mask : mask.repeat({group, 1}));
+    out.narrow(3, i0, n).copy_(part.view({b, kv_heads, group, n, d}));
+    i0 = i1;
+  }
+  return out.view({b, heads, t, d});
+}
+
+}  // namespace
+#endif
+
 at::Tensor Attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                      const AttentionPlan& plan) {
 #if MEDQ_SDPA_GQA
@@ -44,28 +114,20 @@ at::Tensor Attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor&
                                           /*is_causal=*/plan.causal, /*scale=*/std::nullopt,
                                           /*enable_gqa=*/true);
 #else
-  const std::optional<at::Tensor>& mask = plan.mask;
   const int64_t b = q.size(0), heads = q.size(1), t = q.size(2), d = q.size(3);
   const int64_t kv_heads = k.size(1);
   const int64_t group = heads / kv_heads;
   // The `group` query heads sharing a kv head become group * T query rows of
   // that kv head: [B, kv_heads, group * T, D]; row g * T + i is head g, query i.
   const at::Tensor qg = q.reshape({b, kv_heads, group * t, d});
-  std::optional<at::Tensor> mask_g;
-  if (mask.has_value()) mask_g = group == 1 ? *mask : mask->repeat({group, 1});
 #if MEDQ_TORCH_AT_LEAST(2, 0)
   // c10::optional is not std::optional before LibTorch 2.3; convert explicitly.
   c10::optional<at::Tensor> attn_mask;
-  if (mask_g.has_value()) attn_mask = *mask_g;
+  if (plan.mask.has_value()) attn_mask = group == 1 ? *plan.mask : plan.mask->repeat({group, 1});
   const at::Tensor out = at::scaled_dot_product_attention(qg, k, v, attn_mask, 0.0, false);
 #else
-  // transformers' eager path: (q · kᵀ) / sqrt(D), masked, softmax in float32.
-  at::Tensor scores = at::matmul(qg, k.transpose(-1, -2)) / std::sqrt(static_cast<double>(d));
-  if (mask_g.has_value()) {
-    scores = scores.masked_fill(mask_g->logical_not(), -std::numeric_limits<float>::infinity());
-  }
-  const at::Tensor probs = at::softmax(scores, -1, at::kFloat).to(q.scalar_type());
-  const at::Tensor out = at::matmul(probs, v);
+  if (plan.mask.has_value()) return BlockedEagerAttention(q, k, v, plan);
+  const at::Tensor out = EagerAttention(qg, k, v, std::nullopt);
 #endif
   return out.reshape({b, heads, t, d});
 #endif  // MEDQ_SDPA_GQA
@@ -78,9 +140,7 @@ at::Tensor AttendOneQuery(const at::Tensor& q, const at::Tensor& k, const at::Te
 #if MEDQ_TORCH_AT_LEAST(2, 0)
   const at::Tensor out = at::scaled_dot_product_attention(qg, k, v, mask, 0.0, false);
 #else
-  at::Tensor scores = at::matmul(qg, k.transpose(-1, -2)) / std::sqrt(static_cast<double>(d));
-  scores = scores.masked_fill(mask.logical_not(), -std::numeric_limits<float>::infinity());
-  const at::Tensor out = at::matmul(at::softmax(scores, -1, at::kFloat).to(q.scalar_type()), v);
+  const at::Tensor out = EagerAttention(qg, k, v, mask);
 #endif
   return out.reshape({1, 1, heads * d});
 }

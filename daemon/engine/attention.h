@@ -14,6 +14,13 @@ namespace medq::engine {
 // The memory estimate (ModelInfo::fused_causal_attention) follows it.
 bool FusedCausalAttention();
 
+// Where a prompt's scores are built (not FusedCausalAttention()): the most
+// query rows whose scores [heads · rows, keys] exist at once, LibTorch
+// 1.13's blocks of queries (Attention); 0 where a chunk's queries are
+// scored at once (LibTorch 2.0 to 2.4, whose scaled_dot_product_attention
+// takes the whole mask).
+int64_t AttentionQueryBlock();
+
 // Which key positions each new query may see: causal, and within
 // `sliding_window` positions when set.
 struct AttentionPlan {
@@ -23,6 +30,11 @@ struct AttentionPlan {
   // Otherwise a bool mask [T, start + T] (true = may attend) on the device,
   // or nullopt when every query sees every key (one query, no window cut).
   std::optional<at::Tensor> mask;
+  // What the mask was made from: query i is position start + i, and sees
+  // keys within sliding_window positions when set. LibTorch 1.13's path
+  // (Attention) reads them to leave out keys no query of a block sees.
+  int64_t start = 0;
+  std::optional<int64_t> sliding_window;
 };
 AttentionPlan PlanAttention(int64_t start, int64_t t, std::optional<int64_t> sliding_window,
                             at::Device device);
@@ -30,7 +42,10 @@ AttentionPlan PlanAttention(int64_t start, int64_t t, std::optional<int64_t> sli
 // q: [B, heads, T, D]; k, v: [B, kv_heads, S, D] (S = start + T); `plan` from
 // PlanAttention. Query head h reads kv head h / (heads / kv_heads), as
 // transformers' repeat_kv does, without copying k or v. Softmax runs in
-// float32. Returns [B, heads, T, D] in q's dtype.
+// float32. Returns [B, heads, T, D] in q's dtype. Before LibTorch 2.0 (no
+// scaled_dot_product_attention) it is transformers' eager attention, a
+// block of AttentionQueryBlock() queries at a time over only the keys the
+// block's queries see.
 at::Tensor Attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                      const AttentionPlan& plan);
 

@@ -173,6 +173,7 @@ Result<std::shared_ptr<const Model>> LoadDecoder(const std::filesystem::path& di
   info.hidden_size = model->config.hidden_size;
   info.intermediate_size = model->config.intermediate_size;
   info.fused_causal_attention = FusedCausalAttention();
+  info.attention_query_block = AttentionQueryBlock();
   if (prequantized.format != PrequantizedFormat::kNone) {
     // Its projections are int4 already (BuildWeights, in host memory; a
     // GPU's model is moved below). Its embeddings and lm_head become int4 as

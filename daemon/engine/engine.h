@@ -82,6 +82,9 @@ struct ModelInfo {
   // A prefill's attention runs in fused kernels that never build the T x T
   // scores (LibTorch 2.5 and later); otherwise they are materialised.
   bool fused_causal_attention = false;
+  // Otherwise the most query rows scored at once (AttentionQueryBlock(): a
+  // block of LibTorch 1.13's eager attention); 0: a whole chunk's.
+  int64_t attention_query_block = 0;
 };
 
 // A loaded model: opaque, immutable after load. Safe to share between runs on

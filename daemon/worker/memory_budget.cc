@@ -35,10 +35,14 @@ int64_t WorkspaceBytes(const engine::ModelInfo& m, int64_t prompt_tokens, int64_
                             2 * (m.num_heads + 2 * m.num_kv_heads) * m.head_dim +
                             3 * m.intermediate_size;
   const int64_t layer = prompt_tokens * per_token * e;
-  // The T x T scores (float32, then the probabilities in the compute dtype)
-  // exist only on the unfused path; the fused kernels work in tiles.
+  // The scores (float32, then the probabilities in the compute dtype) exist
+  // only on the unfused path, T x T or a block of query rows x T; the fused
+  // kernels work in tiles.
+  const int64_t rows = m.attention_query_block > 0
+                           ? std::min(prompt_tokens, m.attention_query_block)
+                           : prompt_tokens;
   const int64_t scores =
-      m.fused_causal_attention ? 0 : m.num_heads * prompt_tokens * prompt_tokens * (4 + e);
+      m.fused_causal_attention ? 0 : m.num_heads * rows * prompt_tokens * (4 + e);
   const int64_t logits = 4 * m.vocab_size * 4;
   const int64_t rope = 2 * (prompt_tokens + max_tokens) * m.head_dim * 4;
   // On a GPU the decode step's CUDA graph keeps a pool of its own while the

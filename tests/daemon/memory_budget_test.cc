@@ -122,6 +122,15 @@ TEST_CASE("with fused attention a 1.5B model takes an 8k-token prompt on a 6 GB 
   in.estimate = EstimateRunMemory(m, 8192, 256);
   CHECK(in.estimate.workspace_bytes - WorkspaceBytes(m, 0, 256) >= int64_t{12} * 8192 * 8192 * 6);
   CHECK(Decide(in).verdict == Verdict::kRefuse);
+
+  // Scored 64 query rows at a time (LibTorch 1.13's blocks), they fit again.
+  m.attention_query_block = 64;
+  in.estimate = EstimateRunMemory(m, 8192, 256);
+  engine::ModelInfo fused = m;
+  fused.fused_causal_attention = true;
+  CHECK(in.estimate.workspace_bytes - WorkspaceBytes(fused, 8192, 256) ==
+        int64_t{12} * 64 * 8192 * 6);
+  CHECK(Decide(in).verdict == Verdict::kAdmit);
 }
 
 TEST_CASE("admission: within the budget and the device's free memory, the job runs", "[memory]") {
