@@ -8,12 +8,14 @@
 
 namespace medq::engine {
 
+#if !MEDQ_TORCH_AT_LEAST(2, 0)
 // The query rows of a block of BlockedEagerAttention (LibTorch before 2.0):
 // measured on a 2-core AVX2 CPU (bench/engine/README.md), blocks of 32, 64
 // and 128 rows read a 512- and a 2,048-token prompt within 3 % of each
 // other, save for 128 rows on SmolLM-135M's 512 (14 % slower: fewer keys
 // left out).
 constexpr int64_t kQueryBlock = 64;
+#endif
 
 // scaled_dot_product_attention has enable_gqa from 2.5 on.
 #define MEDQ_SDPA_GQA MEDQ_TORCH_AT_LEAST(2, 5)
