@@ -37,7 +37,6 @@ AttentionPlan PlanAttention(int64_t start, int64_t t, std::optional<int64_t> sli
   const int64_t s = start + t;
   const bool window_cuts = sliding_window.has_value() && s > *sliding_window;
   AttentionPlan plan;
-  plan.start = start;
   plan.sliding_window = sliding_window;
   if (t == 1 && !window_cuts) return plan;
   if (FusedCausalAttention() && start == 0 && !window_cuts) {
@@ -57,14 +56,18 @@ AttentionPlan PlanAttention(int64_t start, int64_t t, std::optional<int64_t> sli
 namespace {
 
 // transformers' eager path: (q · kᵀ) / sqrt(D), masked, softmax in float32,
-// times v. q [B, kv_heads, R, D] (a kv head's query rows), k, v [B, kv_heads,
-// L, D], mask [R, L].
+// times v. q [B, kv_heads, group · R, D] (a kv head's group query heads, R
+// queries each, head-major), k, v [B, kv_heads, L, D]; `hidden` [R, L]
+// (true = may not attend) holds for every head of the group.
 at::Tensor EagerAttention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-                          const std::optional<at::Tensor>& mask) {
+                          int64_t group, const std::optional<at::Tensor>& hidden) {
   at::Tensor scores = at::matmul(q, k.transpose(-1, -2));
   scores.div_(std::sqrt(static_cast<double>(q.size(-1))));
-  if (mask.has_value())
-    scores.masked_fill_(mask->logical_not(), -std::numeric_limits<float>::infinity());
+  if (hidden.has_value()) {
+    const int64_t b = q.size(0), kv_heads = q.size(1), l = k.size(2);
+    scores.view({b, kv_heads, group, q.size(2) / group, l})
+        .masked_fill_(*hidden, -std::numeric_limits<float>::infinity());
+  }
   const at::Tensor probs = at::softmax(scores, -1, at::kFloat).to(q.scalar_type());
   return at::matmul(probs, v);
 }
@@ -82,20 +85,20 @@ at::Tensor BlockedEagerAttention(const at::Tensor& q, const at::Tensor& k, const
                                  const AttentionPlan& plan) {
   const int64_t b = q.size(0), heads = q.size(1), t = q.size(2), d = q.size(3);
   const int64_t kv_heads = k.size(1), group = heads / kv_heads;
+  const int64_t start = k.size(2) - t;
   const at::Tensor q5 = q.reshape({b, kv_heads, group, t, d});
+  const at::Tensor hidden = plan.mask->logical_not();
   at::Tensor out = at::empty({b, kv_heads, group, t, d}, q.options());
   for (int64_t i0 = 0; i0 < t;) {
-    const int64_t i1 =
-        std::min(t, (plan.start + i0) / kQueryBlock * kQueryBlock + kQueryBlock - plan.start);
+    const int64_t i1 = std::min(t, (start + i0) / kQueryBlock * kQueryBlock + kQueryBlock - start);
     const int64_t n = i1 - i0;
-    const int64_t k1 = plan.start + i1;
+    const int64_t k1 = start + i1;
     const int64_t k0 = plan.sliding_window.has_value()
-                           ? std::max<int64_t>(0, plan.start + i0 - *plan.sliding_window + 1)
+                           ? std::max<int64_t>(0, start + i0 - *plan.sliding_window + 1)
                            : 0;
-    const at::Tensor mask = plan.mask->narrow(0, i0, n).narrow(1, k0, k1 - k0);
     const at::Tensor rows = q5.narrow(3, i0, n).reshape({b, kv_heads, group * n, d});
     const at::Tensor part = EagerAttention(rows, k.narrow(2, k0, k1 - k0), v.narrow(2, k0, k1 - k0),
-                                           group == 1 ? mask : mask.repeat({group, 1}));
+                                           group, hidden.narrow(0, i0, n).narrow(1, k0, k1 - k0));
     out.narrow(3, i0, n).copy_(part.view({b, kv_heads, group, n, d}));
     i0 = i1;
   }
@@ -129,7 +132,7 @@ at::Tensor Attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor&
   const at::Tensor out = at::scaled_dot_product_attention(qg, k, v, attn_mask, 0.0, false);
 #else
   if (plan.mask.has_value()) return BlockedEagerAttention(q, k, v, plan);
-  const at::Tensor out = EagerAttention(qg, k, v, std::nullopt);
+  const at::Tensor out = EagerAttention(qg, k, v, group, std::nullopt);
 #endif
   return out.reshape({b, heads, t, d});
 #endif  // MEDQ_SDPA_GQA
@@ -142,7 +145,7 @@ at::Tensor AttendOneQuery(const at::Tensor& q, const at::Tensor& k, const at::Te
 #if MEDQ_TORCH_AT_LEAST(2, 0)
   const at::Tensor out = at::scaled_dot_product_attention(qg, k, v, mask, 0.0, false);
 #else
-  const at::Tensor out = EagerAttention(qg, k, v, mask);
+  const at::Tensor out = EagerAttention(qg, k, v, heads / kv_heads, mask.logical_not());
 #endif
   return out.reshape({1, 1, heads * d});
 }

@@ -30,10 +30,8 @@ struct AttentionPlan {
   // Otherwise a bool mask [T, start + T] (true = may attend) on the device,
   // or nullopt when every query sees every key (one query, no window cut).
   std::optional<at::Tensor> mask;
-  // What the mask was made from: query i is position start + i, and sees
-  // keys within sliding_window positions when set. LibTorch 1.13's path
-  // (Attention) reads them to leave out keys no query of a block sees.
-  int64_t start = 0;
+  // The window the mask was made with: LibTorch 1.13's path (Attention)
+  // reads it to leave out keys no query of a block sees.
   std::optional<int64_t> sliding_window;
 };
 AttentionPlan PlanAttention(int64_t start, int64_t t, std::optional<int64_t> sliding_window,
